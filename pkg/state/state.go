@@ -1,0 +1,93 @@
+// Package state holds the agent's lifecycle state: the one source of truth
+// that readiness, sd_notify and metrics observe. Only the agent writes it.
+package state
+
+import (
+	"sync"
+	"time"
+)
+
+// Phase is where the agent is in its lifecycle.
+type Phase string
+
+const (
+	Starting       Phase = "STARTING"
+	WaitingForMesh Phase = "WAITING_FOR_MESH"
+	Bootstrapped   Phase = "BOOTSTRAPPED"
+	EnvoyStarting  Phase = "ENVOY_STARTING"
+	Ready          Phase = "READY"
+	Terminating    Phase = "TERMINATING"
+	Stopped        Phase = "STOPPED"
+	Failed         Phase = "FAILED"
+)
+
+// Snapshot is one observation of the agent.
+type Snapshot struct {
+	Phase Phase
+	// Detail is a short human sentence for STATUS= lines and 503 bodies,
+	// e.g. `waiting for mesh "payments" (attempt 4, next in 3.2s)`.
+	Detail string
+	// Since is when Phase was entered.
+	Since time.Time
+	// DrainDeadline is set while terminating with a drain wait.
+	DrainDeadline time.Time
+}
+
+// Tracker publishes snapshots to any number of observers.
+type Tracker struct {
+	mu      sync.Mutex
+	current Snapshot
+	subs    []chan Snapshot
+	now     func() time.Time
+}
+
+// NewTracker starts in STARTING.
+func NewTracker() *Tracker {
+	t := &Tracker{now: time.Now}
+	t.current = Snapshot{Phase: Starting, Detail: "starting", Since: t.now()}
+	return t
+}
+
+// Current returns the latest snapshot.
+func (t *Tracker) Current() Snapshot {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.current
+}
+
+// Set moves to phase p with a detail line and notifies observers.
+func (t *Tracker) Set(p Phase, detail string) { t.update(p, detail, time.Time{}) }
+
+// SetDraining enters TERMINATING with a drain deadline.
+func (t *Tracker) SetDraining(detail string, deadline time.Time) {
+	t.update(Terminating, detail, deadline)
+}
+
+func (t *Tracker) update(p Phase, detail string, deadline time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	since := t.current.Since
+	if p != t.current.Phase {
+		since = t.now()
+	}
+	t.current = Snapshot{Phase: p, Detail: detail, Since: since, DrainDeadline: deadline}
+	for _, c := range t.subs {
+		// Observers only need the latest snapshot: drop a stale one first.
+		select {
+		case <-c:
+		default:
+		}
+		c <- t.current
+	}
+}
+
+// Subscribe returns a channel that always holds the latest snapshot not yet
+// read. It starts with the current one.
+func (t *Tracker) Subscribe() <-chan Snapshot {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := make(chan Snapshot, 1)
+	c <- t.current
+	t.subs = append(t.subs, c)
+	return c
+}
