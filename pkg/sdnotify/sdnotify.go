@@ -1,0 +1,256 @@
+// Package sdnotify tells systemd about the agent's lifecycle (Type=notify).
+// It only observes pkg/state; it never drives the agent.
+package sdnotify
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+	"go.uber.org/zap"
+
+	"github.com/zoneproxy/zoneproxy/pkg/state"
+)
+
+// Options tunes Run.
+type Options struct {
+	// Healthy reports whether Envoy is alive and its admin API answers.
+	// It gates watchdog pings once Envoy runs. nil means always healthy.
+	Healthy func(ctx context.Context) bool
+	// StopGrace is the time after the drain deadline that the agent may
+	// still need to stop Envoy (SIGTERM, then SIGKILL).
+	StopGrace time.Duration
+	Log       *zap.Logger
+}
+
+// drainRefresh is how often STOPPING progress and the stop-timeout extension
+// are re-sent while draining. A variable so tests can shorten it.
+var drainRefresh = time.Second
+
+// Run speaks sd_notify until ctx ends or the tracker reaches STOPPED/FAILED.
+// A no-op returning nil when NOTIFY_SOCKET is unset.
+func Run(ctx context.Context, tr *state.Tracker, opts Options) error {
+	if os.Getenv("NOTIFY_SOCKET") == "" {
+		return nil
+	}
+	log := opts.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	n := &notifier{log: log.Named("sdnotify")}
+
+	// Deferred first so it runs last: the watchdog ends once ctx is cancelled.
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	var phase atomic.Value
+	phase.Store(state.Starting)
+
+	interval, err := daemon.SdWatchdogEnabled(false)
+	if err != nil {
+		// A malformed WATCHDOG_USEC must not stop READY/STATUS from flowing.
+		n.log.Warn("ignoring invalid watchdog settings", zap.Error(err))
+		interval = 0
+	}
+	if interval > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			watchdog(ctx, n, interval, &phase, opts.Healthy)
+		}()
+	}
+
+	sub := tr.Subscribe()
+	readySent := false
+	var (
+		draining  bool
+		drainSnap state.Snapshot // the latest TERMINATING snapshot
+		drainEnd  time.Time      // drain deadline + stop grace
+		drainTick *time.Ticker
+		tickC     <-chan time.Time // nil unless refreshing
+	)
+	stopTick := func() {
+		if drainTick != nil {
+			drainTick.Stop()
+			drainTick, tickC = nil, nil
+		}
+	}
+	defer stopTick()
+
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+
+		case s := <-sub:
+			phase.Store(s.Phase)
+			switch s.Phase {
+			case state.Ready:
+				if !readySent {
+					readySent = true
+					n.send(daemon.SdNotifyReady + "\nSTATUS=" + statusOr(s.Detail, "Envoy ready"))
+				} else {
+					n.send("STATUS=" + statusOr(s.Detail, "Envoy ready"))
+				}
+			case state.Terminating:
+				first := !draining
+				draining = true
+				drainSnap = s
+				drainEnd = time.Time{}
+				if !s.DrainDeadline.IsZero() {
+					drainEnd = s.DrainDeadline.Add(opts.StopGrace)
+				}
+				msg := stopMessage(time.Now(), s, drainEnd, opts.StopGrace)
+				if first {
+					msg = daemon.SdNotifyStopping + "\n" + msg
+				}
+				n.send(msg)
+				stopTick()
+				if !drainEnd.IsZero() {
+					drainTick = time.NewTicker(drainRefresh)
+					tickC = drainTick.C
+				}
+			case state.Stopped, state.Failed:
+				n.send("STATUS=" + statusOr(s.Detail, strings.ToLower(string(s.Phase))))
+				return nil
+			default:
+				n.send("STATUS=" + statusOr(s.Detail, strings.ToLower(string(s.Phase))))
+			}
+
+		case <-tickC:
+			// A tick may be read late; judge by the clock, not its stamp.
+			now := time.Now()
+			if !now.Before(drainEnd) {
+				// Past the promised end: stop extending so a wedged agent
+				// is still killed by TimeoutStopSec.
+				stopTick()
+				continue
+			}
+			n.send(stopMessage(now, drainSnap, drainEnd, opts.StopGrace))
+		}
+	}
+}
+
+// stopMessage is the progress line sent while terminating: how long systemd
+// must wait for us and how much drain time is left.
+func stopMessage(now time.Time, s state.Snapshot, drainEnd time.Time, grace time.Duration) string {
+	if s.DrainDeadline.IsZero() {
+		// Terminating without a drain wait: only Envoy's stop remains.
+		return fmt.Sprintf("EXTEND_TIMEOUT_USEC=%d\nSTATUS=%s",
+			usec(grace), statusOr(s.Detail, "stopping"))
+	}
+	left := s.DrainDeadline.Sub(now)
+	status := "stopping Envoy"
+	if left > 0 {
+		status = fmt.Sprintf("draining (%ds left)", int(math.Ceil(left.Seconds())))
+	}
+	return fmt.Sprintf("EXTEND_TIMEOUT_USEC=%d\nSTATUS=%s", usec(drainEnd.Sub(now)), status)
+}
+
+func usec(d time.Duration) int64 {
+	if d < 0 {
+		return 0
+	}
+	return d.Microseconds()
+}
+
+func statusOr(detail, fallback string) string {
+	// STATUS= is one line; a newline would start a bogus assignment.
+	detail = strings.TrimSpace(strings.ReplaceAll(detail, "\n", " "))
+	if detail == "" {
+		return fallback
+	}
+	return detail
+}
+
+// watchdog pings at half the interval. Before Envoy runs, the agent being
+// alive is enough; from READY on, a wedged or dead Envoy stops the pings so
+// systemd restarts the unit.
+func watchdog(ctx context.Context, n *notifier, interval time.Duration, phase *atomic.Value, healthy func(context.Context) bool) {
+	t := time.NewTicker(interval / 2)
+	defer t.Stop()
+	// Leave half of the ping period for the send itself.
+	checkTimeout := interval / 4
+	pinging := true
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ok := true
+		if healthy != nil && envoyRuns(phase.Load().(state.Phase)) {
+			cctx, cancel := context.WithTimeout(ctx, checkTimeout)
+			ok = healthy(cctx)
+			cancel()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if ok != pinging {
+			pinging = ok
+			if ok {
+				n.log.Info("Envoy healthy again, resuming watchdog pings")
+			} else {
+				n.log.Warn("Envoy unhealthy, withholding watchdog pings", zap.Duration("watchdog", interval))
+			}
+		}
+		if ok {
+			n.send(daemon.SdNotifyWatchdog)
+		}
+	}
+}
+
+// envoyRuns reports whether the phase has an Envoy whose health matters.
+func envoyRuns(p state.Phase) bool {
+	switch p {
+	case state.Ready, state.Terminating:
+		return true
+	}
+	return false
+}
+
+type notifier struct {
+	log    *zap.Logger
+	failed atomic.Bool
+}
+
+func (n *notifier) send(msg string) {
+	_, err := daemon.SdNotify(false, msg)
+	if err != nil {
+		// Log once per failure streak; the socket may come back after a
+		// systemd re-exec.
+		if !n.failed.Swap(true) {
+			n.log.Warn("sd_notify failed", zap.Error(err))
+		}
+		return
+	}
+	if n.failed.Swap(false) {
+		n.log.Info("sd_notify works again")
+	}
+}
+
+// ScrubEnv returns env without the variables that address systemd's notify
+// socket, watchdog and socket activation, so a child (Envoy) can neither
+// speak for the unit nor claim the agent's file descriptors.
+func ScrubEnv(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID",
+			"LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES":
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
