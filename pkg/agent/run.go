@@ -1,0 +1,226 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/zoneproxy/zoneproxy/pkg/envoy"
+	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
+	"github.com/zoneproxy/zoneproxy/pkg/state"
+)
+
+// ErrEnvoyExited is wrapped when Envoy stops by itself.
+var ErrEnvoyExited = errors.New("Envoy exited unexpectedly")
+
+func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, doc []byte) error {
+	adminAddr, err := envoy.AdminFromBootstrap(doc)
+	if err != nil {
+		return exitcode.AsConfig(fmt.Errorf("the control plane's bootstrap is unusable: %w", err))
+	}
+	cfgPath, err := wd.write(bootstrapFile, doc)
+	if err != nil {
+		return exitcode.AsConfig(err)
+	}
+	admin := envoy.NewAdmin(adminAddr)
+	defer admin.Close()
+
+	a.tracker.Set(state.EnvoyStarting, "Envoy starting")
+	args := envoy.Args(envoy.Options{
+		ConfigPath: cfgPath, DrainTime: a.cfg.DrainTime,
+		LogLevel: a.cfg.EnvoyLogLevel, Concurrency: a.cfg.Concurrency,
+	})
+	envoyLog := a.log.Named("envoy")
+	secret := a.currentToken()
+	proc, err := envoy.Start(envoy.Spec{
+		Path: envoyPath, Args: args, Env: envoyEnv(os.Environ()), Dir: wd.path,
+		Output: func(line string) { logEnvoyLine(envoyLog, redact(line, secret)) },
+	})
+	if err != nil {
+		return err
+	}
+	// Whatever happens below, Envoy does not outlive this function.
+	defer func() {
+		if proc.State() != envoy.Exited {
+			proc.Stop(StopGrace)
+		}
+	}()
+	a.log.Info("started Envoy", zap.Int("pid", proc.PID()), zap.Strings("args", args), zap.String("admin", adminAddr.String()))
+	if a.opts.OnEnvoy != nil {
+		a.opts.OnEnvoy(admin, proc)
+	}
+
+	started := time.Now()
+	if err := a.awaitLive(ctx, admin, proc); err != nil || ctx.Err() != nil {
+		if err != nil {
+			return err
+		}
+		a.stop(proc, "stopped before Envoy was ready")
+		return nil
+	}
+	a.tracker.Set(state.Ready, "Envoy ready")
+	a.log.Info("Envoy ready", zap.Duration("after", time.Since(started).Round(time.Millisecond)))
+
+	select {
+	case <-proc.Done():
+		return a.envoyExited(proc)
+	case <-ctx.Done():
+	}
+	a.drain(admin, proc)
+	a.stop(proc, "stopped")
+	return nil
+}
+
+// awaitLive polls Envoy's /ready until LIVE. It returns an error only when
+// Envoy exits; a cancelled ctx returns nil.
+func (a *Agent) awaitLive(ctx context.Context, admin *envoy.Admin, proc *envoy.Process) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	start := time.Now()
+	nextHint := 15 * time.Second
+	for {
+		select {
+		case <-proc.Done():
+			return a.envoyExited(proc)
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		word, live, err := admin.Ready(ctx)
+		if live {
+			return nil
+		}
+		if waited := time.Since(start); waited >= nextHint {
+			nextHint *= 2
+			reason := "its admin API does not answer yet"
+			if err == nil {
+				reason = "it reports " + word + "; it waits for its first configuration from the control plane over ADS (check the control plane's log for this proxy, e.g. a rejected token)"
+			}
+			a.log.Warn("Envoy is not ready yet", zap.Duration("waited", waited.Round(time.Second)), zap.String("reason", reason))
+		}
+	}
+}
+
+func (a *Agent) envoyExited(proc *envoy.Process) error {
+	desc := proc.ExitDescription()
+	a.log.Error("Envoy exited unexpectedly; zoneproxy stops too so that its supervisor (systemd) restarts both",
+		zap.String("status", desc), zap.Int("pid", proc.PID()))
+	return fmt.Errorf("%w (%s)", ErrEnvoyExited, desc)
+}
+
+// drain fails Envoy's health checks, drains its listeners and waits for
+// --drain-time, ending early once no downstream connection is left or on
+// a second stop signal.
+func (a *Agent) drain(admin *envoy.Admin, proc *envoy.Process) {
+	deadline := time.Now().Add(a.cfg.DrainTime)
+	a.tracker.SetDraining(drainDetail(deadline), deadline)
+	a.log.Info("draining Envoy", zap.Duration("drain-time", a.cfg.DrainTime))
+	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(time.Second))
+	defer cancel()
+	if err := admin.FailHealthChecks(ctx); err != nil {
+		a.log.Warn("cannot start the drain through Envoy's admin API; stopping Envoy now", zap.Error(err))
+		return
+	}
+	if err := admin.DrainListeners(ctx); err != nil {
+		a.log.Warn("cannot drain Envoy's listeners; waiting the drain time anyway", zap.Error(err))
+	}
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	end := time.NewTimer(time.Until(deadline))
+	defer end.Stop()
+	for {
+		if n, err := admin.DownstreamConnections(ctx); err == nil && n == 0 {
+			a.log.Info("no downstream connections left; ending the drain early")
+			return
+		}
+		select {
+		case <-end.C:
+			a.log.Info("drain time is over")
+			return
+		case <-a.opts.Hurry:
+			a.log.Info("second stop signal: skipping the rest of the drain")
+			return
+		case <-proc.Done():
+			a.log.Info("Envoy exited during the drain", zap.String("status", proc.ExitDescription()))
+			return
+		case <-tick.C:
+			a.tracker.SetDraining(drainDetail(deadline), deadline)
+		}
+	}
+}
+
+func drainDetail(deadline time.Time) string {
+	return fmt.Sprintf("draining (%s left)", time.Until(deadline).Round(time.Second))
+}
+
+func (a *Agent) stop(proc *envoy.Process, why string) {
+	a.tracker.Set(state.Terminating, "stopping Envoy")
+	if proc.State() == envoy.Exited {
+		return
+	}
+	if proc.Stop(StopGrace) {
+		a.log.Warn("Envoy ignored SIGTERM; killed it", zap.Duration("after", StopGrace))
+	}
+	a.log.Info("Envoy "+why, zap.String("status", proc.ExitDescription()))
+}
+
+func (a *Agent) currentToken() string {
+	if a.cfg.DataplaneToken != "" {
+		return strings.TrimSpace(a.cfg.DataplaneToken)
+	}
+	if a.cfg.DataplaneTokenFile != "" {
+		if b, err := os.ReadFile(a.cfg.DataplaneTokenFile); err == nil {
+			return strings.TrimSpace(string(b))
+		}
+	}
+	return ""
+}
+
+// envoyEnv is the agent's environment minus what Envoy must not inherit:
+// the agent's own settings (which may hold the token) and systemd's notify
+// and watchdog variables (Envoy must not talk to systemd for the agent).
+func envoyEnv(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		switch {
+		case strings.HasPrefix(name, "ZONEPROXY_"),
+			name == "NOTIFY_SOCKET", name == "WATCHDOG_USEC", name == "WATCHDOG_PID":
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+func redact(line, secret string) string {
+	if len(secret) < 8 {
+		return line
+	}
+	return strings.ReplaceAll(line, secret, "[redacted]")
+}
+
+// logEnvoyLine keeps Envoy's line as the message and maps its level, read
+// from "[time][pid][level][component] msg".
+func logEnvoyLine(log *zap.Logger, line string) {
+	lvl := zapcore.InfoLevel
+	if fields := strings.SplitN(line, "]", 4); len(fields) == 4 {
+		switch strings.TrimPrefix(fields[2], "[") {
+		case "trace", "debug":
+			lvl = zapcore.DebugLevel
+		case "warning":
+			lvl = zapcore.WarnLevel
+		case "error", "critical":
+			lvl = zapcore.ErrorLevel
+		}
+	}
+	if ce := log.Check(lvl, line); ce != nil {
+		ce.Write()
+	}
+}

@@ -1,0 +1,106 @@
+package bootstrap
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// AttemptTimeout bounds one request, as kuma-dp does.
+const AttemptTimeout = 10 * time.Second
+
+// maxBody bounds what the agent reads from the control plane.
+const maxBody = 16 << 20
+
+// Client sends one /bootstrap request at a time.
+type Client struct {
+	cpAddress string
+	endpoint  string
+	http      *http.Client
+}
+
+// NewClient verifies the control plane with caPEM when given, else with
+// the system trust store.
+func NewClient(cpAddress string, caPEM []byte) (*Client, error) {
+	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if len(caPEM) > 0 {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(caPEM) {
+			return nil, errors.New("no certificate could be parsed from the CA file")
+		}
+		tlsCfg.RootCAs = pool
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tlsCfg
+	tr.Proxy = nil // the DP server is reached directly, as Envoy will reach it
+	return &Client{
+		cpAddress: cpAddress,
+		endpoint:  strings.TrimRight(cpAddress, "/") + "/bootstrap",
+		http:      &http.Client{Transport: tr, Timeout: AttemptTimeout},
+	}, nil
+}
+
+// CloseIdle drops kept-alive connections once bootstrap is done.
+func (c *Client) CloseIdle() { c.http.CloseIdleConnections() }
+
+// Fetch makes one attempt and returns Envoy's bootstrap YAML, or an *Error.
+func (c *Client) Fetch(ctx context.Context, req *Request) ([]byte, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, &Error{Kind: Permanent, Msg: "cannot encode the bootstrap request", Err: err}
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, bytes.NewReader(body))
+	if err != nil {
+		return nil, &Error{Kind: Permanent, Msg: "invalid --cp-address", Err: err}
+	}
+	hreq.Header.Set("Accept", "application/json")
+	hreq.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(hreq)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, classifyTransport(err, c.cpAddress)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return nil, &Error{Kind: Retryable, Status: resp.StatusCode, Msg: fmt.Sprintf("reading the control plane's %d answer failed", resp.StatusCode), Err: err}
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, classifyStatus(resp.StatusCode, string(data), req.Mesh, c.cpAddress)
+	}
+	yaml, err := DecodeResponse(data)
+	if err != nil {
+		return nil, &Error{Kind: Permanent, Status: 200, Msg: "the control plane's answer is not a Kuma bootstrap response (is --cp-address a Kuma zone control plane?)", Err: err}
+	}
+	return yaml, nil
+}
+
+// DecodeResponse extracts Envoy's bootstrap from the JSON answer
+// {"bootstrap": base64(YAML), "kumaSidecarConfiguration": …}.
+func DecodeResponse(data []byte) ([]byte, error) {
+	var r struct {
+		Bootstrap *string `json:"bootstrap"`
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("not JSON: %w", err)
+	}
+	if r.Bootstrap == nil || *r.Bootstrap == "" {
+		return nil, errors.New(`no "bootstrap" field`)
+	}
+	yaml, err := base64.StdEncoding.DecodeString(*r.Bootstrap)
+	if err != nil {
+		return nil, fmt.Errorf(`"bootstrap" is not base64: %w`, err)
+	}
+	return yaml, nil
+}

@@ -1,0 +1,121 @@
+package bootstrap
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// Clock is the time source of the retry loop; tests inject a fake one.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// RealClock is the wall clock.
+var RealClock Clock = realClock{}
+
+// Backoff doubles from Initial to Max. Each delay is drawn from (¾d, d] so
+// that many proxies waiting for one mesh spread out instead of polling the
+// control plane in lock-step, while the wait never exceeds Max.
+type Backoff struct {
+	Initial, Max time.Duration
+	// Rand returns a number in [0, 1); nil uses math/rand.
+	Rand func() float64
+}
+
+// Delay is the wait after the n-th failed attempt (n ≥ 1).
+func (b Backoff) Delay(n int) time.Duration {
+	d := b.Initial
+	for i := 1; i < n && d < b.Max; i++ {
+		d *= 2
+	}
+	if d > b.Max {
+		d = b.Max
+	}
+	r := b.Rand
+	if r == nil {
+		r = rand.Float64
+	}
+	return d - time.Duration(r()*float64(d)/4)
+}
+
+// Wait describes one pause between attempts, for logs and status lines.
+type Wait struct {
+	Attempt int           // attempts made so far
+	Next    time.Duration // pause before the next attempt
+	Waited  time.Duration // since the first attempt
+	Err     *Error        // why the last attempt failed
+}
+
+// Loop retries Attempt until it succeeds, fails permanently, ctx ends or
+// Timeout (if > 0) passes.
+type Loop struct {
+	Attempt func(ctx context.Context) ([]byte, error)
+	Backoff Backoff
+	Clock   Clock
+	Timeout time.Duration
+	OnWait  func(Wait)
+}
+
+// Run returns the bootstrap, ctx.Err() when cancelled, the permanent
+// *Error, or a timeout error wrapping the last failure.
+func (l Loop) Run(ctx context.Context) ([]byte, error) {
+	clock := l.Clock
+	if clock == nil {
+		clock = RealClock
+	}
+	start := clock.Now()
+	for n := 1; ; n++ {
+		out, err := l.Attempt(ctx)
+		if err == nil {
+			return out, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		be, ok := err.(*Error)
+		if !ok {
+			be = &Error{Kind: Retryable, Msg: "bootstrap attempt failed", Err: err}
+		}
+		if be.Kind == Permanent {
+			return nil, be
+		}
+		waited := clock.Now().Sub(start)
+		delay := l.Backoff.Delay(n)
+		if l.Timeout > 0 {
+			left := l.Timeout - waited
+			if left <= 0 {
+				return nil, &TimeoutError{After: l.Timeout, Attempts: n, Last: be}
+			}
+			delay = min(delay, left)
+		}
+		if l.OnWait != nil {
+			l.OnWait(Wait{Attempt: n, Next: delay, Waited: waited, Err: be})
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-clock.After(delay):
+		}
+	}
+}
+
+// TimeoutError is returned when --bootstrap-timeout passes.
+type TimeoutError struct {
+	After    time.Duration
+	Attempts int
+	Last     *Error
+}
+
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("no bootstrap after %s and %d attempts (--bootstrap-timeout); last error: %v", e.After, e.Attempts, e.Last)
+}
+
+func (e *TimeoutError) Unwrap() error { return e.Last }

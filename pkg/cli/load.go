@@ -1,0 +1,235 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-multierror"
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/zoneproxy/zoneproxy/pkg/config"
+)
+
+// loadConfig merges flags > env ZONEPROXY_* > config file > defaults into
+// a Config. Every unreadable value is reported, not just the first.
+func loadConfig(fs *pflag.FlagSet) (*config.Config, error) {
+	v := viper.New()
+	v.SetEnvPrefix("ZONEPROXY")
+	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
+	v.AutomaticEnv()
+	if err := v.BindPFlags(fs); err != nil {
+		return nil, err
+	}
+	var errs *multierror.Error
+	add := func(key, format string, args ...any) {
+		errs = multierror.Append(errs, config.Problem{Key: key, Message: fmt.Sprintf(format, args...)})
+	}
+
+	if path := v.GetString("config"); path != "" {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			add("config", "cannot read %s: %v", path, unwrapPathErr(err))
+			return nil, errs
+		}
+		keys, err := topLevelKeys(raw)
+		if err != nil {
+			add("config", "%s is not valid YAML: %v", path, err)
+			return nil, errs
+		}
+		for _, k := range keys {
+			if f := fs.Lookup(k); f == nil || k == "config" {
+				add("config", "unknown key %q in %s%s", k, path, suggest(k, fs))
+			}
+		}
+		v.SetConfigFile(path)
+		v.SetConfigType("yaml")
+		if err := v.ReadInConfig(); err != nil {
+			add("config", "cannot load %s: %v", path, err)
+			return nil, errs
+		}
+	}
+
+	c := &config.Config{}
+	str := func(key string) string { return strings.TrimSpace(fmt.Sprint(v.Get(key))) }
+	num := func(key string) int {
+		n, err := toInt(v.Get(key))
+		if err != nil {
+			add(key, "%v", err)
+		}
+		return n
+	}
+	dur := func(key string) time.Duration {
+		d, err := toDuration(v.Get(key))
+		if err != nil {
+			add(key, "%v", err)
+		}
+		return d
+	}
+	c.Mesh = str("mesh")
+	c.Role = config.Role(str("role"))
+	c.Name = str("name")
+	c.Workload = str("workload")
+	labels, err := toLabels(v.Get("label"))
+	if err != nil {
+		add("label", "%v", err)
+	}
+	c.Labels = labels
+	c.Address = str("address")
+	c.IngressPort = num("ingress-port")
+	c.EgressPort = num("egress-port")
+	c.AdminPort = num("admin-port")
+	c.CPAddress = str("cp-address")
+	c.CACertFile = str("ca-cert-file")
+	c.DataplaneTokenFile = str("dataplane-token-file")
+	c.DataplaneToken = str("dataplane-token")
+	c.EnvoyBinary = str("envoy-binary")
+	c.WorkDir = str("work-dir")
+	c.ReadinessPort = num("readiness-port")
+	c.DrainTime = dur("drain-time")
+	c.EnvoyLogLevel = str("envoy-log-level")
+	c.Concurrency = num("concurrency")
+	c.RetryInitial = dur("retry-initial")
+	c.RetryMax = dur("retry-max")
+	c.BootstrapTimeout = dur("bootstrap-timeout")
+	c.LogLevel = str("log-level")
+	c.LogFormat = str("log-format")
+	return c, errs.ErrorOrNil()
+}
+
+func topLevelKeys(raw []byte) ([]string, error) {
+	var m map[string]any
+	if err := yaml.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys, nil
+}
+
+func toInt(v any) (int, error) {
+	switch x := v.(type) {
+	case int:
+		return x, nil
+	case int64:
+		return int(x), nil
+	case uint64:
+		return int(x), nil
+	case float64:
+		if x == float64(int(x)) {
+			return int(x), nil
+		}
+	case string:
+		if n, err := strconv.Atoi(strings.TrimSpace(x)); err == nil {
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("%v is not a whole number", v)
+}
+
+// toDuration accepts Go durations ("30s", "1m30s"); a bare number is
+// refused because its unit would be a guess.
+func toDuration(v any) (time.Duration, error) {
+	switch x := v.(type) {
+	case time.Duration:
+		return x, nil
+	case string:
+		d, err := time.ParseDuration(strings.TrimSpace(x))
+		if err == nil {
+			return d, nil
+		}
+	case int, int64, float64:
+		return 0, fmt.Errorf("%v has no unit: write a duration such as %vs", v, v)
+	}
+	return 0, fmt.Errorf("%q is not a duration: write e.g. 30s, 1m or 500ms", fmt.Sprint(v))
+}
+
+// toLabels accepts repeated k=v flags, "k=v,k2=v2" from env, or a YAML
+// list of k=v strings or a map.
+func toLabels(v any) (map[string]string, error) {
+	var pairs []string
+	switch x := v.(type) {
+	case nil:
+	case []string:
+		pairs = x
+	case string:
+		if strings.TrimSpace(x) != "" {
+			pairs = strings.Split(x, ",")
+		}
+	case []any:
+		for _, e := range x {
+			pairs = append(pairs, fmt.Sprint(e))
+		}
+	case map[string]any:
+		out := make(map[string]string, len(x))
+		for k, val := range x {
+			out[k] = fmt.Sprint(val)
+		}
+		return out, nil
+	default:
+		return nil, fmt.Errorf("labels must be key=value pairs, got %v", v)
+	}
+	out := map[string]string{}
+	var bad []string
+	for _, p := range pairs {
+		k, val, ok := strings.Cut(strings.TrimSpace(p), "=")
+		if !ok || k == "" {
+			bad = append(bad, fmt.Sprintf("%q", p))
+			continue
+		}
+		out[k] = val
+	}
+	if len(bad) > 0 {
+		return out, fmt.Errorf("%s is not key=value", strings.Join(bad, ", "))
+	}
+	return out, nil
+}
+
+// suggest names the closest flag to a mistyped key.
+func suggest(key string, fs *pflag.FlagSet) string {
+	best, bestD := "", 3
+	fs.VisitAll(func(f *pflag.Flag) {
+		if d := editDistance(key, f.Name); d < bestD {
+			best, bestD = f.Name, d
+		}
+	})
+	if best == "" {
+		return " (keys are the flag names of `zoneproxy run --help`)"
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+func unwrapPathErr(err error) error {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err
+	}
+	return err
+}

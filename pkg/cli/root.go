@@ -1,0 +1,68 @@
+// Package cli holds zoneproxy's commands. It turns flags, environment and
+// the config file into one config.Config and hands it to a library; no
+// business logic lives here.
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
+	"github.com/zoneproxy/zoneproxy/pkg/version"
+)
+
+// NewRootCommand builds the whole command tree.
+func NewRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "zoneproxy",
+		Short: "Run a mesh-scoped Kuma zone proxy (zone ingress, zone egress, or both) with Envoy",
+		Long: `zoneproxy runs a Kuma zone proxy for one mesh on a VM or bare-metal host.
+
+It registers a mesh-scoped Dataplane with ZoneIngress and/or ZoneEgress
+listeners, fetches Envoy's bootstrap from the zone control plane (waiting
+while the mesh does not exist yet), starts and supervises Envoy, reports
+readiness, and drains Envoy gracefully on stop.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newRunCommand(), newVersionCommand())
+	return root
+}
+
+func newVersionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version and commit",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) {
+			fmt.Fprintln(cmd.OutOrStdout(), version.String())
+		},
+	}
+}
+
+// Main runs the command line and returns the process exit code.
+func Main(args []string, stderr io.Writer) int {
+	root := NewRootCommand()
+	root.SetArgs(args)
+	root.SetErr(stderr)
+	err := root.Execute()
+	if err == nil {
+		return exitcode.OK
+	}
+	var reported reportedError
+	if errors.As(err, &reported) {
+		return exitcode.Of(reported.err)
+	}
+	// Cobra's own complaints (unknown flag, bad value) are usage errors.
+	fmt.Fprintln(stderr, "zoneproxy: "+err.Error())
+	return exitcode.Config
+}
+
+// reportedError was already written out; Main only maps its exit code.
+type reportedError struct{ err error }
+
+func (e reportedError) Error() string { return e.err.Error() }
+func (e reportedError) Unwrap() error { return e.err }

@@ -1,0 +1,119 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-multierror"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/zoneproxy/zoneproxy/pkg/agent"
+	"github.com/zoneproxy/zoneproxy/pkg/config"
+	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
+	"github.com/zoneproxy/zoneproxy/pkg/state"
+	"github.com/zoneproxy/zoneproxy/pkg/version"
+)
+
+func newRunCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run the zone proxy: bootstrap against the control plane and supervise Envoy",
+		Example: `  zoneproxy run --mesh payments --role egress \
+    --cp-address https://cp.zone-1.internal:5678 --ca-cert-file /etc/zoneproxy/cp-ca.pem \
+    --dataplane-token-file /etc/zoneproxy/tokens/payments-egress`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, log, level, err := prepare(cmd)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = log.Sync() }()
+			return runAgent(cfg, log, level)
+		},
+	}
+	addRunFlags(cmd.Flags())
+	return cmd
+}
+
+// prepare loads and validates the configuration and builds the logger.
+// Configuration problems are printed, all of them, and map to exit 78.
+func prepare(cmd *cobra.Command) (*config.Config, *zap.Logger, zap.AtomicLevel, error) {
+	stderr := cmd.ErrOrStderr()
+	cfg, err := loadConfig(cmd.Flags())
+	var warnings []config.Warning
+	if cfg != nil {
+		cfg.Complete(config.LocalHost())
+		var verr error
+		warnings, verr = cfg.Validate(time.Now())
+		err = multierror.Append(err, verr).ErrorOrNil()
+	}
+	if err != nil {
+		printProblems(stderr, err)
+		return nil, nil, zap.AtomicLevel{}, reportedError{exitcode.AsConfig(err)}
+	}
+	level := parseLevel(cfg.LogLevel)
+	log := newLogger(stderr, level, cfg.LogFormat)
+	for _, w := range warnings {
+		log.Warn(w.Message, zap.String("setting", "--"+w.Key))
+	}
+	return cfg, log, level, nil
+}
+
+func printProblems(w io.Writer, err error) {
+	var merr *multierror.Error
+	if !errors.As(err, &merr) || len(merr.Errors) == 0 {
+		fmt.Fprintln(w, "zoneproxy: invalid configuration: "+err.Error())
+		return
+	}
+	n := len(merr.Errors)
+	noun := "problem"
+	if n > 1 {
+		noun = "problems"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "zoneproxy: invalid configuration (%d %s):\n", n, noun)
+	for _, e := range merr.Errors {
+		fmt.Fprintf(&b, "  %s\n", e)
+	}
+	fmt.Fprint(w, b.String())
+}
+
+func runAgent(cfg *config.Config, log *zap.Logger, _ zap.AtomicLevel) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hurry := make(chan struct{})
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		sig := <-sigs
+		log.Info("stop signal received; stopping", zap.String("signal", sig.String()))
+		cancel()
+		sig = <-sigs
+		log.Info("second stop signal received; skipping the drain", zap.String("signal", sig.String()))
+		close(hurry)
+	}()
+
+	tracker := state.NewTracker()
+	log.Info("starting", zap.String("version", version.Version), zap.String("mesh", cfg.Mesh),
+		zap.String("role", string(cfg.Role)), zap.String("name", cfg.Name), zap.String("address", cfg.Address))
+	err := agent.New(agent.Options{Config: cfg, Log: log, Tracker: tracker, Hurry: hurry}).Run(ctx)
+	if err != nil {
+		if exitcode.IsConfig(err) {
+			log.Error("cannot run: " + err.Error())
+		} else {
+			log.Error("failed: " + err.Error())
+		}
+		return reportedError{err}
+	}
+	log.Info("stopped")
+	return nil
+}

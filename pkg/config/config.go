@@ -1,0 +1,81 @@
+// Package config defines the agent's configuration, its defaults, and the
+// validation that reports every problem at once.
+package config
+
+import (
+	"time"
+)
+
+// Role says which zone proxy listeners this agent runs.
+type Role string
+
+const (
+	RoleIngress  Role = "ingress"
+	RoleEgress   Role = "egress"
+	RoleCombined Role = "combined"
+)
+
+// HasIngress reports whether the role carries a ZoneIngress listener.
+func (r Role) HasIngress() bool { return r == RoleIngress || r == RoleCombined }
+
+// HasEgress reports whether the role carries a ZoneEgress listener.
+func (r Role) HasEgress() bool { return r == RoleEgress || r == RoleCombined }
+
+// Config is everything `zoneproxy run` needs. Keys match the flag names.
+type Config struct {
+	Mesh     string
+	Role     Role
+	Name     string
+	Workload string
+	Labels   map[string]string
+
+	Address     string
+	IngressPort int
+	EgressPort  int
+	AdminPort   int
+
+	CPAddress          string
+	CACertFile         string
+	DataplaneTokenFile string
+	DataplaneToken     string
+
+	EnvoyBinary   string
+	WorkDir       string
+	ReadinessPort int
+	DrainTime     time.Duration
+	EnvoyLogLevel string
+	Concurrency   int
+
+	RetryInitial     time.Duration
+	RetryMax         time.Duration
+	BootstrapTimeout time.Duration
+
+	LogLevel  string
+	LogFormat string
+}
+
+// Defaults for every key that has one. Name, Workload, Address and WorkDir
+// are derived from the host and the other keys when left empty.
+const (
+	DefaultIngressPort   = 10001
+	DefaultEgressPort    = 10002
+	DefaultAdminPort     = 9901
+	DefaultCPAddress     = "https://localhost:5678"
+	DefaultEnvoyBinary   = "envoy"
+	DefaultReadinessPort = 9902
+	DefaultDrainTime     = 30 * time.Second
+	DefaultEnvoyLogLevel = "info"
+	DefaultRetryInitial  = time.Second
+	DefaultRetryMax      = 5 * time.Second
+	DefaultLogLevel      = "info"
+	DefaultLogFormat     = "console"
+)
+
+// EnvoyLogLevels are the levels Envoy's --log-level accepts.
+var EnvoyLogLevels = []string{"trace", "debug", "info", "warning", "warn", "error", "critical", "off"}
+
+// LogLevels are the agent's own levels.
+var LogLevels = []string{"debug", "info", "warn", "error"}
+
+// LogFormats are the agent's log encodings.
+var LogFormats = []string{"console", "json"}

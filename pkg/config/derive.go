@@ -1,0 +1,90 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strings"
+
+	"github.com/zoneproxy/zoneproxy/pkg/dataplane"
+)
+
+// Host is what defaults are derived from; tests pass their own.
+type Host struct {
+	Hostname         string
+	FirstIPv4        string // first non-loopback IPv4, "" if none
+	RuntimeDirectory string // $RUNTIME_DIRECTORY, set by systemd
+}
+
+// LocalHost reads the running machine.
+func LocalHost() Host {
+	h, _ := os.Hostname()
+	return Host{Hostname: h, FirstIPv4: firstIPv4(), RuntimeDirectory: os.Getenv("RUNTIME_DIRECTORY")}
+}
+
+func firstIPv4() string {
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return ""
+	}
+	for _, ifc := range ifaces {
+		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, _ := ifc.Addrs()
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok {
+				if ip4 := ipn.IP.To4(); ip4 != nil && !ip4.IsLoopback() && !ip4.IsLinkLocalUnicast() {
+					return ip4.String()
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// Complete fills the derived defaults (name, workload, address, work dir
+// from $RUNTIME_DIRECTORY). Values set by the user are kept as given.
+func (c *Config) Complete(h Host) {
+	short := strings.SplitN(h.Hostname, ".", 2)[0]
+	if c.Name == "" && c.Mesh != "" && c.Role != "" {
+		c.Name = dataplane.SanitizeName(fmt.Sprintf("zone-proxy-%s-%s-%s", c.Mesh, c.Role, short))
+	}
+	if c.Workload == "" && c.Mesh != "" && c.Role != "" {
+		c.Workload = dataplane.SanitizeLabel(fmt.Sprintf("zone-proxy-%s-%s", c.Mesh, c.Role))
+	}
+	if c.Address == "" {
+		c.Address = h.FirstIPv4
+	}
+	if c.WorkDir == "" {
+		c.WorkDir = h.RuntimeDirectory
+	}
+}
+
+// Dataplane renders the resource this configuration registers.
+func (c *Config) Dataplane() dataplane.Dataplane {
+	s := dataplane.Spec{
+		Mesh:      c.Mesh,
+		Name:      c.Name,
+		Workload:  c.Workload,
+		Labels:    c.Labels,
+		Address:   c.Address,
+		AdminPort: portOrZero(c.AdminPort),
+	}
+	if c.Role.HasIngress() {
+		s.IngressPort = portOrZero(c.IngressPort)
+	}
+	if c.Role.HasEgress() {
+		s.EgressPort = portOrZero(c.EgressPort)
+	}
+	return dataplane.Render(s)
+}
+
+// portOrZero keeps out-of-range values visible to validation as 0 (which
+// the listener rules reject) instead of wrapping them.
+func portOrZero(p int) uint32 {
+	if p < 1 || p > 65535 {
+		return 0
+	}
+	return uint32(p)
+}

@@ -1,0 +1,277 @@
+package config
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-multierror"
+
+	"github.com/zoneproxy/zoneproxy/pkg/dataplane"
+	"github.com/zoneproxy/zoneproxy/pkg/token"
+)
+
+// MaxWorkDirLen keeps "<work-dir>/kuma-envoy-admin" within the 98
+// characters the control plane allows for socket paths before it truncates.
+const MaxWorkDirLen = 98 - len("/kuma-envoy-admin")
+
+// Problem is one configuration mistake, named by its flag/key, with the fix.
+type Problem struct {
+	Key     string
+	Message string
+}
+
+func (p Problem) Error() string { return "--" + p.Key + ": " + p.Message }
+
+// Warning is something allowed but worth an operator's attention.
+type Warning = Problem
+
+// Validate reports every problem at once. It reads the token and CA files
+// (to fail on them now) but never touches the network. now is for token expiry.
+func (c *Config) Validate(now time.Time) (warnings []Warning, err error) {
+	var errs *multierror.Error
+	add := func(key, format string, args ...any) {
+		errs = multierror.Append(errs, Problem{key, fmt.Sprintf(format, args...)})
+	}
+	warn := func(key, format string, args ...any) {
+		warnings = append(warnings, Problem{key, fmt.Sprintf(format, args...)})
+	}
+
+	if c.Mesh == "" {
+		add("mesh", "required: the mesh this zone proxy serves, e.g. --mesh payments")
+	}
+	switch c.Role {
+	case RoleIngress, RoleEgress, RoleCombined:
+	case "":
+		add("role", "required: one of ingress, egress, combined")
+	default:
+		add("role", "%q is not a role: use ingress, egress or combined", c.Role)
+	}
+	for k := range c.Labels {
+		if k == "" {
+			add("label", "a label needs a key: use --label key=value")
+		}
+		if k == dataplane.WorkloadLabel {
+			add("label", "set the %s label with --workload instead", dataplane.WorkloadLabel)
+		}
+	}
+
+	checkPort := func(key string, p int) {
+		if p < 1 || p > 65535 {
+			add(key, "%d is not a port: use 1-65535", p)
+		}
+	}
+	checkPort("readiness-port", c.ReadinessPort)
+	checkPort("admin-port", c.AdminPort)
+	ports := map[int]string{c.ReadinessPort: "readiness-port"}
+	claim := func(key string, p int) {
+		if other, ok := ports[p]; ok && p != 0 {
+			add(key, "port %d is also --%s: give each its own port", p, other)
+			return
+		}
+		ports[p] = key
+	}
+	claim("admin-port", c.AdminPort)
+	if c.Role.HasIngress() {
+		checkPort("ingress-port", c.IngressPort)
+		claim("ingress-port", c.IngressPort)
+	}
+	if c.Role.HasEgress() {
+		checkPort("egress-port", c.EgressPort)
+		claim("egress-port", c.EgressPort)
+	}
+
+	if c.Address == "" {
+		add("address", "no non-loopback IPv4 address found on this host: set --address to the IP zone peers reach this proxy on")
+	}
+	if c.Mesh != "" && c.Role != "" && c.Address != "" {
+		for _, fe := range c.dataplaneProblems() {
+			errs = multierror.Append(errs, fe)
+		}
+	}
+
+	c.validateControlPlane(add)
+	c.validateToken(now, add, warn)
+
+	if c.EnvoyBinary == "" {
+		add("envoy-binary", "cannot be empty: the path or name of the Envoy binary")
+	}
+	if c.WorkDir != "" {
+		if !filepath.IsAbs(c.WorkDir) {
+			add("work-dir", "%q must be an absolute path", c.WorkDir)
+		} else if len(c.WorkDir) > MaxWorkDirLen {
+			add("work-dir", "%q is %d characters; Envoy's admin socket path must stay short, use at most %d", c.WorkDir, len(c.WorkDir), MaxWorkDirLen)
+		}
+	}
+	if c.DrainTime < 0 {
+		add("drain-time", "%s is negative: use a duration such as 30s", c.DrainTime)
+	}
+	if !slices.Contains(EnvoyLogLevels, c.EnvoyLogLevel) {
+		add("envoy-log-level", "%q is not an Envoy log level: use one of %s", c.EnvoyLogLevel, strings.Join(EnvoyLogLevels, ", "))
+	}
+	if c.Concurrency < 0 {
+		add("concurrency", "%d is negative: use 0 for Envoy's default or a number of worker threads", c.Concurrency)
+	}
+	if c.RetryInitial <= 0 {
+		add("retry-initial", "%s must be positive, e.g. 1s", c.RetryInitial)
+	}
+	if c.RetryMax < c.RetryInitial {
+		add("retry-max", "%s must be at least --retry-initial (%s)", c.RetryMax, c.RetryInitial)
+	}
+	if c.BootstrapTimeout < 0 {
+		add("bootstrap-timeout", "%s is negative: use 0 to wait forever or a duration", c.BootstrapTimeout)
+	}
+	if !slices.Contains(LogLevels, c.LogLevel) {
+		add("log-level", "%q is not a log level: use one of %s", c.LogLevel, strings.Join(LogLevels, ", "))
+	}
+	if !slices.Contains(LogFormats, c.LogFormat) {
+		add("log-format", "%q is not a log format: use console or json", c.LogFormat)
+	}
+	return warnings, errs.ErrorOrNil()
+}
+
+// dataplaneProblems runs the control plane's Dataplane rules and names the
+// flag behind each field.
+func (c *Config) dataplaneProblems() []Problem {
+	dp := c.Dataplane()
+	var out []Problem
+	for _, fe := range append(dp.ValidateMeta(), dp.Validate()...) {
+		out = append(out, Problem{flagFor(fe.Field, dp), fe.Message + " (Dataplane " + fe.Field + ")"})
+	}
+	return out
+}
+
+func flagFor(field string, dp dataplane.Dataplane) string {
+	switch {
+	case field == "mesh":
+		return "mesh"
+	case field == "name":
+		return "name"
+	case strings.HasPrefix(field, "labels"):
+		return "workload"
+	case field == "networking.address" || strings.HasSuffix(field, ".address"):
+		return "address"
+	}
+	var i int
+	if _, err := fmt.Sscanf(field, "networking.listeners[%d]", &i); err == nil && i < len(dp.Networking.Listeners) {
+		if dp.Networking.Listeners[i].Type == dataplane.TypeZoneIngress {
+			return "ingress-port"
+		}
+		return "egress-port"
+	}
+	return "config"
+}
+
+func (c *Config) validateControlPlane(add func(key, format string, args ...any)) {
+	u, err := url.Parse(c.CPAddress)
+	switch {
+	case c.CPAddress == "":
+		add("cp-address", "required: the zone control plane's DP server, e.g. https://cp.zone-1.internal:5678")
+	case err != nil:
+		add("cp-address", "%q is not a URL: %v", c.CPAddress, err)
+	case u.Scheme != "https":
+		add("cp-address", "%q must start with https:// (the control plane's DP server on port 5678 only speaks TLS)", c.CPAddress)
+	case u.Hostname() == "":
+		add("cp-address", "%q has no host", c.CPAddress)
+	case u.Path != "" && u.Path != "/":
+		add("cp-address", "%q must not have a path: give only https://host:port", c.CPAddress)
+	}
+	if u != nil && u.Hostname() != "" {
+		if ip := net.ParseIP(u.Hostname()); ip != nil && ip.IsUnspecified() {
+			add("cp-address", "%q is a wildcard address: use the control plane's host name or IP", c.CPAddress)
+		}
+	}
+	if c.CACertFile == "" {
+		return
+	}
+	b, err := os.ReadFile(c.CACertFile)
+	if err != nil {
+		add("ca-cert-file", "cannot read %s: %v", c.CACertFile, unwrapPath(err))
+		return
+	}
+	if n := countCerts(b); n == 0 {
+		add("ca-cert-file", "%s holds no PEM certificate: give the control plane's CA certificate (kuma-cp.crt)", c.CACertFile)
+	}
+}
+
+func countCerts(b []byte) int {
+	n := 0
+	for {
+		var blk *pem.Block
+		blk, b = pem.Decode(b)
+		if blk == nil {
+			return n
+		}
+		if blk.Type == "CERTIFICATE" {
+			if _, err := x509.ParseCertificate(blk.Bytes); err == nil {
+				n++
+			}
+		}
+	}
+}
+
+func (c *Config) validateToken(now time.Time, add, warn func(key, format string, args ...any)) {
+	var raw, key string
+	switch {
+	case c.DataplaneTokenFile != "" && c.DataplaneToken != "":
+		add("dataplane-token", "set either --dataplane-token-file or --dataplane-token, not both")
+		return
+	case c.DataplaneToken != "":
+		key, raw = "dataplane-token", c.DataplaneToken
+		warn(key, "an inline token is visible in the process list and shell history; prefer --dataplane-token-file")
+	case c.DataplaneTokenFile != "":
+		key = "dataplane-token-file"
+		fi, err := os.Stat(c.DataplaneTokenFile)
+		if err != nil {
+			add(key, "cannot read %s: %v", c.DataplaneTokenFile, unwrapPath(err))
+			return
+		}
+		if fi.IsDir() {
+			add(key, "%s is a directory: give the token file", c.DataplaneTokenFile)
+			return
+		}
+		b, err := os.ReadFile(c.DataplaneTokenFile)
+		if err != nil {
+			add(key, "cannot read %s: %v", c.DataplaneTokenFile, unwrapPath(err))
+			return
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			warn(key, "%s has mode %04o: other users can read this credential; chmod 600 it", c.DataplaneTokenFile, fi.Mode().Perm())
+		}
+		raw = string(b)
+		if strings.TrimSpace(raw) == "" {
+			add(key, "%s is empty: write the token from `kumactl generate dataplane-token` into it", c.DataplaneTokenFile)
+			return
+		}
+	default:
+		warn("dataplane-token-file", "no dataplane token given; the control plane will refuse to bootstrap unless its dataplane authentication is off")
+		return
+	}
+	where := "the token"
+	if key == "dataplane-token-file" {
+		where = "the token in " + c.DataplaneTokenFile
+	}
+	claims, err := token.Parse(raw)
+	if err != nil {
+		add(key, "%s is %v; generate one with `kumactl generate dataplane-token --mesh %s`", where, err, c.Mesh)
+		return
+	}
+	if err := claims.Check(c.Mesh, c.Name, c.Workload, now); err != nil {
+		add(key, "%s cannot be used: %v", where, err)
+	}
+}
+
+// unwrapPath drops the path Go repeats in *PathError; messages name it already.
+func unwrapPath(err error) error {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err
+	}
+	return err
+}

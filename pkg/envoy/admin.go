@@ -1,0 +1,157 @@
+package envoy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// AdminAddress is where Envoy's admin API listens: a Unix socket path or
+// a TCP host:port.
+type AdminAddress struct {
+	Socket string
+	TCP    string
+}
+
+func (a AdminAddress) String() string {
+	if a.Socket != "" {
+		return "unix:" + a.Socket
+	}
+	return a.TCP
+}
+
+// Admin is a client of Envoy's admin API.
+type Admin struct {
+	addr AdminAddress
+	http *http.Client
+	base string
+}
+
+// NewAdmin returns a client; each call carries its own timeout.
+func NewAdmin(addr AdminAddress) *Admin {
+	tr := &http.Transport{
+		Proxy:               nil,
+		MaxIdleConnsPerHost: 2,
+		IdleConnTimeout:     30 * time.Second,
+	}
+	base := "http://" + addr.TCP
+	if addr.Socket != "" {
+		base = "http://envoy-admin"
+		sock := addr.Socket
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		}
+	}
+	return &Admin{addr: addr, http: &http.Client{Transport: tr}, base: base}
+}
+
+// Address is where this client connects.
+func (a *Admin) Address() AdminAddress { return a.addr }
+
+func (a *Admin) do(ctx context.Context, method, path string, timeout time.Duration) (int, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, a.base+path, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	resp, err := a.http.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
+	return resp.StatusCode, string(b), err
+}
+
+// Ready asks /ready. It returns Envoy's state word (LIVE, DRAINING,
+// PRE_INITIALIZING, INITIALIZING) and whether Envoy answered 200.
+func (a *Admin) Ready(ctx context.Context) (state string, live bool, err error) {
+	code, body, err := a.do(ctx, http.MethodGet, "/ready", time.Second)
+	if err != nil {
+		return "", false, err
+	}
+	return strings.TrimSpace(body), code == http.StatusOK, nil
+}
+
+// FailHealthChecks makes Envoy fail health checks, the first step of a drain.
+func (a *Admin) FailHealthChecks(ctx context.Context) error {
+	return a.post(ctx, "/healthcheck/fail")
+}
+
+// DrainListeners starts a graceful drain of every listener.
+func (a *Admin) DrainListeners(ctx context.Context) error {
+	return a.post(ctx, "/drain_listeners?graceful")
+}
+
+// SetLogLevel changes Envoy's log level at runtime.
+func (a *Admin) SetLogLevel(ctx context.Context, level string) error {
+	return a.post(ctx, "/logging?level="+level)
+}
+
+func (a *Admin) post(ctx context.Context, path string) error {
+	code, body, err := a.do(ctx, http.MethodPost, path, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	if code != http.StatusOK {
+		return fmt.Errorf("POST %s: %d %s", path, code, strings.TrimSpace(body))
+	}
+	return nil
+}
+
+// DownstreamConnections sums active downstream connections over Envoy's
+// listeners, not counting its admin listener.
+func (a *Admin) DownstreamConnections(ctx context.Context) (int, error) {
+	code, body, err := a.do(ctx, http.MethodGet, "/stats?filter=downstream_cx_active", 2*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	if code != http.StatusOK {
+		return 0, fmt.Errorf("GET /stats: %d", code)
+	}
+	return SumListenerConnections(body)
+}
+
+// SumListenerConnections reads `listener.<name>.downstream_cx_active: N`
+// lines of Envoy's text stats.
+func SumListenerConnections(stats string) (int, error) {
+	total := 0
+	sc := bufio.NewScanner(strings.NewReader(stats))
+	for sc.Scan() {
+		name, val, ok := strings.Cut(sc.Text(), ":")
+		if !ok || !strings.HasPrefix(name, "listener.") || !strings.HasSuffix(name, ".downstream_cx_active") ||
+			strings.HasPrefix(name, "listener.admin.") {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(val))
+		if err != nil {
+			return 0, fmt.Errorf("stat %s: %w", name, err)
+		}
+		total += n
+	}
+	return total, sc.Err()
+}
+
+// PrometheusStats returns Envoy's own metrics in Prometheus text format.
+func (a *Admin) PrometheusStats(ctx context.Context) (string, error) {
+	code, body, err := a.do(ctx, http.MethodGet, "/stats/prometheus", 5*time.Second)
+	if err != nil {
+		return "", err
+	}
+	if code != http.StatusOK {
+		return "", errors.New("GET /stats/prometheus: " + strconv.Itoa(code))
+	}
+	return body, nil
+}
+
+// Close drops idle connections.
+func (a *Admin) Close() { a.http.CloseIdleConnections() }

@@ -1,0 +1,97 @@
+// Package envoy runs and talks to an Envoy process: finding the binary and
+// its version, the command line, the process itself, and the admin API.
+// It knows nothing about Kuma.
+package envoy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Version is what `envoy --version` reports.
+type Version struct {
+	Version string // e.g. 1.39.0
+	Build   string // revision/version/status/build_type/ssl
+}
+
+// Locate resolves name (a path, or a name looked up on PATH) to an
+// executable file.
+func Locate(name string) (string, error) {
+	path, err := exec.LookPath(name)
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			if strings.Contains(name, "/") {
+				return "", fmt.Errorf("Envoy binary %s does not exist: install Envoy or fix --envoy-binary", name)
+			}
+			return "", fmt.Errorf("Envoy binary %q not found on PATH: install Envoy or set --envoy-binary to its path", name)
+		}
+		if errors.Is(err, os.ErrPermission) {
+			return "", fmt.Errorf("Envoy binary %s is not executable: chmod +x it or fix --envoy-binary", name)
+		}
+		return "", fmt.Errorf("Envoy binary %s cannot be used: %v", name, err)
+	}
+	return path, nil
+}
+
+// ReadVersion runs `<path> --version` once.
+func ReadVersion(ctx context.Context, path string) (Version, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, path, "--version")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg != "" {
+			msg = ": " + truncate(msg, 300)
+		}
+		return Version{}, fmt.Errorf("`%s --version` failed (%v)%s: check --envoy-binary points at Envoy", path, err, msg)
+	}
+	v, err := ParseVersion(stdout.String())
+	if err != nil {
+		return Version{Version: "unknown", Build: "unknown"}, &UnparsedVersionError{err}
+	}
+	return v, nil
+}
+
+// UnparsedVersionError means Envoy ran but its version could not be read;
+// the agent can carry on without it.
+type UnparsedVersionError struct{ Err error }
+
+func (e *UnparsedVersionError) Error() string { return e.Err.Error() }
+func (e *UnparsedVersionError) Unwrap() error { return e.Err }
+
+var versionRe = regexp.MustCompile(`version:\s*(\S+)`)
+
+// ParseVersion reads Envoy's `--version` output, e.g.
+// "envoy  version: 50ef09…/1.39.0/Clean/RELEASE/BoringSSL".
+func ParseVersion(out string) (Version, error) {
+	m := versionRe.FindStringSubmatch(strings.ReplaceAll(out, "\r\n", "\n"))
+	if m == nil {
+		return Version{}, fmt.Errorf("unrecognised `envoy --version` output %q", truncate(strings.TrimSpace(out), 200))
+	}
+	build := m[1]
+	parts := strings.Split(build, "/")
+	if len(parts) < 2 || !semverish(parts[1]) {
+		return Version{}, fmt.Errorf("unrecognised Envoy build %q (want revision/x.y.z/status/type/ssl)", truncate(build, 200))
+	}
+	return Version{Version: parts[1], Build: build}, nil
+}
+
+var semverRe = regexp.MustCompile(`^\d+\.\d+\.\d+([-+.][0-9A-Za-z.-]+)?$`)
+
+func semverish(s string) bool { return semverRe.MatchString(s) }
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

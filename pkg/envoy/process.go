@@ -1,0 +1,182 @@
+package envoy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// State is where the Envoy process is in its life.
+type State int32
+
+const (
+	Running State = iota
+	Stopping
+	Exited
+)
+
+func (s State) String() string {
+	return [...]string{"running", "stopping", "exited"}[s]
+}
+
+// Spec describes the process to start.
+type Spec struct {
+	Path   string
+	Args   []string
+	Env    []string
+	Dir    string
+	Output func(line string) // each line of Envoy's stdout and stderr
+}
+
+// Process is a running Envoy. It lives in its own process group, and the
+// kernel kills it if the agent dies (parent-death signal), so no Envoy ever
+// outlives its agent.
+type Process struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+
+	mu      sync.Mutex
+	state   State
+	waitErr error
+}
+
+// Start launches the process.
+func Start(spec Spec) (*Process, error) {
+	cmd := exec.Command(spec.Path, spec.Args...)
+	cmd.Env = spec.Env
+	cmd.Dir = spec.Dir
+	out := &lineWriter{emit: spec.Output}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Setpgid:   true, // a terminal's ^C reaches the agent only; it decides
+		Pdeathsig: syscall.SIGKILL,
+	}
+	cmd.WaitDelay = time.Second
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting Envoy: %w", err)
+	}
+	p := &Process{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		err := cmd.Wait()
+		out.flush()
+		p.mu.Lock()
+		p.waitErr, p.state = err, Exited
+		p.mu.Unlock()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// PID of the Envoy process.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
+// Done is closed when the process has exited.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// State is the current state.
+func (p *Process) State() State {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.state
+}
+
+// ExitDescription says how the process ended, e.g. "exit status 1" or
+// "killed by signal segmentation fault". Valid after Done.
+func (p *Process) ExitDescription() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var ee *exec.ExitError
+	if errors.As(p.waitErr, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return "killed by signal " + ws.Signal().String()
+		}
+		return fmt.Sprintf("exit status %d", ee.ExitCode())
+	}
+	if p.waitErr != nil {
+		return p.waitErr.Error()
+	}
+	return "exit status 0"
+}
+
+// Stop sends SIGTERM to Envoy's process group and SIGKILL after grace.
+// It returns once the process is gone and reports whether SIGKILL was needed.
+func (p *Process) Stop(grace time.Duration) (killed bool) {
+	p.mu.Lock()
+	if p.state == Running {
+		p.state = Stopping
+	}
+	p.mu.Unlock()
+	p.signalGroup(syscall.SIGTERM)
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return false
+	case <-t.C:
+	}
+	p.signalGroup(syscall.SIGKILL)
+	<-p.done
+	return true
+}
+
+// Kill ends the process group at once and waits for it.
+func (p *Process) Kill() {
+	p.signalGroup(syscall.SIGKILL)
+	<-p.done
+}
+
+func (p *Process) signalGroup(sig syscall.Signal) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	// Negative pid: the whole group Envoy leads.
+	_ = syscall.Kill(-p.cmd.Process.Pid, sig)
+}
+
+// lineWriter turns Envoy's output into lines for the agent's log.
+type lineWriter struct {
+	mu   sync.Mutex
+	buf  []byte
+	emit func(string)
+}
+
+func (w *lineWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, b...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		w.line(w.buf[:i])
+		w.buf = w.buf[i+1:]
+	}
+	if len(w.buf) > 64<<10 { // a runaway line without newline
+		w.line(w.buf)
+		w.buf = nil
+	}
+	return len(b), nil
+}
+
+func (w *lineWriter) flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.buf) > 0 {
+		w.line(w.buf)
+		w.buf = nil
+	}
+}
+
+func (w *lineWriter) line(b []byte) {
+	b = bytes.TrimRight(b, "\r")
+	if len(b) > 0 && w.emit != nil {
+		w.emit(string(b))
+	}
+}
