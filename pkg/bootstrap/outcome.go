@@ -127,7 +127,7 @@ func classifyTransport(err error, cpAddress string) *Error {
 		return &Error{Kind: Permanent, Err: err, Msg: "the control plane's certificate is not acceptable (expired or not valid for serving): check the control plane's TLS certificate and --ca-cert-file"}
 	case errors.As(err, &verifyErr):
 		return &Error{Kind: Permanent, Err: err, Msg: "the control plane's certificate could not be verified: check --ca-cert-file"}
-	case errors.As(err, &recHeader):
+	case errors.As(err, &recHeader) || strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
 		return &Error{Kind: Permanent, Err: err, Msg: fmt.Sprintf("%s does not speak TLS (is it the Kuma API's plain-HTTP port 5681?): point --cp-address at the DP server port, 5678 by default", cpAddress)}
 	}
 	return &Error{Kind: Retryable, Err: err, Msg: "cannot reach the control plane at " + cpAddress}

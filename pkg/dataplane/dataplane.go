@@ -6,6 +6,7 @@ package dataplane
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
 )
@@ -131,9 +132,11 @@ func (d Dataplane) JSON() string {
 
 // YAML is the form an operator reviews or applies with kumactl.
 func (d Dataplane) YAML() string {
-	b, err := yaml.Marshal(d)
-	if err != nil {
+	var b strings.Builder
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(d); err != nil {
 		panic(err)
 	}
-	return string(b)
+	return b.String()
 }

@@ -1,0 +1,129 @@
+package config
+
+import (
+	"encoding/base64"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func valid() Config {
+	c := Config{
+		Mesh: "payments", Role: RoleEgress, Address: "127.0.0.1",
+		IngressPort: DefaultIngressPort, EgressPort: DefaultEgressPort, AdminPort: DefaultAdminPort,
+		CPAddress: DefaultCPAddress, EnvoyBinary: "envoy", ReadinessPort: DefaultReadinessPort,
+		DrainTime: DefaultDrainTime, EnvoyLogLevel: "info", RetryInitial: time.Second, RetryMax: 5 * time.Second,
+		LogLevel: "info", LogFormat: "console",
+	}
+	c.Complete(Host{Hostname: "vm1.example.com"})
+	return c
+}
+
+func tokenFile(t *testing.T, claims string, mode os.FileMode) string {
+	t.Helper()
+	enc := base64.RawURLEncoding.EncodeToString
+	raw := enc([]byte(`{"alg":"RS256","kid":"1"}`)) + "." + enc([]byte(claims)) + ".sig"
+	path := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(path, []byte(raw+"\n"), mode); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestCompleteDerivesNames(t *testing.T) {
+	c := valid()
+	if c.Name != "zone-proxy-payments-egress-vm1" || c.Workload != "zone-proxy-payments-egress" {
+		t.Fatalf("name %q workload %q", c.Name, c.Workload)
+	}
+	c2 := Config{Mesh: "payments", Role: RoleIngress}
+	c2.Complete(Host{Hostname: "VM_2", FirstIPv4: "10.0.0.5", RuntimeDirectory: "/run/zoneproxy/x"})
+	if c2.Name != "zone-proxy-payments-ingress-vm-2" || c2.Address != "10.0.0.5" || c2.WorkDir != "/run/zoneproxy/x" {
+		t.Fatalf("%+v", c2)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	cases := []struct {
+		name   string
+		mutate func(t *testing.T, c *Config)
+		errs   []string
+		warns  []string
+	}{
+		{"valid", func(*testing.T, *Config) {}, nil, []string{"no dataplane token"}},
+		{"combined ports collide", func(_ *testing.T, c *Config) { c.Role = RoleCombined; c.IngressPort = 10002 },
+			[]string{"--egress-port: port 10002 is also --ingress-port"}, nil},
+		{"readiness collides with egress", func(_ *testing.T, c *Config) { c.ReadinessPort = 10002 },
+			[]string{"--egress-port: port 10002 is also --readiness-port"}, nil},
+		{"port out of range", func(_ *testing.T, c *Config) { c.EgressPort = 70000 }, []string{"--egress-port: 70000 is not a port"}, nil},
+		{"wildcard address", func(_ *testing.T, c *Config) { c.Address = "0.0.0.0" },
+			[]string{"--address: must not be 0.0.0.0 or ::"}, nil},
+		{"no address found", func(_ *testing.T, c *Config) { c.Address = "" }, []string{"--address: no non-loopback IPv4"}, nil},
+		{"work dir relative", func(_ *testing.T, c *Config) { c.WorkDir = "run/zp" }, []string{"--work-dir: \"run/zp\" must be an absolute path"}, nil},
+		{"work dir too long", func(_ *testing.T, c *Config) { c.WorkDir = "/" + strings.Repeat("d", 90) }, []string{"--work-dir:", "at most 81"}, nil},
+		{"levels and formats", func(_ *testing.T, c *Config) { c.EnvoyLogLevel = "loud"; c.LogLevel = "trace"; c.LogFormat = "xml" },
+			[]string{"--envoy-log-level", "--log-level", "--log-format"}, nil},
+		{"retry bounds", func(_ *testing.T, c *Config) { c.RetryInitial = 0; c.RetryMax = -1 }, []string{"--retry-initial", "--retry-max"}, nil},
+		{"cp address", func(_ *testing.T, c *Config) { c.CPAddress = "http://cp:5681" }, []string{"--cp-address: \"http://cp:5681\" must start with https://"}, nil},
+		{"ca file missing", func(_ *testing.T, c *Config) { c.CACertFile = "/nonexistent/ca.pem" }, []string{"--ca-cert-file: cannot read /nonexistent/ca.pem"}, nil},
+		{"both tokens", func(t *testing.T, c *Config) { c.DataplaneToken = "x"; c.DataplaneTokenFile = "/t" }, []string{"not both"}, nil},
+		{"token file missing", func(_ *testing.T, c *Config) { c.DataplaneTokenFile = "/nonexistent/token" }, []string{"--dataplane-token-file: cannot read /nonexistent/token"}, nil},
+		{"token file empty", func(t *testing.T, c *Config) {
+			p := filepath.Join(t.TempDir(), "empty")
+			_ = os.WriteFile(p, []byte("\n"), 0o600)
+			c.DataplaneTokenFile = p
+		}, []string{"is empty"}, nil},
+		{"token for another mesh", func(t *testing.T, c *Config) { c.DataplaneTokenFile = tokenFile(t, `{"Mesh":"billing"}`, 0o600) },
+			[]string{`token is for mesh "billing"`}, nil},
+		{"token expired", func(t *testing.T, c *Config) { c.DataplaneTokenFile = tokenFile(t, `{"exp":1700000000}`, 0o600) }, []string{"expired"}, nil},
+		{"token readable by others", func(t *testing.T, c *Config) { c.DataplaneTokenFile = tokenFile(t, `{"Mesh":"payments"}`, 0o644) },
+			nil, []string{"mode 0644"}},
+		{"inline token warns", func(t *testing.T, c *Config) {
+			enc := base64.RawURLEncoding.EncodeToString
+			c.DataplaneToken = enc([]byte(`{"alg":"RS256"}`)) + "." + enc([]byte(`{}`)) + ".s"
+		}, nil, []string{"process list"}},
+		{"workload label via --label", func(_ *testing.T, c *Config) { c.Labels = map[string]string{"kuma.io/workload": "x"} }, []string{"--workload instead"}, nil},
+		{"bad workload", func(_ *testing.T, c *Config) { c.Workload = "Bad_Workload" }, []string{"--workload: invalid workload"}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := valid()
+			tc.mutate(t, &c)
+			warns, err := c.Validate(now)
+			msg := ""
+			if err != nil {
+				msg = err.Error()
+			}
+			if len(tc.errs) == 0 && err != nil {
+				t.Fatalf("unexpected: %v", err)
+			}
+			for _, want := range tc.errs {
+				if !strings.Contains(msg, want) {
+					t.Errorf("missing %q in %v", want, msg)
+				}
+			}
+			var wmsg []string
+			for _, w := range warns {
+				wmsg = append(wmsg, w.Error())
+			}
+			for _, want := range tc.warns {
+				if !strings.Contains(strings.Join(wmsg, "\n"), want) {
+					t.Errorf("missing warning %q in %v", want, wmsg)
+				}
+			}
+		})
+	}
+}
+
+func TestValidateListsAllMistakes(t *testing.T) {
+	c := Config{Role: "sideways", EgressPort: 0, ReadinessPort: 0, EnvoyLogLevel: "x", LogLevel: "x", LogFormat: "x", CPAddress: "nope"}
+	_, err := c.Validate(time.Now())
+	if err == nil {
+		t.Fatal("want errors")
+	}
+	if n := strings.Count(err.Error(), "* "); n < 7 {
+		t.Fatalf("only %d problems reported:\n%v", n, err)
+	}
+}

@@ -1,0 +1,107 @@
+package envoy
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseVersion(t *testing.T) {
+	cases := []struct {
+		out, version, build string
+		ok                  bool
+	}{
+		{"\nenvoy  version: 50ef0945fa2c5da4bff7627c3abf41fdd3b7cffd/1.39.0/Clean/RELEASE/BoringSSL\n\n", "1.39.0", "50ef0945fa2c5da4bff7627c3abf41fdd3b7cffd/1.39.0/Clean/RELEASE/BoringSSL", true},
+		// A revision starting with "e" keeps its first character (kuma-dp's Trim cutset ate it).
+		{"envoy  version: e0123/1.38.2/Modified/DEBUG/BoringSSL-FIPS\r\n", "1.38.2", "e0123/1.38.2/Modified/DEBUG/BoringSSL-FIPS", true},
+		{"envoy version: abc/1.40.0-dev/Clean/RELEASE/BoringSSL", "1.40.0-dev", "abc/1.40.0-dev/Clean/RELEASE/BoringSSL", true},
+		{"", "", "", false},
+		{"envoy version: nonsense", "", "", false},
+		{"version: a/notaversion/x/y/z", "", "", false},
+	}
+	for _, tc := range cases {
+		v, err := ParseVersion(tc.out)
+		if (err == nil) != tc.ok || v.Version != tc.version || v.Build != tc.build {
+			t.Errorf("ParseVersion(%q) = %+v, %v", tc.out, v, err)
+		}
+	}
+}
+
+func FuzzParseVersion(f *testing.F) {
+	f.Add("envoy  version: 50ef09/1.39.0/Clean/RELEASE/BoringSSL")
+	f.Add("version:")
+	f.Add("version: ////")
+	f.Fuzz(func(t *testing.T, s string) {
+		v, err := ParseVersion(s)
+		if err == nil && (v.Version == "" || !strings.Contains(v.Build, v.Version)) {
+			t.Fatalf("%q parsed to %+v", s, v)
+		}
+	})
+}
+
+func TestArgs(t *testing.T) {
+	cases := []struct {
+		opts Options
+		want []string
+	}{
+		{Options{ConfigPath: "/w/bootstrap.yaml", DrainTime: 30 * time.Second, LogLevel: "info"},
+			[]string{"--config-path", "/w/bootstrap.yaml", "--drain-time-s", "30", "--drain-strategy", "immediate", "--disable-hot-restart", "--log-level", "info"}},
+		{Options{ConfigPath: "/b", DrainTime: 1500 * time.Millisecond, LogLevel: "debug", Concurrency: 2},
+			[]string{"--config-path", "/b", "--drain-time-s", "2", "--drain-strategy", "immediate", "--disable-hot-restart", "--log-level", "debug", "--concurrency", "2"}},
+	}
+	for _, tc := range cases {
+		if got := Args(tc.opts); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("Args(%+v) = %v", tc.opts, got)
+		}
+	}
+}
+
+func TestSumListenerConnections(t *testing.T) {
+	stats := `listener.127.0.0.1_10002.downstream_cx_active: 3
+listener.admin.downstream_cx_active: 1
+listener.10.0.0.5_10001.downstream_cx_active: 2
+http.admin.downstream_cx_active: 1
+server.total_connections: 5
+`
+	n, err := SumListenerConnections(stats)
+	if err != nil || n != 5 {
+		t.Fatalf("got %d, %v; want 5", n, err)
+	}
+	if _, err := SumListenerConnections("listener.x.downstream_cx_active: nope"); err == nil {
+		t.Fatal("want an error for a non-number")
+	}
+}
+
+func TestAdminFromBootstrap(t *testing.T) {
+	cases := []struct {
+		doc  string
+		want AdminAddress
+		ok   bool
+	}{
+		{"admin:\n  address:\n    pipe:\n      path: /run/zp/kuma-envoy-admin.sock\n      mode: 384\n", AdminAddress{Socket: "/run/zp/kuma-envoy-admin.sock"}, true},
+		{"admin:\n  address:\n    socketAddress:\n      address: 127.0.0.1\n      portValue: 9901\n", AdminAddress{TCP: "127.0.0.1:9901"}, true},
+		{"admin:\n  address:\n    socket_address:\n      address: 0.0.0.0\n      port_value: 9901\n", AdminAddress{TCP: "127.0.0.1:9901"}, true},
+		{"node:\n  id: x\n", AdminAddress{}, false},
+		{"admin: [", AdminAddress{}, false},
+	}
+	for _, tc := range cases {
+		got, err := AdminFromBootstrap([]byte(tc.doc))
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("%q: got %+v, %v", tc.doc, got, err)
+		}
+	}
+}
+
+func TestLocateExplainsWhatIsWrong(t *testing.T) {
+	dir := t.TempDir()
+	cases := map[string]string{
+		"definitely-not-envoy-xyz": "not found on PATH",
+		dir + "/missing":           "does not exist",
+	}
+	for name, want := range cases {
+		if _, err := Locate(name); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Locate(%q) = %v, want %q", name, err, want)
+		}
+	}
+}
