@@ -1,0 +1,309 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	healthv3 "github.com/envoyproxy/go-control-plane/envoy/service/health/v3"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+)
+
+const alreadyActiveText = "there is already an active stream from this node, try again later"
+
+// adsStream is one delta ADS stream.
+type adsStream struct {
+	ctx        context.Context
+	nodeID     string // set once the first node was accepted
+	registered bool   // holds s.active[nodeID]
+}
+
+func (s *Server) setupXDS() {
+	s.xdsCache = cachev3.NewSnapshotCache(true, cachev3.IDHash{}, nil)
+	s.xdsServer = serverv3.NewServer(s.ctx, s.xdsCache, &adsCallbacks{s: s})
+	s.grpcServer = grpc.NewServer(grpc.MaxConcurrentStreams(1_000_000))
+	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(s.grpcServer, &adsService{s: s})
+	healthv3.RegisterHealthDiscoveryServiceServer(s.grpcServer, &hdsService{s: s})
+}
+
+// adsService serves delta ADS through go-control-plane. SotW streams are
+// accepted and never answered: kuma-cp registers SotW but wires no
+// callbacks for it, so it never serves config there.
+type adsService struct {
+	discoverygrpc.UnimplementedAggregatedDiscoveryServiceServer
+	s *Server
+}
+
+func (a *adsService) StreamAggregatedResources(stream discoverygrpc.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
+	a.s.log.printf("ads: SotW stream opened; it is never served (use DELTA_GRPC)")
+	for {
+		if _, err := stream.Recv(); err != nil {
+			return nil
+		}
+	}
+}
+
+func (a *adsService) DeltaAggregatedResources(stream discoverygrpc.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
+	return a.s.xdsServer.DeltaAggregatedResources(stream)
+}
+
+// hdsService authenticates HDS streams like ADS and then holds them open
+// without assigning health checks.
+type hdsService struct {
+	healthv3.UnimplementedHealthDiscoveryServiceServer
+	s *Server
+}
+
+func (h *hdsService) StreamHealthCheck(stream grpc.BidiStreamingServer[healthv3.HealthCheckRequestOrEndpointHealthResponse, healthv3.HealthCheckSpecifier]) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return nil
+	}
+	node := first.GetHealthCheckRequest().GetNode()
+	if _, err := h.s.authenticate(stream.Context(), node); err != nil {
+		h.s.log.printf("hds: stream rejected node=%s: %v", node.GetId(), err)
+		return err
+	}
+	h.s.log.printf("hds: stream opened node=%s", node.GetId())
+	for {
+		if _, err := stream.Recv(); err != nil {
+			h.s.log.printf("hds: stream closed node=%s", node.GetId())
+			return nil
+		}
+	}
+}
+
+type adsCallbacks struct {
+	s *Server
+}
+
+var _ serverv3.Callbacks = (*adsCallbacks)(nil)
+
+func (c *adsCallbacks) OnStreamOpen(context.Context, int64, string) error { return nil }
+func (c *adsCallbacks) OnStreamClosed(int64, *corev3.Node)                {}
+func (c *adsCallbacks) OnStreamRequest(int64, *discoverygrpc.DiscoveryRequest) error {
+	return nil
+}
+func (c *adsCallbacks) OnStreamResponse(context.Context, int64, *discoverygrpc.DiscoveryRequest, *discoverygrpc.DiscoveryResponse) {
+}
+func (c *adsCallbacks) OnFetchRequest(context.Context, *discoverygrpc.DiscoveryRequest) error {
+	return errors.New("fetch is not supported")
+}
+func (c *adsCallbacks) OnFetchResponse(*discoverygrpc.DiscoveryRequest, *discoverygrpc.DiscoveryResponse) {
+}
+
+func (c *adsCallbacks) OnDeltaStreamOpen(ctx context.Context, id int64, typeURL string) error {
+	s := c.s
+	s.mu.Lock()
+	s.streams[id] = &adsStream{ctx: ctx}
+	s.mu.Unlock()
+	s.log.printf("ads: stream %d opened", id)
+	return nil
+}
+
+func (c *adsCallbacks) OnDeltaStreamClosed(id int64, node *corev3.Node) {
+	s := c.s
+	s.mu.Lock()
+	st := s.streams[id]
+	delete(s.streams, id)
+	if st != nil && st.registered {
+		if s.active[st.nodeID] == id {
+			delete(s.active, st.nodeID)
+		}
+		if p := s.proxies[st.nodeID]; p != nil {
+			p.info.Connected = false
+		}
+	}
+	s.mu.Unlock()
+	if st != nil && st.nodeID != "" {
+		s.log.printf("ads: stream %d closed node=%s", id, st.nodeID)
+	} else {
+		s.log.printf("ads: stream %d closed", id)
+	}
+}
+
+func (c *adsCallbacks) OnStreamDeltaRequest(id int64, req *discoverygrpc.DeltaDiscoveryRequest) error {
+	s := c.s
+	s.mu.Lock()
+	st := s.streams[id]
+	s.mu.Unlock()
+	if st == nil {
+		return errors.New("unknown stream")
+	}
+	if reqID := req.GetNode().GetId(); st.nodeID == "" {
+		if err := s.connect(id, st, req.GetNode()); err != nil {
+			s.log.printf("ads: stream %d rejected node=%s: %v", id, reqID, err)
+			return err
+		}
+	} else if reqID != "" && reqID != st.nodeID {
+		return fmt.Errorf("stream was authenticated for ID %s. Received request is for node with ID %s. Node ID cannot be changed after stream is initialized", st.nodeID, reqID)
+	}
+
+	if req.GetResponseNonce() != "" {
+		if req.GetErrorDetail() == nil {
+			s.mu.Lock()
+			if p := s.proxies[st.nodeID]; p != nil {
+				p.acked[req.GetTypeUrl()] = true
+			}
+			s.mu.Unlock()
+			s.log.printf("ads: ACK node=%s type=%s nonce=%s", st.nodeID, shortType(req.GetTypeUrl()), req.GetResponseNonce())
+		} else {
+			s.log.printf("ads: NACK node=%s type=%s nonce=%s: %s", st.nodeID, shortType(req.GetTypeUrl()), req.GetResponseNonce(), req.GetErrorDetail().GetMessage())
+		}
+	}
+	return nil
+}
+
+func (c *adsCallbacks) OnStreamDeltaResponse(id int64, req *discoverygrpc.DeltaDiscoveryRequest, resp *discoverygrpc.DeltaDiscoveryResponse) {
+	s := c.s
+	names := make([]string, 0, len(resp.GetResources()))
+	for _, r := range resp.GetResources() {
+		names = append(names, r.GetName())
+	}
+	s.mu.Lock()
+	st := s.streams[id]
+	nodeID := ""
+	if st != nil {
+		nodeID = st.nodeID
+		if p := s.proxies[nodeID]; p != nil && resp.GetTypeUrl() == resourcev3.ListenerType {
+			for _, n := range names {
+				p.listeners[n] = true
+			}
+		}
+	}
+	s.mu.Unlock()
+	s.log.printf("ads: sent node=%s type=%s nonce=%s resources=%v removed=%v", nodeID, shortType(resp.GetTypeUrl()), resp.GetNonce(), names, resp.GetRemovedResources())
+}
+
+func shortType(t string) string {
+	if i := strings.LastIndex(t, "."); i >= 0 {
+		return t[i+1:]
+	}
+	return t
+}
+
+// connect runs kuma-cp's per-stream checks in its callback order (auth,
+// one stream per node, proxy type, proxy id), registers the stream and
+// sets the node's snapshot.
+func (s *Server) connect(id int64, st *adsStream, node *corev3.Node) error {
+	dp, err := s.authenticate(st.ctx, node)
+	if err != nil {
+		return err
+	}
+	nodeID := node.GetId()
+	s.mu.Lock()
+	if other, ok := s.active[nodeID]; ok && other != id {
+		s.mu.Unlock()
+		return errors.New(alreadyActiveText)
+	}
+	s.active[nodeID] = id
+	st.nodeID = nodeID
+	st.registered = true
+	p := s.proxies[nodeID]
+	if p == nil {
+		p = &proxyState{}
+		s.proxies[nodeID] = p
+	}
+	p.info = ProxyInfo{NodeID: nodeID, Connected: true, ConnectedAt: time.Now()}
+	p.acked = map[string]bool{}
+	p.listeners = map[string]bool{}
+	s.mu.Unlock()
+	s.log.printf("ads: stream %d connected node=%s", id, nodeID)
+
+	snap, err := buildSnapshot(dp, node)
+	if err != nil {
+		// Like kuma-cp: xDS generation fails, the stream stays open, no config.
+		s.xdsCache.ClearSnapshot(nodeID)
+		s.log.printf("ads: could not generate xDS for node=%s: %v", nodeID, err)
+		return nil
+	}
+	if err := s.xdsCache.SetSnapshot(s.ctx, nodeID, snap); err != nil {
+		s.log.printf("ads: could not set snapshot for node=%s: %v", nodeID, err)
+	}
+	return nil
+}
+
+// authenticate checks a node like kuma-cp's auth and lifecycle callbacks
+// and returns its Dataplane.
+func (s *Server) authenticate(ctx context.Context, node *corev3.Node) (*dataplane, error) {
+	nodeID := node.GetId()
+	mesh, name, ok := strings.Cut(nodeID, ".")
+	if !ok || mesh == "" || name == "" {
+		return nil, errors.New("request must have a valid Proxy ID")
+	}
+	fields := node.GetMetadata().GetFields()
+	proxyType := fields["dataplane.proxyType"].GetStringValue()
+	var dp *dataplane
+	if res := fields["dataplane.resource"].GetStringValue(); res != "" {
+		parsed, err := parseDataplane([]byte(res))
+		if err != nil {
+			s.log.printf("ads: node=%s could not parse dataplane.resource, ignoring it: %v", nodeID, err)
+		} else {
+			dp = parsed
+		}
+	}
+	if dp == nil {
+		if proxyType != "dataplane" {
+			return nil, fmt.Errorf("unsupported proxy type %q", proxyType)
+		}
+		// This CP has no store to look the Dataplane up in.
+		return nil, fmt.Errorf("resource %q not found; create a Dataplane in Kuma CP first or pass it as an argument to kuma-dp", nodeID)
+	}
+
+	f := s.currentFaults()
+	switch {
+	case f.RejectADSAuth:
+		return nil, fmt.Errorf("authentication failed: could not parse token. %s: token signature is invalid: crypto/rsa: verification error", tokenHint)
+	case !s.opts.AuthDisabled:
+		if err := s.checkCredential(ctx, dp); err != nil {
+			return nil, fmt.Errorf("authentication failed: %w", err)
+		}
+	}
+
+	if proxyType != "dataplane" {
+		return nil, fmt.Errorf("unsupported proxy type %q, only \"dataplane\" is supported", proxyType)
+	}
+	if want := dp.Mesh + "." + dp.Name; nodeID != want {
+		return nil, fmt.Errorf("proxyId %s does not match proxy resource %s", nodeID, want)
+	}
+	return dp, nil
+}
+
+func (s *Server) checkCredential(ctx context.Context, dp *dataplane) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	values := md.Get("authorization")
+	if len(values) > 1 {
+		return errors.New("authorization metadata has to have exactly one value")
+	}
+	credential := ""
+	if len(values) == 1 {
+		credential = values[0]
+	}
+	claims, err := s.tokens.parse(credential)
+	if err != nil {
+		return err
+	}
+	return authorizeClaims(claims, dp)
+}
+
+// metaPort reads a decimal port string from node metadata (0 if absent).
+func metaPort(node *corev3.Node, key string) (uint32, error) {
+	v := node.GetMetadata().GetFields()[key].GetStringValue()
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%s: invalid port %q", key, v)
+	}
+	return uint32(n), nil
+}

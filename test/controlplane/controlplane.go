@@ -1,0 +1,282 @@
+// Package controlplane is a stand-in for kuma-cp's DP server, bootstrap
+// endpoint and delta ADS, strict where the real CP is strict, for testing
+// the zoneproxy agent without a real control plane.
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"google.golang.org/grpc"
+)
+
+// Options configures Start.
+type Options struct {
+	Dir          string    // required; ca.pem (CA cert), server.pem, server-key.pem written here
+	Addr         string    // DP server (TLS) listen address; default "127.0.0.1:0"
+	AdminAddr    string    // plain-HTTP admin API; default "127.0.0.1:0"
+	Meshes       []string  // meshes that exist at start
+	AuthDisabled bool      // like KUMA_DP_SERVER_AUTHN_DP_PROXY_TYPE=none
+	Log          io.Writer // log lines (plain text, one per event); nil = discard
+}
+
+// ProxyInfo is what the CP knows about one node id's ADS connection.
+type ProxyInfo struct {
+	NodeID      string    `json:"nodeId"`
+	Connected   bool      `json:"connected"`
+	ConnectedAt time.Time `json:"connectedAt"`
+	ACKed       []string  `json:"acked"`     // type URLs ACKed at least once on the current/last connection
+	Listeners   []string  `json:"listeners"` // listener names sent on the current/last connection
+}
+
+// BootstrapRecord is one /bootstrap request as received, with the status
+// the CP answered.
+type BootstrapRecord struct {
+	At     time.Time   `json:"at"`
+	Status int         `json:"status"`
+	Header http.Header `json:"header"`
+	Body   []byte      `json:"body"`
+}
+
+// Server is a running test control plane.
+type Server struct {
+	opts   Options
+	log    *logger
+	certs  *certs
+	tokens *tokenIssuer
+	addr   string // DP server host:port, fixed after the first listen
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	meshes  map[string]bool
+	faults  Faults
+	records []BootstrapRecord
+	proxies map[string]*proxyState
+	streams map[int64]*adsStream
+	active  map[string]int64 // node id -> stream id holding it
+
+	dp dpServerState
+
+	grpcServer *grpc.Server
+	xdsCache   cachev3.SnapshotCache
+	xdsServer  serverv3.Server
+	mux        *http.ServeMux
+
+	adminServer   *http.Server
+	adminListener net.Listener
+}
+
+type proxyState struct {
+	info      ProxyInfo
+	acked     map[string]bool
+	listeners map[string]bool
+}
+
+// Start generates (or reuses) the TLS material in opts.Dir and starts the
+// DP server and the admin API.
+func Start(opts Options) (*Server, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("controlplane: Options.Dir is required")
+	}
+	if opts.Addr == "" {
+		opts.Addr = "127.0.0.1:0"
+	}
+	if opts.AdminAddr == "" {
+		opts.AdminAddr = "127.0.0.1:0"
+	}
+	c, err := loadOrCreateCerts(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("controlplane: certificates: %w", err)
+	}
+	tokens, err := newTokenIssuer()
+	if err != nil {
+		return nil, fmt.Errorf("controlplane: signing key: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		opts:    opts,
+		log:     newLogger(opts.Log),
+		certs:   c,
+		tokens:  tokens,
+		addr:    opts.Addr,
+		ctx:     ctx,
+		cancel:  cancel,
+		meshes:  map[string]bool{},
+		proxies: map[string]*proxyState{},
+		streams: map[int64]*adsStream{},
+		active:  map[string]int64{},
+	}
+	for _, m := range opts.Meshes {
+		s.meshes[m] = true
+	}
+	s.setupXDS()
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("/bootstrap", s.handleBootstrap)
+
+	s.dp.mu.Lock()
+	err = s.listenLocked()
+	s.dp.mu.Unlock()
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("controlplane: listen %s: %w", opts.Addr, err)
+	}
+	if err := s.startAdmin(); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("controlplane: admin listen %s: %w", opts.AdminAddr, err)
+	}
+	s.log.printf("testcp started dp=%s admin=%s ca=%s auth=%s meshes=%v", s.URL(), s.AdminURL(), s.CACertFile(), authMode(opts.AuthDisabled), s.meshNames())
+	return s, nil
+}
+
+func authMode(disabled bool) string {
+	if disabled {
+		return "none"
+	}
+	return "dpToken"
+}
+
+// Addr is the DP server's "127.0.0.1:<port>".
+func (s *Server) Addr() string {
+	s.dp.mu.Lock()
+	defer s.dp.mu.Unlock()
+	return s.addr
+}
+
+// URL is the DP server's https URL.
+func (s *Server) URL() string { return "https://" + s.Addr() }
+
+// AdminURL is the plain-HTTP admin API's URL.
+func (s *Server) AdminURL() string { return "http://" + s.adminListener.Addr().String() }
+
+// CACertFile is the CA that signed the DP server certificate.
+func (s *Server) CACertFile() string { return filepath.Join(s.opts.Dir, caCertFileName) }
+
+// Port is the DP server's port.
+func (s *Server) port() uint32 {
+	_, p, _ := net.SplitHostPort(s.Addr())
+	n, _ := strconv.ParseUint(p, 10, 16)
+	return uint32(n)
+}
+
+// CreateMesh makes a mesh exist.
+func (s *Server) CreateMesh(name string) { s.createMesh(name) }
+
+func (s *Server) createMesh(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	existed := s.meshes[name]
+	s.meshes[name] = true
+	if !existed {
+		s.log.printf("mesh %q created", name)
+	}
+	return !existed
+}
+
+// DeleteMesh removes a mesh.
+func (s *Server) DeleteMesh(name string) { s.deleteMesh(name) }
+
+func (s *Server) deleteMesh(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	existed := s.meshes[name]
+	delete(s.meshes, name)
+	if existed {
+		s.log.printf("mesh %q deleted", name)
+	}
+	return existed
+}
+
+func (s *Server) meshExists(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.meshes[name]
+}
+
+func (s *Server) meshNames() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	names := make([]string, 0, len(s.meshes))
+	for m := range s.meshes {
+		names = append(names, m)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// IssueToken signs a dataplane token with the key the CP trusts for every
+// mesh; the mesh does not need to exist.
+func (s *Server) IssueToken(r TokenRequest) (string, error) {
+	tok, err := s.tokens.issue(r, time.Now())
+	if err != nil {
+		return "", err
+	}
+	s.log.printf("token issued mesh=%q name=%q workload=%q", r.Mesh, r.Name, r.Workload)
+	return tok, nil
+}
+
+// Proxies lists every node id that opened an authenticated ADS stream.
+func (s *Server) Proxies() []ProxyInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]ProxyInfo, 0, len(s.proxies))
+	for _, p := range s.proxies {
+		info := p.info
+		info.ACKed = sortedKeys(p.acked)
+		info.Listeners = sortedKeys(p.listeners)
+		out = append(out, info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].NodeID < out[j].NodeID })
+	return out
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// BootstrapRequests returns every /bootstrap request received so far.
+func (s *Server) BootstrapRequests() []BootstrapRecord {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]BootstrapRecord, len(s.records))
+	copy(out, s.records)
+	return out
+}
+
+func (s *Server) addRecord(r BootstrapRecord) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.records = append(s.records, r)
+}
+
+// Close stops every listener and stream.
+func (s *Server) Close() error {
+	s.cancel()
+	s.dp.mu.Lock()
+	s.dp.closed = true
+	s.closeAllLocked()
+	s.dp.mu.Unlock()
+	var err error
+	if s.adminServer != nil {
+		err = s.adminServer.Close()
+	}
+	s.grpcServer.Stop()
+	return err
+}

@@ -1,0 +1,199 @@
+package controlplane
+
+import (
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Faults are failures the test CP injects on demand.
+type Faults struct {
+	// RefuseConnections closes the DP listener (connection refused) until
+	// cleared. Connections already open are kept.
+	RefuseConnections bool `json:"refuseConnections"`
+	// BootstrapStatus, when non-zero, answers every /bootstrap with this
+	// status and a short text body.
+	BootstrapStatus int `json:"bootstrapStatus"`
+	// BootstrapDelay delays every /bootstrap answer.
+	BootstrapDelay time.Duration `json:"bootstrapDelay"`
+	// RejectADSAuth rejects every ADS/HDS stream with an authentication error.
+	RejectADSAuth bool `json:"rejectADSAuth"`
+}
+
+// dpServerState is the state of the one TLS listener of the DP server.
+type dpServerState struct {
+	mu         sync.Mutex
+	ln         net.Listener
+	srv        *http.Server
+	detached   []*http.Server // listener closed, connections still served
+	refusing   bool
+	restarting bool
+	closed     bool
+	restartMu  sync.Mutex // serialises Restart calls
+}
+
+// SetFaults replaces the active faults.
+func (s *Server) SetFaults(f Faults) {
+	s.mu.Lock()
+	s.faults = f
+	s.mu.Unlock()
+	s.log.printf("faults set refuseConnections=%t bootstrapStatus=%d bootstrapDelay=%s rejectADSAuth=%t",
+		f.RefuseConnections, f.BootstrapStatus, f.BootstrapDelay, f.RejectADSAuth)
+	s.dp.mu.Lock()
+	defer s.dp.mu.Unlock()
+	s.dp.refusing = f.RefuseConnections
+	if err := s.reconcileLocked(); err != nil {
+		s.log.printf("dp-server listen again failed: %v", err)
+	}
+}
+
+func (s *Server) currentFaults() Faults {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.faults
+}
+
+// Restart closes the DP listener and every connection (so every ADS stream
+// ends with an error), stays down for `down`, then listens again on the
+// same port. State (meshes, tokens' key, proxies seen) is kept, like a CP
+// with a persistent store. It returns once the listener is back (or stays
+// down because RefuseConnections is set).
+func (s *Server) Restart(down time.Duration) error {
+	s.dp.restartMu.Lock()
+	defer s.dp.restartMu.Unlock()
+
+	s.dp.mu.Lock()
+	if s.dp.closed {
+		s.dp.mu.Unlock()
+		return errors.New("controlplane: server closed")
+	}
+	s.dp.restarting = true
+	s.closeAllLocked()
+	s.dp.mu.Unlock()
+	s.log.printf("dp-server restarting: down for %s", down)
+
+	t := time.NewTimer(down)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-s.ctx.Done():
+	}
+
+	s.dp.mu.Lock()
+	defer s.dp.mu.Unlock()
+	s.dp.restarting = false
+	if err := s.reconcileLocked(); err != nil {
+		return err
+	}
+	s.log.printf("dp-server restarted on %s", s.addr)
+	return nil
+}
+
+// reconcileLocked opens or closes the listener to match the state flags.
+func (s *Server) reconcileLocked() error {
+	want := !s.dp.closed && !s.dp.refusing && !s.dp.restarting
+	switch {
+	case want && s.dp.ln == nil:
+		return s.listenLocked()
+	case !want && s.dp.ln != nil:
+		_ = s.dp.ln.Close()
+		s.dp.detached = append(s.dp.detached, s.dp.srv)
+		s.dp.ln, s.dp.srv = nil, nil
+		s.log.printf("dp-server listener closed")
+	}
+	return nil
+}
+
+// closeAllLocked closes the listener and every connection.
+func (s *Server) closeAllLocked() {
+	if s.dp.srv != nil {
+		_ = s.dp.srv.Close()
+	}
+	for _, srv := range s.dp.detached {
+		_ = srv.Close()
+	}
+	s.dp.ln, s.dp.srv, s.dp.detached = nil, nil, nil
+}
+
+func (s *Server) listenLocked() error {
+	ln, err := net.Listen("tcp", s.addr)
+	if err != nil {
+		return err
+	}
+	s.addr = ln.Addr().String()
+	srv := &http.Server{
+		Handler:           http.HandlerFunc(s.serveDP),
+		ReadHeaderTimeout: 5 * time.Second,
+		TLSConfig: &tls.Config{
+			Certificates: []tls.Certificate{s.certs.tlsCert},
+			MinVersion:   tls.VersionTLS12,
+			NextProtos:   []string{"h2", "http/1.1"},
+		},
+		ErrorLog: log.New(s.log, "dp-server: ", 0),
+	}
+	s.dp.ln, s.dp.srv = ln, srv
+	go func() { _ = srv.ServeTLS(ln, "", "") }()
+	s.log.printf("dp-server listening on %s", s.addr)
+	return nil
+}
+
+// serveDP splits gRPC from plain HTTP like kuma's DP server.
+func (s *Server) serveDP(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor == 2 && strings.Contains(r.Header.Get("Content-Type"), "application/grpc") {
+		s.grpcServer.ServeHTTP(w, r)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+type faultsJSON struct {
+	RefuseConnections bool   `json:"refuseConnections"`
+	BootstrapStatus   int    `json:"bootstrapStatus"`
+	BootstrapDelay    string `json:"bootstrapDelay"`
+	RejectADSAuth     bool   `json:"rejectADSAuth"`
+}
+
+// MarshalJSON writes BootstrapDelay as a Go duration string ("2s").
+func (f Faults) MarshalJSON() ([]byte, error) {
+	return json.Marshal(faultsJSON{
+		RefuseConnections: f.RefuseConnections,
+		BootstrapStatus:   f.BootstrapStatus,
+		BootstrapDelay:    f.BootstrapDelay.String(),
+		RejectADSAuth:     f.RejectADSAuth,
+	})
+}
+
+// UnmarshalJSON reads BootstrapDelay as a Go duration string; "" is 0.
+func (f *Faults) UnmarshalJSON(data []byte) error {
+	var w faultsJSON
+	if err := json.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	var d time.Duration
+	if w.BootstrapDelay != "" {
+		var err error
+		if d, err = time.ParseDuration(w.BootstrapDelay); err != nil {
+			return fmt.Errorf("bootstrapDelay: %w", err)
+		}
+	}
+	if d < 0 {
+		return errors.New("bootstrapDelay: must not be negative")
+	}
+	if w.BootstrapStatus != 0 && (w.BootstrapStatus < 100 || w.BootstrapStatus > 999) {
+		return fmt.Errorf("bootstrapStatus: %d is not an HTTP status", w.BootstrapStatus)
+	}
+	*f = Faults{
+		RefuseConnections: w.RefuseConnections,
+		BootstrapStatus:   w.BootstrapStatus,
+		BootstrapDelay:    d,
+		RejectADSAuth:     w.RejectADSAuth,
+	}
+	return nil
+}

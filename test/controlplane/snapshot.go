@@ -1,0 +1,190 @@
+package controlplane
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
+	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// Upstream of the fixed destinations the test CP pretends exist.
+const (
+	destinationAddress = "127.0.0.1"
+	destinationPort    = 8080
+)
+
+var errReadinessPort = errors.New("ReadinessPort has to be in (0, 65535] range")
+
+// validator is what every generated Envoy resource implements.
+type validator interface{ ValidateAll() error }
+
+// buildSnapshot generates the xDS for a zone proxy Dataplane: one
+// listener per networking.listeners[] entry (SNI passthrough via
+// tcp_proxy), the clusters they use, and the admin/readiness clusters.
+// Ingress pretends a local MeshService "backend" (port "http") exists and
+// egress a MeshExternalService "httpbin" on port 80.
+func buildSnapshot(dp *dataplane, node *corev3.Node) (*cachev3.Snapshot, error) {
+	fields := node.GetMetadata().GetFields()
+	adminPort, err := metaPort(node, "dataplane.admin.port")
+	if err != nil {
+		return nil, err
+	}
+	readinessPort, err := metaPort(node, "dataplane.readinessReporter.port")
+	if err != nil {
+		return nil, err
+	}
+	reusePort := false
+	for _, f := range fields["features"].GetListValue().GetValues() {
+		if f.GetStringValue() == "feature-reuse-port" {
+			reusePort = true
+		}
+	}
+
+	var listeners, clusters, endpoints []types.Resource
+	seenCluster := map[string]bool{}
+	addCluster := func(c *clusterv3.Cluster) {
+		if !seenCluster[c.Name] {
+			seenCluster[c.Name] = true
+			clusters = append(clusters, c)
+		}
+	}
+
+	for _, l := range dp.Networking.Listeners {
+		var name, sni, clusterName string
+		switch l.Type {
+		case listenerZoneIngress:
+			name = "self_zoneingress_dp_" + l.sectionName()
+			sni = fmt.Sprintf("sni.msvc.%s.default.backend.http", dp.Mesh)
+			clusterName = fmt.Sprintf("kri_msvc_%s_default__backend_http", dp.Mesh)
+			if !seenCluster[clusterName] {
+				endpoints = append(endpoints, singleEndpoint(clusterName, socketAddress(destinationAddress, destinationPort)))
+			}
+			addCluster(&clusterv3.Cluster{
+				Name:                 clusterName,
+				ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
+				ConnectTimeout:       durationpb.New(5 * time.Second),
+				EdsClusterConfig: &clusterv3.Cluster_EdsClusterConfig{EdsConfig: &corev3.ConfigSource{
+					ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
+					ResourceApiVersion:    corev3.ApiVersion_V3,
+				}},
+			})
+		case listenerZoneEgress:
+			name = "self_zoneegress_dp_" + l.sectionName()
+			sni = fmt.Sprintf("sni.extsvc.%s.default.httpbin.80", dp.Mesh)
+			clusterName = fmt.Sprintf("kri_extsvc_%s_default__httpbin_80", dp.Mesh)
+			addCluster(&clusterv3.Cluster{
+				Name:                 clusterName,
+				ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
+				ConnectTimeout:       durationpb.New(5 * time.Second),
+				LoadAssignment:       singleEndpoint(clusterName, socketAddress(destinationAddress, destinationPort)),
+			})
+		default:
+			continue
+		}
+		lis := &listenerv3.Listener{
+			Name:             name,
+			Address:          socketAddress(l.Address, l.Port),
+			TrafficDirection: corev3.TrafficDirection_INBOUND,
+			ListenerFilters: []*listenerv3.ListenerFilter{{
+				Name:       "envoy.filters.listener.tls_inspector",
+				ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: mustAny(&tlsinspectorv3.TlsInspector{})},
+			}},
+			FilterChains: []*listenerv3.FilterChain{{
+				FilterChainMatch: &listenerv3.FilterChainMatch{ServerNames: []string{sni}, TransportProtocol: "tls"},
+				Filters: []*listenerv3.Filter{{
+					Name: "envoy.filters.network.tcp_proxy",
+					ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAny(&tcpproxyv3.TcpProxy{
+						StatPrefix:       clusterName,
+						ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: clusterName},
+					})},
+				}},
+			}},
+		}
+		if !reusePort {
+			// kuma-cp turns reuse_port off for proxies without feature-reuse-port.
+			lis.EnableReusePort = wrapperspb.Bool(false)
+		}
+		listeners = append(listeners, lis)
+	}
+
+	// kuma's AdminProxyGenerator runs whenever an admin port is set, and
+	// fails the whole xDS generation without a readiness port.
+	if adminPort != 0 {
+		if readinessPort == 0 || readinessPort > 65535 {
+			return nil, errReadinessPort
+		}
+		adminAddr := fields["dataplane.admin.address"].GetStringValue()
+		probeHost := "127.0.0.1"
+		if ip := net.ParseIP(adminAddr); ip != nil && ip.To4() == nil {
+			probeHost = "::1"
+		}
+		var adminTarget *corev3.Address
+		if sock := fields["dataplane.admin.socketPath"].GetStringValue(); sock != "" {
+			adminTarget = &corev3.Address{Address: &corev3.Address_Pipe{Pipe: &corev3.Pipe{Path: sock}}}
+		} else {
+			switch adminAddr {
+			case "", "0.0.0.0":
+				adminAddr = "127.0.0.1"
+			case "::":
+				adminAddr = "::1"
+			case "127.0.0.1", "::1":
+			default:
+				return nil, fmt.Errorf("invalid admin address %q", adminAddr)
+			}
+			adminTarget = socketAddress(adminAddr, adminPort)
+		}
+		addCluster(&clusterv3.Cluster{
+			Name:                 "system_envoy_admin",
+			ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
+			ConnectTimeout:       durationpb.New(5 * time.Second),
+			LoadAssignment:       singleEndpoint("system_envoy_admin", adminTarget),
+		})
+		addCluster(&clusterv3.Cluster{
+			Name:                 "system_probe_readiness",
+			ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
+			ConnectTimeout:       durationpb.New(5 * time.Second),
+			LoadAssignment:       singleEndpoint("system_probe_readiness", socketAddress(probeHost, readinessPort)),
+		})
+	}
+
+	all := map[resourcev3.Type][]types.Resource{
+		resourcev3.ListenerType: listeners,
+		resourcev3.ClusterType:  clusters,
+		resourcev3.EndpointType: endpoints,
+	}
+	h := sha256.New()
+	for _, typ := range []resourcev3.Type{resourcev3.ListenerType, resourcev3.ClusterType, resourcev3.EndpointType} {
+		for _, r := range all[typ] {
+			if err := r.(validator).ValidateAll(); err != nil {
+				return nil, fmt.Errorf("generated %s is invalid: %w", shortType(typ), err)
+			}
+			b, err := proto.MarshalOptions{Deterministic: true}.Marshal(r)
+			if err != nil {
+				return nil, err
+			}
+			h.Write(b)
+		}
+	}
+	snap, err := cachev3.NewSnapshot(hex.EncodeToString(h.Sum(nil))[:16], all)
+	if err != nil {
+		return nil, err
+	}
+	if err := snap.Consistent(); err != nil {
+		return nil, err
+	}
+	return snap, nil
+}
