@@ -1,0 +1,48 @@
+// Package harness runs the real zoneproxy binary against the test control
+// plane and the Envoy stand-in, and awaits what a user would observe.
+package harness
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+)
+
+// Binaries are the built executables the tests run.
+type Binaries struct {
+	Dir       string
+	Zoneproxy string
+	Envoy     string
+}
+
+// Build compiles zoneproxy and the Envoy stand-in (binary name "envoy")
+// into dir. Call it once from TestMain.
+func Build(dir string) (Binaries, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return Binaries{}, err
+	}
+	b := Binaries{Dir: dir, Zoneproxy: filepath.Join(dir, "zoneproxy"), Envoy: filepath.Join(dir, "envoy")}
+	for out, pkg := range map[string]string{b.Zoneproxy: "./cmd/zoneproxy", b.Envoy: "./test/envoy"} {
+		cmd := exec.Command("go", "build", "-o", out, pkg)
+		cmd.Dir = root
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			return Binaries{}, fmt.Errorf("go build %s: %v\n%s", pkg, err, msg)
+		}
+	}
+	return b, nil
+}
+
+func moduleRoot() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", fmt.Errorf("cannot locate the harness source")
+	}
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		return "", fmt.Errorf("no go.mod at %s", root)
+	}
+	return root, nil
+}
