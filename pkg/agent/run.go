@@ -13,6 +13,7 @@ import (
 
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
+	"github.com/zoneproxy/zoneproxy/pkg/sdnotify"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 )
 
@@ -183,18 +184,14 @@ func (a *Agent) currentToken() string {
 }
 
 // envoyEnv is the agent's environment minus what Envoy must not inherit:
-// the agent's own settings (which may hold the token) and systemd's notify
-// and watchdog variables (Envoy must not talk to systemd for the agent).
+// the agent's own settings (which may hold the token) and systemd's
+// notify, watchdog and socket-activation variables.
 func envoyEnv(env []string) []string {
 	out := make([]string, 0, len(env))
-	for _, kv := range env {
-		name, _, _ := strings.Cut(kv, "=")
-		switch {
-		case strings.HasPrefix(name, "ZONEPROXY_"),
-			name == "NOTIFY_SOCKET", name == "WATCHDOG_USEC", name == "WATCHDOG_PID":
-			continue
+	for _, kv := range sdnotify.ScrubEnv(env) {
+		if !strings.HasPrefix(kv, "ZONEPROXY_") {
+			out = append(out, kv)
 		}
-		out = append(out, kv)
 	}
 	return out
 }

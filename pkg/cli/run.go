@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -17,7 +18,9 @@ import (
 
 	"github.com/zoneproxy/zoneproxy/pkg/agent"
 	"github.com/zoneproxy/zoneproxy/pkg/config"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
+	"github.com/zoneproxy/zoneproxy/pkg/sdnotify"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 	"github.com/zoneproxy/zoneproxy/pkg/version"
 )
@@ -86,6 +89,23 @@ func printProblems(w io.Writer, err error) {
 	fmt.Fprint(w, b.String())
 }
 
+// runningEnvoy lets the watchdog ask whether Envoy is alive and answering.
+type runningEnvoy struct {
+	admin *envoy.Admin
+	proc  *envoy.Process
+}
+
+func (r *runningEnvoy) healthy(ctx context.Context) bool {
+	if r == nil {
+		return true // no Envoy yet: the agent itself is alive
+	}
+	if r.proc.State() == envoy.Exited {
+		return false
+	}
+	_, _, err := r.admin.Ready(ctx)
+	return err == nil
+}
+
 func runAgent(cfg *config.Config, log *zap.Logger, _ zap.AtomicLevel) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -103,9 +123,22 @@ func runAgent(cfg *config.Config, log *zap.Logger, _ zap.AtomicLevel) error {
 	}()
 
 	tracker := state.NewTracker()
+	var running atomic.Pointer[runningEnvoy]
+	notified := make(chan struct{})
+	go func() {
+		defer close(notified)
+		_ = sdnotify.Run(context.Background(), tracker, sdnotify.Options{
+			Healthy:   func(ctx context.Context) bool { return running.Load().healthy(ctx) },
+			StopGrace: agent.StopGrace, Log: log,
+		})
+	}()
 	log.Info("starting", zap.String("version", version.Version), zap.String("mesh", cfg.Mesh),
 		zap.String("role", string(cfg.Role)), zap.String("name", cfg.Name), zap.String("address", cfg.Address))
-	err := agent.New(agent.Options{Config: cfg, Log: log, Tracker: tracker, Hurry: hurry}).Run(ctx)
+	err := agent.New(agent.Options{
+		Config: cfg, Log: log, Tracker: tracker, Hurry: hurry,
+		OnEnvoy: func(a *envoy.Admin, p *envoy.Process) { running.Store(&runningEnvoy{a, p}) },
+	}).Run(ctx)
+	<-notified // the last STATUS= line reaches systemd before exit
 	if err != nil {
 		if exitcode.IsConfig(err) {
 			log.Error("cannot run: " + err.Error())
