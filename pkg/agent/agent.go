@@ -5,10 +5,7 @@ package agent
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net"
-	"strconv"
 	"time"
 
 	"go.uber.org/zap"
@@ -17,6 +14,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
+	"github.com/zoneproxy/zoneproxy/pkg/preflight"
 	"github.com/zoneproxy/zoneproxy/pkg/readiness"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 )
@@ -45,6 +43,7 @@ type Agent struct {
 	cfg     *config.Config
 	log     *zap.Logger
 	tracker *state.Tracker
+	token   string // redacted from Envoy's output
 }
 
 // New returns an agent for a validated configuration.
@@ -75,9 +74,10 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	}
 	defer wd.cleanup()
 
-	ln, err := readiness.Listen(a.cfg.ReadinessPort)
+	rp := preflight.ReadinessPort(a.cfg)
+	ln, err := net.Listen("tcp", rp.Addr)
 	if err != nil {
-		return exitcode.AsConfig(err)
+		return exitcode.AsConfig(preflight.PortError(rp, err))
 	}
 	rs := readiness.New(ln, a.tracker)
 	if a.opts.OnReadiness != nil {
@@ -94,7 +94,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		_ = rs.Shutdown(sctx)
 	}()
 
-	if err := a.checkPorts(); err != nil {
+	if err := preflight.CheckFree(preflight.Ports(a.cfg)...); err != nil {
 		return exitcode.AsConfig(err)
 	}
 	envoyPath, envoyVersion, err := a.findEnvoy(ctx)
@@ -109,46 +109,13 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	return a.runEnvoy(ctx, wd, envoyPath, doc)
 }
 
-// checkPorts finds ports other processes hold before anything is
-// registered: Envoy would only fail on them much later, as a NACK.
-func (a *Agent) checkPorts() error {
-	type want struct {
-		flag string
-		port int
-	}
-	var wants []want
-	if a.cfg.Role.HasIngress() {
-		wants = append(wants, want{"ingress-port", a.cfg.IngressPort})
-	}
-	if a.cfg.Role.HasEgress() {
-		wants = append(wants, want{"egress-port", a.cfg.EgressPort})
-	}
-	if ip := net.ParseIP(a.cfg.Address); ip == nil || !ip.IsLoopback() {
-		// The control plane exposes Envoy's admin/readiness on address:admin-port.
-		wants = append(wants, want{"admin-port", a.cfg.AdminPort})
-	}
-	for _, w := range wants {
-		addr := net.JoinHostPort(a.cfg.Address, strconv.Itoa(w.port))
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			return fmt.Errorf("cannot bind %s for --%s (%v): free the port or set --%s to another one (or check --address is an IP of this host)", addr, w.flag, errors.Unwrap(err), w.flag)
-		}
-		l.Close()
-	}
-	return nil
-}
-
 func (a *Agent) findEnvoy(ctx context.Context) (string, envoy.Version, error) {
-	path, err := envoy.Locate(a.cfg.EnvoyBinary)
+	path, v, warning, err := preflight.Envoy(ctx, a.cfg.EnvoyBinary)
 	if err != nil {
 		return "", envoy.Version{}, err
 	}
-	v, err := envoy.ReadVersion(ctx, path)
-	var unparsed *envoy.UnparsedVersionError
-	if errors.As(err, &unparsed) {
-		a.log.Warn("cannot read Envoy's version; the control plane will see \"unknown\"", zap.String("path", path), zap.Error(err))
-	} else if err != nil {
-		return "", envoy.Version{}, err
+	if warning != nil {
+		a.log.Warn("cannot read Envoy's version; the control plane will see \"unknown\"", zap.String("path", path), zap.Error(warning))
 	}
 	a.log.Info("found Envoy", zap.String("path", path), zap.String("version", v.Version))
 	return path, v, nil

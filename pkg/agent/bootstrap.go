@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zoneproxy/zoneproxy/pkg/bootstrap"
+	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
@@ -29,34 +30,86 @@ var systemCAPaths = []string{
 	"/etc/ssl/cert.pem",
 }
 
+// Fetcher makes /bootstrap attempts for one configuration. `run` retries
+// it; `check` and `bootstrap` make a single attempt.
+type Fetcher struct {
+	client    *bootstrap.Client
+	req       bootstrap.Request
+	tokenPath string
+	inline    string
+}
+
+// NewFetcher prepares the request. tokenPath overrides the configured token
+// file (run writes an inline token into its work dir so the control plane
+// gets a path too).
+func NewFetcher(cfg *config.Config, workDir, tokenPath string, ev envoy.Version) (*Fetcher, error) {
+	var caPEM []byte
+	if cfg.CACertFile != "" {
+		b, err := os.ReadFile(cfg.CACertFile)
+		if err != nil {
+			return nil, exitcode.AsConfig(fmt.Errorf("--ca-cert-file: cannot read %s: %v", cfg.CACertFile, unwrap(err)))
+		}
+		caPEM = b
+	}
+	client, err := bootstrap.NewClient(cfg.CPAddress, caPEM)
+	if err != nil {
+		return nil, exitcode.AsConfig(fmt.Errorf("--ca-cert-file %s: %w", cfg.CACertFile, err))
+	}
+	if tokenPath == "" {
+		tokenPath = cfg.DataplaneTokenFile
+	}
+	return &Fetcher{
+		client: client, req: *newRequest(cfg, workDir, ev, caPEM),
+		tokenPath: tokenPath, inline: strings.TrimSpace(cfg.DataplaneToken),
+	}, nil
+}
+
+// Attempt sends one request. The token file is read each time, so a
+// rotated token is picked up.
+func (f *Fetcher) Attempt(ctx context.Context) ([]byte, error) {
+	r := f.req
+	r.DataplaneToken = f.inline
+	if f.tokenPath != "" {
+		tok, err := os.ReadFile(f.tokenPath)
+		if err != nil {
+			return nil, &bootstrap.Error{Kind: bootstrap.Permanent, Msg: fmt.Sprintf("--dataplane-token-file: cannot read %s", f.tokenPath), Err: unwrap(err)}
+		}
+		r.DataplaneToken = strings.TrimSpace(string(tok))
+		r.DataplaneTokenPath = f.tokenPath
+	}
+	return f.client.Fetch(ctx, &r)
+}
+
+// Token is the credential the last request carried, for redaction.
+func (f *Fetcher) Token() string {
+	if f.tokenPath != "" {
+		if b, err := os.ReadFile(f.tokenPath); err == nil {
+			return strings.TrimSpace(string(b))
+		}
+	}
+	return f.inline
+}
+
+// Close drops idle connections.
+func (f *Fetcher) Close() { f.client.CloseIdle() }
+
 // bootstrap fetches Envoy's bootstrap, waiting while the mesh is missing
 // or the control plane unreachable. A nil result with nil error means the
 // agent was stopped while waiting.
 func (a *Agent) bootstrap(ctx context.Context, wd *workDir, ev envoy.Version) ([]byte, error) {
-	var caPEM []byte
-	if a.cfg.CACertFile != "" {
-		b, err := os.ReadFile(a.cfg.CACertFile)
-		if err != nil {
-			return nil, exitcode.AsConfig(fmt.Errorf("--ca-cert-file: cannot read %s: %v", a.cfg.CACertFile, unwrap(err)))
-		}
-		caPEM = b
-	}
-	client, err := bootstrap.NewClient(a.cfg.CPAddress, caPEM)
-	if err != nil {
-		return nil, exitcode.AsConfig(fmt.Errorf("--ca-cert-file %s: %w", a.cfg.CACertFile, err))
-	}
-	defer client.CloseIdle()
-
-	tokenPath := a.cfg.DataplaneTokenFile
+	tokenPath := ""
 	if a.cfg.DataplaneToken != "" {
-		// The control plane wants a path too (reloadable tokens read it).
 		p, err := wd.write(tokenFile, []byte(strings.TrimSpace(a.cfg.DataplaneToken)))
 		if err != nil {
 			return nil, exitcode.AsConfig(err)
 		}
 		tokenPath = p
 	}
-	req := a.request(wd, ev, caPEM)
+	f, err := NewFetcher(a.cfg, wd.path, tokenPath, ev)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
 	dp := a.cfg.Dataplane()
 	a.tracker.Set(state.WaitingForMesh, fmt.Sprintf("contacting the control plane at %s", a.cfg.CPAddress))
 	a.log.Info("requesting bootstrap", zap.String("cp", a.cfg.CPAddress), zap.String("mesh", dp.Mesh),
@@ -66,25 +119,14 @@ func (a *Agent) bootstrap(ctx context.Context, wd *workDir, ev envoy.Version) ([
 		Backoff: bootstrap.Backoff{Initial: a.cfg.RetryInitial, Max: a.cfg.RetryMax},
 		Clock:   a.opts.Clock,
 		Timeout: a.cfg.BootstrapTimeout,
-		Attempt: func(ctx context.Context) ([]byte, error) {
-			// Re-read each time: a rotated token file is picked up.
-			r := *req
-			if tokenPath != "" {
-				tok, err := os.ReadFile(tokenPath)
-				if err != nil {
-					return nil, &bootstrap.Error{Kind: bootstrap.Permanent, Msg: fmt.Sprintf("--dataplane-token-file: cannot read %s", tokenPath), Err: unwrap(err)}
-				}
-				r.DataplaneToken = strings.TrimSpace(string(tok))
-				r.DataplaneTokenPath = tokenPath
-			}
-			return client.Fetch(ctx, &r)
-		},
-		OnWait: a.logWait,
+		Attempt: f.Attempt,
+		OnWait:  a.logWait,
 	}
 	start := time.Now()
 	doc, err := loop.Run(ctx)
 	switch {
 	case err == nil:
+		a.token = f.Token()
 		a.log.Info("received bootstrap", zap.Duration("after", time.Since(start).Round(time.Millisecond)))
 		a.tracker.Set(state.Bootstrapped, "bootstrap received")
 		return doc, nil
@@ -118,8 +160,8 @@ func (a *Agent) logWait(w bootstrap.Wait) {
 		zap.Int("attempt", w.Attempt), zap.Duration("next", next))
 }
 
-func (a *Agent) request(wd *workDir, ev envoy.Version, caPEM []byte) *bootstrap.Request {
-	dp := a.cfg.Dataplane()
+func newRequest(cfg *config.Config, workDir string, ev envoy.Version, caPEM []byte) *bootstrap.Request {
+	dp := cfg.Dataplane()
 	return &bootstrap.Request{
 		Mesh:              dp.Mesh,
 		Name:              dp.Name,
@@ -134,10 +176,10 @@ func (a *Agent) request(wd *workDir, ev envoy.Version, caPEM []byte) *bootstrap.
 		},
 		CACert:          string(caPEM),
 		DynamicMetadata: map[string]string{},
-		ReadinessPort:   uint32(a.cfg.ReadinessPort),
+		ReadinessPort:   uint32(cfg.ReadinessPort),
 		OperatingSystem: runtime.GOOS,
 		Features:        []string{bootstrap.FeatureReusePort},
-		Workdir:         wd.path,
+		Workdir:         workDir,
 		SystemCAPath:    firstExisting(systemCAPaths),
 		IPv6Enabled:     hostHasIPv6(),
 	}

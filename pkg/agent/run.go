@@ -38,7 +38,7 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, doc
 		LogLevel: a.cfg.EnvoyLogLevel, Concurrency: a.cfg.Concurrency,
 	})
 	envoyLog := a.log.Named("envoy")
-	secret := a.currentToken()
+	secret := a.token
 	proc, err := envoy.Start(envoy.Spec{
 		Path: envoyPath, Args: args, Env: envoyEnv(os.Environ()), Dir: wd.path,
 		Output: func(line string) { logEnvoyLine(envoyLog, redact(line, secret)) },
@@ -169,18 +169,6 @@ func (a *Agent) stop(proc *envoy.Process, why string) {
 		a.log.Warn("Envoy ignored SIGTERM; killed it", zap.Duration("after", StopGrace))
 	}
 	a.log.Info("Envoy "+why, zap.String("status", proc.ExitDescription()))
-}
-
-func (a *Agent) currentToken() string {
-	if a.cfg.DataplaneToken != "" {
-		return strings.TrimSpace(a.cfg.DataplaneToken)
-	}
-	if a.cfg.DataplaneTokenFile != "" {
-		if b, err := os.ReadFile(a.cfg.DataplaneTokenFile); err == nil {
-			return strings.TrimSpace(string(b))
-		}
-	}
-	return ""
 }
 
 // envoyEnv is the agent's environment minus what Envoy must not inherit:

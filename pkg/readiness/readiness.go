@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -26,16 +25,6 @@ type Server struct {
 	ln      net.Listener
 	mux     *http.ServeMux
 	srv     *http.Server
-}
-
-// Listen binds 127.0.0.1:port now, so a port in use is found before any
-// request is sent to the control plane.
-func Listen(port int) (net.Listener, error) {
-	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-	if err != nil {
-		return nil, fmt.Errorf("cannot listen on 127.0.0.1:%d for readiness (%v): another process (another zoneproxy?) uses it; set --readiness-port to a free port", port, errors.Unwrap(err))
-	}
-	return ln, nil
 }
 
 // New serves /ready on ln. Call Serve to start.

@@ -1,0 +1,91 @@
+// Package preflight holds the checks that run before anything is sent to
+// the control plane; `zoneproxy run` and `zoneproxy check` share them, and
+// so share their messages.
+package preflight
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/hashicorp/go-multierror"
+
+	"github.com/zoneproxy/zoneproxy/pkg/config"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy"
+)
+
+// Port is one port the zone proxy needs.
+type Port struct {
+	Flag string
+	Addr string
+}
+
+// Ports lists what Envoy will bind: the zone listeners, and the admin
+// port the control plane exposes on --address when that is not loopback.
+func Ports(cfg *config.Config) []Port {
+	var out []Port
+	add := func(flag string, port int) {
+		out = append(out, Port{flag, net.JoinHostPort(cfg.Address, strconv.Itoa(port))})
+	}
+	if cfg.Role.HasIngress() {
+		add("ingress-port", cfg.IngressPort)
+	}
+	if cfg.Role.HasEgress() {
+		add("egress-port", cfg.EgressPort)
+	}
+	if ip := net.ParseIP(cfg.Address); ip == nil || !ip.IsLoopback() {
+		add("admin-port", cfg.AdminPort)
+	}
+	return out
+}
+
+// ReadinessPort is the agent's own loopback endpoint.
+func ReadinessPort(cfg *config.Config) Port {
+	return Port{"readiness-port", net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.ReadinessPort))}
+}
+
+// CheckFree binds and releases each port, reporting every one in use:
+// Envoy would only fail on them much later, as a rejected listener.
+func CheckFree(ports ...Port) error {
+	var errs *multierror.Error
+	for _, p := range ports {
+		l, err := net.Listen("tcp", p.Addr)
+		if err != nil {
+			errs = multierror.Append(errs, PortError(p, err))
+			continue
+		}
+		l.Close()
+	}
+	return errs.ErrorOrNil()
+}
+
+// PortError explains a failed bind and names the flag to change.
+func PortError(p Port, err error) error {
+	var cause error = err
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Err != nil {
+		cause = oe.Err
+	}
+	hint := "free the port or set --" + p.Flag + " to another one"
+	if p.Flag != "readiness-port" {
+		hint += " (and check --address is an IP of this host)"
+	}
+	return fmt.Errorf("cannot bind %s for --%s (%v): %s", p.Addr, p.Flag, cause, hint)
+}
+
+// Envoy finds the binary and reads its version. A version that cannot be
+// parsed is a warning (returned separately), not a failure.
+func Envoy(ctx context.Context, name string) (path string, v envoy.Version, warning, err error) {
+	path, err = envoy.Locate(name)
+	if err != nil {
+		return "", envoy.Version{}, nil, err
+	}
+	v, err = envoy.ReadVersion(ctx, path)
+	var unparsed *envoy.UnparsedVersionError
+	if errors.As(err, &unparsed) {
+		return path, v, err, nil
+	}
+	return path, v, nil, err
+}
