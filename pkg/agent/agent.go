@@ -14,6 +14,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
+	"github.com/zoneproxy/zoneproxy/pkg/metrics"
 	"github.com/zoneproxy/zoneproxy/pkg/preflight"
 	"github.com/zoneproxy/zoneproxy/pkg/readiness"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
@@ -33,6 +34,8 @@ type Options struct {
 	Clock bootstrap.Clock
 	// OnReadiness lets the caller add endpoints (metrics, logging).
 	OnReadiness func(*readiness.Server)
+	// Metrics counts bootstrap attempts and Envoy's life; nil records nothing.
+	Metrics *metrics.Metrics
 	// OnEnvoy is called once Envoy runs, with its admin client and process.
 	OnEnvoy func(*envoy.Admin, *envoy.Process)
 }

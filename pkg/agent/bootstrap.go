@@ -119,8 +119,16 @@ func (a *Agent) bootstrap(ctx context.Context, wd *workDir, ev envoy.Version) ([
 		Backoff: bootstrap.Backoff{Initial: a.cfg.RetryInitial, Max: a.cfg.RetryMax},
 		Clock:   a.opts.Clock,
 		Timeout: a.cfg.BootstrapTimeout,
-		Attempt: f.Attempt,
-		OnWait:  a.logWait,
+		Attempt: func(ctx context.Context) ([]byte, error) {
+			doc, err := f.Attempt(ctx)
+			if err == nil {
+				a.opts.Metrics.BootstrapAttempt("success")
+			} else if ctx.Err() == nil {
+				a.opts.Metrics.BootstrapAttempt(bootstrap.KindOf(err).String())
+			}
+			return doc, err
+		},
+		OnWait: a.logWait,
 	}
 	start := time.Now()
 	doc, err := loop.Run(ctx)
@@ -148,6 +156,7 @@ func isTimeout(err error) bool {
 func (a *Agent) logWait(w bootstrap.Wait) {
 	next := w.Next.Round(100 * time.Millisecond)
 	if w.Err.Kind == bootstrap.MeshNotFound {
+		a.opts.Metrics.WaitedForMesh(w.Next)
 		detail := fmt.Sprintf("waiting for mesh %q (attempt %d, next in %s)", a.cfg.Mesh, w.Attempt, next)
 		a.tracker.Set(state.WaitingForMesh, detail)
 		a.log.Info("waiting for mesh: it does not exist on the control plane yet; create it and zoneproxy proceeds by itself",

@@ -56,6 +56,8 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, doc
 	if a.opts.OnEnvoy != nil {
 		a.opts.OnEnvoy(admin, proc)
 	}
+	a.opts.Metrics.EnvoyStarted(admin.PrometheusStats)
+	defer a.opts.Metrics.EnvoyExited()
 
 	started := time.Now()
 	if err := a.awaitLive(ctx, admin, proc); err != nil || ctx.Err() != nil {

@@ -28,7 +28,7 @@ readiness, and drains Envoy gracefully on stop.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCommand(), newVersionCommand())
+	root.AddCommand(newRunCommand(), newCheckCommand(), newRenderCommand(), newBootstrapCommand(), newVersionCommand())
 	return root
 }
 

@@ -20,6 +20,8 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
+	"github.com/zoneproxy/zoneproxy/pkg/metrics"
+	"github.com/zoneproxy/zoneproxy/pkg/readiness"
 	"github.com/zoneproxy/zoneproxy/pkg/sdnotify"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 	"github.com/zoneproxy/zoneproxy/pkg/version"
@@ -106,7 +108,7 @@ func (r *runningEnvoy) healthy(ctx context.Context) bool {
 	return err == nil
 }
 
-func runAgent(cfg *config.Config, log *zap.Logger, _ zap.AtomicLevel) error {
+func runAgent(cfg *config.Config, log *zap.Logger, level zap.AtomicLevel) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	hurry := make(chan struct{})
@@ -134,8 +136,13 @@ func runAgent(cfg *config.Config, log *zap.Logger, _ zap.AtomicLevel) error {
 	}()
 	log.Info("starting", zap.String("version", version.Version), zap.String("mesh", cfg.Mesh),
 		zap.String("role", string(cfg.Role)), zap.String("name", cfg.Name), zap.String("address", cfg.Address))
+	m := metrics.New(tracker)
 	err := agent.New(agent.Options{
-		Config: cfg, Log: log, Tracker: tracker, Hurry: hurry,
+		Config: cfg, Log: log, Tracker: tracker, Hurry: hurry, Metrics: m,
+		OnReadiness: func(rs *readiness.Server) {
+			rs.Handle("/metrics", m)
+			rs.Handle("/logging", loggingHandler(level, &running, log))
+		},
 		OnEnvoy: func(a *envoy.Admin, p *envoy.Process) { running.Store(&runningEnvoy{a, p}) },
 	}).Run(ctx)
 	<-notified // the last STATUS= line reaches systemd before exit

@@ -1,0 +1,172 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/zoneproxy/zoneproxy/pkg/agent"
+	"github.com/zoneproxy/zoneproxy/pkg/bootstrap"
+	"github.com/zoneproxy/zoneproxy/pkg/config"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy"
+	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
+	"github.com/zoneproxy/zoneproxy/pkg/preflight"
+	"github.com/zoneproxy/zoneproxy/pkg/token"
+)
+
+func newCheckCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "check",
+		Short: "Preflight: check configuration, Envoy, ports, token and the control plane without starting anything",
+		Long: `check runs every check "run" would, and asks the control plane for a bootstrap
+whose answer is discarded (a proxy is only registered once Envoy connects),
+without starting Envoy. It prints a checklist with a fix for each failure and
+exits 0 only if everything passes. It takes the same flags and config as run.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, log, _, err := prepare(cmd)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = log.Sync() }()
+			return runChecks(cmd.Context(), cmd.OutOrStdout(), cfg)
+		},
+	}
+	addRunFlags(cmd.Flags())
+	return cmd
+}
+
+type checklist struct {
+	w      io.Writer
+	failed int
+}
+
+func (c *checklist) ok(what string, args ...any) {
+	fmt.Fprintf(c.w, "[ ok ] %s\n", fmt.Sprintf(what, args...))
+}
+
+func (c *checklist) fail(what string, err error) {
+	c.failed++
+	fmt.Fprintf(c.w, "[FAIL] %s\n", what)
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if strings.TrimSpace(line) != "" {
+			fmt.Fprintf(c.w, "       %s\n", strings.TrimSpace(line))
+		}
+	}
+}
+
+func runChecks(ctx context.Context, w io.Writer, cfg *config.Config) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	c := &checklist{w: w}
+	fmt.Fprintf(w, "zoneproxy check: mesh %q, role %s, Dataplane %q\n", cfg.Mesh, cfg.Role, cfg.Name)
+	c.ok("configuration is valid")
+
+	_, ev, warning, err := preflight.Envoy(ctx, cfg.EnvoyBinary)
+	switch {
+	case err != nil:
+		c.fail("Envoy binary", err)
+	case warning != nil:
+		c.ok("Envoy binary %s found (version unreadable: %v)", cfg.EnvoyBinary, warning)
+	default:
+		c.ok("Envoy binary %s found, version %s", cfg.EnvoyBinary, ev.Version)
+	}
+
+	ports := append([]preflight.Port{preflight.ReadinessPort(cfg)}, preflight.Ports(cfg)...)
+	if err := preflight.CheckFree(ports...); err != nil {
+		c.fail("ports are free", err)
+	} else {
+		var addrs []string
+		for _, p := range ports {
+			addrs = append(addrs, p.Addr)
+		}
+		c.ok("ports are free: %s", strings.Join(addrs, ", "))
+	}
+
+	c.checkToken(cfg)
+	c.checkControlPlane(ctx, cfg, ev)
+
+	if c.failed > 0 {
+		fmt.Fprintf(w, "%d check(s) failed\n", c.failed)
+		return reportedError{exitcode.AsConfig(fmt.Errorf("%d check(s) failed", c.failed))}
+	}
+	fmt.Fprintln(w, "all checks passed")
+	return nil
+}
+
+func (c *checklist) checkToken(cfg *config.Config) {
+	raw := cfg.DataplaneToken
+	if cfg.DataplaneTokenFile != "" {
+		b, err := os.ReadFile(cfg.DataplaneTokenFile)
+		if err != nil {
+			c.fail("dataplane token", err)
+			return
+		}
+		raw = string(b)
+	}
+	if strings.TrimSpace(raw) == "" {
+		c.ok("no dataplane token configured (only works if the control plane's dataplane authentication is off)")
+		return
+	}
+	claims, err := token.Parse(raw)
+	if err != nil {
+		c.fail("dataplane token", err)
+		return
+	}
+	// config validation already refused a token that cannot work.
+	desc := "mesh-wide"
+	if claims.Mesh != "" {
+		desc = fmt.Sprintf("for mesh %q", claims.Mesh)
+	}
+	if claims.Workload != "" {
+		desc += fmt.Sprintf(", workload %q", claims.Workload)
+	}
+	if claims.ExpiresAt != nil {
+		desc += ", expires " + time.Unix(*claims.ExpiresAt, 0).UTC().Format(time.RFC3339)
+	}
+	c.ok("dataplane token is a JWT %s", desc)
+}
+
+func (c *checklist) checkControlPlane(ctx context.Context, cfg *config.Config, ev envoy.Version) {
+	wd, err := os.MkdirTemp("", "zoneproxy-check-")
+	if err != nil {
+		c.fail("control plane", err)
+		return
+	}
+	defer os.RemoveAll(wd)
+	workDir := cfg.WorkDir
+	if workDir == "" {
+		workDir = wd
+	}
+	f, err := agent.NewFetcher(cfg, workDir, "", ev)
+	if err != nil {
+		c.fail("control plane", err)
+		return
+	}
+	defer f.Close()
+	actx, cancel := context.WithTimeout(ctx, bootstrap.AttemptTimeout)
+	defer cancel()
+	_, err = f.Attempt(actx)
+	tlsNote := "TLS verified with the system trust store"
+	if cfg.CACertFile != "" {
+		tlsNote = "TLS verified with " + cfg.CACertFile
+	}
+	switch kind := bootstrap.KindOf(err); {
+	case err == nil:
+		c.ok("control plane %s reachable, %s", cfg.CPAddress, tlsNote)
+		c.ok("mesh %q exists and the control plane accepts this Dataplane", cfg.Mesh)
+	case kind == bootstrap.MeshNotFound:
+		c.ok("control plane %s reachable, %s", cfg.CPAddress, tlsNote)
+		c.fail(fmt.Sprintf("mesh %q exists", cfg.Mesh), err)
+	case kind == bootstrap.Retryable:
+		c.fail(fmt.Sprintf("control plane %s reachable", cfg.CPAddress), fmt.Errorf("%v\n(run would keep retrying; check the address, the port (5678) and firewalls)", err))
+	default:
+		c.fail(fmt.Sprintf("control plane %s accepts this zone proxy", cfg.CPAddress), err)
+	}
+}

@@ -1,0 +1,59 @@
+package dataplane
+
+import (
+	"fmt"
+	"strings"
+
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// MeshZoneAddress publishes a zone ingress's public address to other zones.
+// On Universal the operator creates it; its kuma.io/zone label names the
+// zone the ingress serves.
+type MeshZoneAddress struct {
+	Mesh, Name, Zone string
+	Address          string
+	Port             int
+}
+
+type mzaDoc struct {
+	Type   string            `yaml:"type"`
+	Mesh   string            `yaml:"mesh"`
+	Name   string            `yaml:"name"`
+	Labels map[string]string `yaml:"labels"`
+	Spec   struct {
+		Address string `yaml:"address"`
+		Port    int    `yaml:"port"`
+	} `yaml:"spec"`
+}
+
+// Validate checks what the control plane requires of the resource.
+func (m MeshZoneAddress) Validate() Errors {
+	var errs Errors
+	if m.Zone == "" {
+		errs = append(errs, FieldError{"--zone", "required: the zone this ingress serves (kuma.io/zone label)"})
+	}
+	if m.Address == "" {
+		errs = append(errs, FieldError{"--advertised-address", "required: the address other zones reach this ingress on"})
+	} else if m.Address == "0.0.0.0" || m.Address == "::" {
+		errs = append(errs, FieldError{"--advertised-address", "must not be 0.0.0.0 or ::"})
+	}
+	if m.Port < 1 || m.Port > 65535 {
+		errs = append(errs, FieldError{"--advertised-port", fmt.Sprintf("%d is not a port: use 1-65535", m.Port)})
+	}
+	return errs
+}
+
+// YAML is the resource for `kumactl apply -f`.
+func (m MeshZoneAddress) YAML() string {
+	d := mzaDoc{Type: "MeshZoneAddress", Mesh: m.Mesh, Name: m.Name,
+		Labels: map[string]string{"kuma.io/origin": "zone", "kuma.io/zone": m.Zone}}
+	d.Spec.Address, d.Spec.Port = m.Address, m.Port
+	var b strings.Builder
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(d); err != nil {
+		panic(err)
+	}
+	return b.String()
+}

@@ -1,0 +1,139 @@
+// Package metrics keeps the agent's own counters and serves them, followed
+// by Envoy's, in Prometheus text format. Hand-written to keep the agent lean.
+package metrics
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/zoneproxy/zoneproxy/pkg/state"
+	"github.com/zoneproxy/zoneproxy/pkg/version"
+)
+
+// Metrics is safe for concurrent use; a nil *Metrics records nothing.
+type Metrics struct {
+	mu         sync.Mutex
+	attempts   map[string]uint64
+	meshWait   time.Duration
+	envoyUp    bool
+	envoyExits uint64
+	tracker    *state.Tracker
+	envoyStats func(ctx context.Context) (string, error)
+}
+
+// New observes tracker for the ready and phase gauges.
+func New(tracker *state.Tracker) *Metrics {
+	return &Metrics{attempts: map[string]uint64{}, tracker: tracker}
+}
+
+// BootstrapAttempt counts one /bootstrap attempt by outcome
+// (success, mesh_not_found, retryable, permanent).
+func (m *Metrics) BootstrapAttempt(outcome string) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	m.attempts[outcome]++
+	m.mu.Unlock()
+}
+
+// WaitedForMesh adds time spent waiting for the mesh to exist.
+func (m *Metrics) WaitedForMesh(d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	m.meshWait += d
+	m.mu.Unlock()
+}
+
+// EnvoyStarted records a running Envoy and where to read its stats.
+func (m *Metrics) EnvoyStarted(stats func(ctx context.Context) (string, error)) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	m.envoyUp, m.envoyStats = true, stats
+	m.mu.Unlock()
+}
+
+// EnvoyExited records that Envoy is gone.
+func (m *Metrics) EnvoyExited() {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	m.envoyUp = false
+	m.envoyExits++
+	m.envoyStats = nil
+	m.mu.Unlock()
+}
+
+// ServeHTTP writes the agent's metrics, then Envoy's /stats/prometheus.
+func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	m.write(w)
+	m.mu.Lock()
+	stats := m.envoyStats
+	m.mu.Unlock()
+	if stats == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	body, err := stats(ctx)
+	if err != nil {
+		fmt.Fprintf(w, "# Envoy stats unavailable: %v\n", err)
+		return
+	}
+	io.WriteString(w, body)
+}
+
+func (m *Metrics) write(w io.Writer) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	snap := m.tracker.Current()
+	gauge := func(name, help string, v float64) {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n%s %g\n", name, help, name, name, v)
+	}
+	fmt.Fprintf(w, "# HELP zoneproxy_build_info Build of the agent.\n# TYPE zoneproxy_build_info gauge\nzoneproxy_build_info{version=%q,commit=%q} 1\n", version.Version, version.Commit)
+
+	fmt.Fprint(w, "# HELP zoneproxy_bootstrap_attempts_total Bootstrap requests by outcome.\n# TYPE zoneproxy_bootstrap_attempts_total counter\n")
+	outcomes := []string{"success", "mesh_not_found", "retryable", "permanent"}
+	for k := range m.attempts {
+		if !contains(outcomes, k) {
+			outcomes = append(outcomes, k)
+		}
+	}
+	sort.Strings(outcomes)
+	for _, o := range outcomes {
+		fmt.Fprintf(w, "zoneproxy_bootstrap_attempts_total{outcome=%q} %d\n", o, m.attempts[o])
+	}
+	fmt.Fprintf(w, "# HELP zoneproxy_mesh_wait_seconds_total Time spent waiting for the mesh to exist.\n# TYPE zoneproxy_mesh_wait_seconds_total counter\nzoneproxy_mesh_wait_seconds_total %g\n", m.meshWait.Seconds())
+	gauge("zoneproxy_envoy_up", "1 while Envoy runs.", b2f(m.envoyUp))
+	fmt.Fprintf(w, "# HELP zoneproxy_envoy_exits_total Times Envoy exited.\n# TYPE zoneproxy_envoy_exits_total counter\nzoneproxy_envoy_exits_total %d\n", m.envoyExits)
+	gauge("zoneproxy_ready", "1 while the agent reports READY.", b2f(snap.Phase == state.Ready))
+	fmt.Fprint(w, "# HELP zoneproxy_phase The agent's lifecycle phase.\n# TYPE zoneproxy_phase gauge\n")
+	fmt.Fprintf(w, "zoneproxy_phase{phase=%q} 1\n", snap.Phase)
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
