@@ -1,0 +1,310 @@
+package e2e
+
+import (
+	"encoding/base64"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/zoneproxy/zoneproxy/test/controlplane"
+	"github.com/zoneproxy/zoneproxy/test/harness"
+)
+
+func TestControlPlaneDownAtStartThenUp(t *testing.T) {
+	t.Parallel()
+	zone := harness.NewZone(t, bins, "payments")
+	zone.CP.SetFaults(controlplane.Faults{RefuseConnections: true})
+	p := zone.NewProxy("payments", "egress")
+	agent := zone.Start(p, nil)
+	agent.AwaitLog(`"attempt": 3`, 10*time.Second)
+	out := agent.Output()
+	if !strings.Contains(out, "bootstrap failed, retrying") || !strings.Contains(out, `"next"`) {
+		t.Fatalf("retries are not logged with attempt and next delay:\n%s", out)
+	}
+	agent.AwaitReadiness(p.Readiness, 503, "WAITING_FOR_MESH", 5*time.Second)
+	zone.CP.SetFaults(controlplane.Faults{})
+	agent.AwaitReadiness(p.Readiness, 200, "READY", 20*time.Second)
+	if agent.Exited() {
+		t.Fatal("agent restarted instead of proceeding")
+	}
+}
+
+func TestControlPlaneRestartWhileRunning(t *testing.T) {
+	t.Parallel()
+	zone := harness.NewZone(t, bins, "payments")
+	p := zone.NewProxy("payments", "egress")
+	agent := zone.Start(p, nil)
+	agent.AwaitReadiness(p.Readiness, 200, "READY", 20*time.Second)
+	envoyPID := agent.EnvoyPID(time.Second)
+	if err := zone.CP.Restart(2 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 30*time.Second, "Envoy to reconnect to the restarted control plane", func() bool {
+		for _, px := range zone.CP.Proxies() {
+			if px.Connected && px.ConnectedAt.After(time.Now().Add(-25*time.Second)) && len(px.ACKed) > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	agent.AwaitReadiness(p.Readiness, 200, "READY", 10*time.Second)
+	if agent.Exited() || harness.ProcessGone(envoyPID) {
+		t.Fatal("the agent or Envoy did not survive a control plane restart")
+	}
+	if !harness.Dial("127.0.0.1:" + strconv.Itoa(p.Egress)) {
+		t.Fatal("Envoy stopped serving its listener")
+	}
+}
+
+func TestEnvoyCrashStopsTheAgent(t *testing.T) {
+	t.Parallel()
+	zone := harness.NewZone(t, bins, "payments")
+	p := zone.NewProxy("payments", "egress")
+	agent := zone.Start(p, []string{"ENVOY_STANDIN_CRASH_AFTER=3s", "ENVOY_STANDIN_CRASH_SIGNAL=SEGV"})
+	agent.AwaitReadiness(p.Readiness, 200, "READY", 20*time.Second)
+	envoyPID := agent.EnvoyPID(time.Second)
+	var died time.Time
+	harness.Eventually(t, 10*time.Second, "Envoy to crash", func() bool {
+		if harness.ProcessGone(envoyPID) {
+			died = time.Now()
+			return true
+		}
+		return false
+	})
+	code := agent.Wait(5 * time.Second)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	if after := time.Since(died); after > time.Second {
+		t.Errorf("agent took %s to notice", after)
+	}
+	if out := agent.Output(); !strings.Contains(out, "Envoy exited unexpectedly") || !strings.Contains(out, "segmentation fault") {
+		t.Errorf("log lacks Envoy's signal:\n%s", out)
+	}
+	if left := harness.Children(agent.PID()); len(left) != 0 {
+		t.Errorf("left running: %v", left)
+	}
+}
+
+func TestEnvoyIgnoringSIGTERMIsKilled(t *testing.T) {
+	t.Parallel()
+	zone := harness.NewZone(t, bins, "payments")
+	p := zone.NewProxy("payments", "egress")
+	agent := zone.Start(p, []string{"ENVOY_STANDIN_IGNORE_SIGTERM=1"}, "--drain-time", "1s")
+	agent.AwaitReadiness(p.Readiness, 200, "READY", 20*time.Second)
+	envoyPID := agent.EnvoyPID(time.Second)
+	agent.Signal(syscall.SIGTERM)
+	if code := agent.Wait(20 * time.Second); code != 0 {
+		t.Fatalf("exit %d, want 0", code)
+	}
+	if !harness.ProcessGone(envoyPID) {
+		t.Fatal("Envoy still running")
+	}
+	if !strings.Contains(agent.Output(), "Envoy ignored SIGTERM; killed it") {
+		t.Error("log does not say Envoy was killed")
+	}
+}
+
+func TestAgentKilledTakesEnvoyWithItAndRestartsCleanly(t *testing.T) {
+	t.Parallel()
+	zone := harness.NewZone(t, bins, "payments")
+	p := zone.NewProxy("payments", "egress")
+	agent := zone.Start(p, nil)
+	agent.AwaitReadiness(p.Readiness, 200, "READY", 20*time.Second)
+	envoyPID := agent.EnvoyPID(time.Second)
+	agent.Signal(syscall.SIGKILL)
+	agent.Wait(5 * time.Second)
+	harness.Eventually(t, 5*time.Second, "Envoy to die with its agent", func() bool { return harness.ProcessGone(envoyPID) })
+	if _, err := os.Stat(filepath.Join(p.WorkDir, "kuma-envoy-admin.sock")); err != nil {
+		t.Logf("no stale admin socket was left (%v)", err)
+	}
+	again := zone.Start(p, nil)
+	again.AwaitReadiness(p.Readiness, 200, "READY", 20*time.Second)
+	again.Signal(syscall.SIGTERM)
+	if code := again.Wait(15 * time.Second); code != 0 {
+		t.Fatalf("second run exit %d", code)
+	}
+}
+
+func TestSecondAgentOnTheSameWorkDirRefuses(t *testing.T) {
+	t.Parallel()
+	zone := harness.NewZone(t, bins)
+	p := zone.NewProxy("payments", "egress")
+	first := zone.Start(p, nil)
+	first.AwaitReadiness(p.Readiness, 503, "WAITING_FOR_MESH", 10*time.Second)
+	q := p
+	q.Readiness, q.Egress = harness.FreePort(t), harness.FreePort(t)
+	code, out := harness.Run(t, bins.Zoneproxy, nil, zone.Args(q)...)
+	if code != 78 || !strings.Contains(out, "in use by another zoneproxy (pid "+strconv.Itoa(first.PID())+")") {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	if first.Exited() {
+		t.Fatal("the first agent was disturbed")
+	}
+}
+
+func TestPortsInUseAreFoundBeforeBootstrap(t *testing.T) {
+	t.Parallel()
+	for _, flag := range []string{"readiness-port", "egress-port"} {
+		t.Run(flag, func(t *testing.T) {
+			zone := harness.NewZone(t, bins, "payments")
+			p := zone.NewProxy("payments", "egress")
+			port := p.Readiness
+			if flag == "egress-port" {
+				port = p.Egress
+			}
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			code, out := harness.Run(t, bins.Zoneproxy, nil, zone.Args(p)...)
+			if code != 78 || !strings.Contains(out, "--"+flag) || !strings.Contains(out, strconv.Itoa(port)) {
+				t.Fatalf("exit %d\n%s", code, out)
+			}
+			if n := len(zone.CP.BootstrapRequests()); n != 0 {
+				t.Fatalf("%d bootstrap requests sent", n)
+			}
+		})
+	}
+}
+
+func fakeJWT(claims string) string {
+	enc := base64.RawURLEncoding.EncodeToString
+	return enc([]byte(`{"alg":"RS256","kid":"1","typ":"JWT"}`)) + "." + enc([]byte(claims)) + ".c2lnbmF0dXJl"
+}
+
+func TestBadTokensAreConfigErrors(t *testing.T) {
+	t.Parallel()
+	zone := harness.NewZone(t, bins, "payments")
+	dir := harness.ShortTempDir(t)
+	write := func(name, content string, mode os.FileMode) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	cases := []struct {
+		name, file, want string
+	}{
+		{"missing", filepath.Join(dir, "nope"), "no such file"},
+		{"a directory", dir, "is a directory"},
+		{"empty", write("empty", "\n", 0o600), "is empty"},
+		{"not a JWT", write("garbage", "not-a-token", 0o600), "not a JWT"},
+		{"expired", write("expired", fakeJWT(`{"Mesh":"payments","exp":1000000000}`), 0o600), "token expired at 2001-09-09"},
+		{"other mesh", write("billing", fakeJWT(`{"Mesh":"billing"}`), 0o600), `token is for mesh "billing", not "payments"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := zone.NewProxy("payments", "egress")
+			p.TokenFile = tc.file
+			code, out := harness.Run(t, bins.Zoneproxy, nil, zone.Args(p)...)
+			if code != 78 || !strings.Contains(out, "--dataplane-token-file") || !strings.Contains(out, tc.want) {
+				t.Fatalf("exit %d, want 78 mentioning %q\n%s", code, tc.want, out)
+			}
+		})
+	}
+}
+
+func TestTokenReadableByOthersWarns(t *testing.T) {
+	t.Parallel()
+	zone := harness.NewZone(t, bins, "payments")
+	p := zone.NewProxy("payments", "egress")
+	if err := os.Chmod(p.TokenFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	agent := zone.Start(p, nil)
+	agent.AwaitLog("has mode 0644", 10*time.Second)
+	agent.AwaitReadiness(p.Readiness, 200, "READY", 20*time.Second)
+}
+
+func TestInlineTokenWarnsAndWorks(t *testing.T) {
+	t.Parallel()
+	zone := harness.NewZone(t, bins, "payments")
+	p := zone.NewProxy("payments", "egress")
+	tok, _ := os.ReadFile(p.TokenFile)
+	p.TokenFile = ""
+	args := zone.Args(p, "--dataplane-token", string(tok))
+	args = removeFlag(args, "--dataplane-token-file")
+	agent := harness.StartAgent(t, bins.Zoneproxy, nil, args...)
+	agent.AwaitLog("visible in the process list", 10*time.Second)
+	agent.AwaitReadiness(p.Readiness, 200, "READY", 20*time.Second)
+	if strings.Contains(agent.Output(), strings.TrimSpace(string(tok))) {
+		t.Fatal("token in the log")
+	}
+}
+
+func removeFlag(args []string, flag string) []string {
+	for i := range args {
+		if args[i] == flag {
+			return append(args[:i:i], args[i+2:]...)
+		}
+	}
+	return args
+}
+
+func TestControlPlaneAPIPortIsAConfigError(t *testing.T) {
+	t.Parallel()
+	zone := harness.NewZone(t, bins, "payments")
+	p := zone.NewProxy("payments", "egress")
+	apiAsHTTPS := strings.Replace(zone.CP.AdminURL(), "http://", "https://", 1)
+	code, out := harness.Run(t, bins.Zoneproxy, nil, zone.Args(p, "--cp-address", apiAsHTTPS)...)
+	if code != 78 || !strings.Contains(out, "5678") {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+}
+
+func TestWorkDirNotUsable(t *testing.T) {
+	t.Parallel()
+	zone := harness.NewZone(t, bins, "payments")
+	file := filepath.Join(harness.ShortTempDir(t), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := zone.NewProxy("payments", "egress")
+	p.WorkDir = filepath.Join(file, "wd")
+	code, out := harness.Run(t, bins.Zoneproxy, nil, zone.Args(p)...)
+	if code != 78 || !strings.Contains(out, p.WorkDir) || !strings.Contains(out, "not a directory") {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+}
+
+func TestSIGTERMWhileWaitingForTheMesh(t *testing.T) {
+	t.Parallel()
+	zone := harness.NewZone(t, bins)
+	p := zone.NewProxy("payments", "egress")
+	agent := zone.Start(p, nil)
+	agent.AwaitReadiness(p.Readiness, 503, "WAITING_FOR_MESH", 10*time.Second)
+	sent := time.Now()
+	agent.Signal(syscall.SIGTERM)
+	if code := agent.Wait(5 * time.Second); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if took := time.Since(sent); took > time.Second {
+		t.Errorf("took %s to stop", took)
+	}
+	if left, _ := os.ReadDir(p.WorkDir); len(left) != 0 {
+		t.Errorf("work dir not cleaned: %v", names(left))
+	}
+}
+
+func TestAdminSocketIsPrivate(t *testing.T) {
+	t.Parallel()
+	zone := harness.NewZone(t, bins, "payments")
+	p := zone.NewProxy("payments", "egress")
+	agent := zone.Start(p, nil)
+	agent.AwaitReadiness(p.Readiness, 200, "READY", 20*time.Second)
+	fi, err := os.Stat(filepath.Join(p.WorkDir, "kuma-envoy-admin.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		t.Fatalf("admin socket mode %v", fi.Mode().Perm())
+	}
+}
