@@ -1,0 +1,101 @@
+#!/bin/sh
+# Lints what `make packages` built: lintian (deb), rpmlint (rpm), shellcheck
+# (every packaging script), package contents, and the systemd unit.
+#   VERSION=... [ARCH=amd64] [PKG_OUT=dist] packaging/lint-packages.sh
+set -eu
+
+die() { echo "lint-packages: FAIL: $*" >&2; exit 1; }
+ok() { echo "lint-packages: ok: $*"; }
+
+cd "$(dirname "$0")/.."
+VERSION=$(packaging/version.sh) || exit 1
+ARCH=${ARCH:-amd64}
+PKG_OUT=${PKG_OUT:-dist}
+case "$ARCH" in
+	amd64) rpmarch=x86_64 ;;
+	arm64) rpmarch=aarch64 ;;
+	*) rpmarch=$ARCH ;;
+esac
+deb="$PKG_OUT/zoneproxy_${VERSION}-1_${ARCH}.deb"
+rpm="$PKG_OUT/zoneproxy-${VERSION}-1.${rpmarch}.rpm"
+[ -f "$deb" ] || die "$deb not found (make packages)"
+[ -f "$rpm" ] || die "$rpm not found (make packages)"
+
+packaging/ensure-tools.sh lintian rpmlint rpm shellcheck dpkg-deb:dpkg cpio systemd-analyze:systemd
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+chmod 0755 "$tmp"
+
+# --- shellcheck --------------------------------------------------------------
+# rpm scriptlets are bodies run by /bin/sh; deb scripts have #!/bin/sh.
+set -- packaging/scripts/deb/* packaging/scripts/rpm/* packaging/*.sh
+for f in test/systemd/*.sh; do [ -f "$f" ] && set -- "$@" "$f"; done
+shellcheck -s sh "$@" || die "shellcheck"
+ok "shellcheck ($# scripts)"
+
+# --- the unit ------------------------------------------------------------------
+packaging/check-unit.sh systemd/zoneproxy@.service 2.0 || die "unit checks"
+
+# --- lintian -------------------------------------------------------------------
+# As an unprivileged user where possible: lintian unpacks untrusted archives.
+cp "$deb" "$tmp/"
+lintian_cmd="lintian --pedantic -I --fail-on error,warning $tmp/$(basename "$deb")"
+if [ "$(id -u)" -eq 0 ] && command -v runuser >/dev/null 2>&1; then
+	mkdir "$tmp/home" && chown nobody "$tmp/home"
+	out=$(runuser -u nobody -- env HOME="$tmp/home" TMPDIR="$tmp/home" sh -c "$lintian_cmd" 2>&1) || {
+		printf '%s\n' "$out" >&2
+		die "lintian"
+	}
+else
+	out=$(sh -c "$lintian_cmd" 2>&1) || { printf '%s\n' "$out" >&2; die "lintian"; }
+fi
+# The override for a first upload is unused once a snapshot follows a release.
+out=$(printf '%s\n' "$out" | grep -v -e 'running with root privileges' \
+	-e '^I: zoneproxy: unused-override initial-upload-closes-no-bugs ' -e '^N: 0 hints overridden; 1 unused override$' || true)
+[ -z "$out" ] || { printf '%s\n' "$out" >&2; die "lintian printed tags"; }
+ok "lintian: no tags ($(basename "$deb"))"
+
+# --- rpmlint -------------------------------------------------------------------
+# nfpm writes absolute names into the cpio payload; rpmlint unpacks with
+# `rpm2cpio | cpio -id`, which would write into / . Force relative names.
+mkdir "$tmp/bin"
+printf '#!/bin/sh\nexec /usr/bin/cpio --no-absolute-filenames "$@"\n' >"$tmp/bin/cpio"
+chmod 0755 "$tmp/bin/cpio"
+out=$(cd "$tmp" && PATH="$tmp/bin:$PATH" HOME="$tmp" rpmlint -c "$OLDPWD/packaging/rpmlint.toml" "$OLDPWD/$rpm" 2>&1) || {
+	printf '%s\n' "$out" >&2
+	die "rpmlint"
+}
+printf '%s\n' "$out" | grep -q '0 errors, 0 warnings' || { printf '%s\n' "$out" >&2; die "rpmlint"; }
+ok "rpmlint: $(printf '%s\n' "$out" | tail -n1)"
+
+# --- deb contents ---------------------------------------------------------------
+dpkg-deb -c "$deb" >"$tmp/deb.list"
+dpkg-deb -I "$deb" conffiles >"$tmp/deb.conffiles"
+for f in payments-egress payments-ingress backend-combined; do
+	grep -qx "/etc/zoneproxy/$f.yaml" "$tmp/deb.conffiles" || die "deb: /etc/zoneproxy/$f.yaml is not a conffile"
+done
+for p in ./usr/bin/zoneproxy ./usr/lib/systemd/system/zoneproxy@.service \
+	./usr/share/man/man1/zoneproxy.1.gz ./usr/share/man/man1/zoneproxy-run.1.gz \
+	./usr/share/bash-completion/completions/zoneproxy ./usr/share/zsh/vendor-completions/_zoneproxy \
+	./usr/share/fish/vendor_completions.d/zoneproxy.fish ./usr/share/doc/zoneproxy/copyright \
+	./usr/share/doc/zoneproxy/changelog.Debian.gz ./usr/lib/sysusers.d/zoneproxy.conf; do
+	grep -q " $p\$" "$tmp/deb.list" || die "deb: $p missing"
+done
+grep -q '^drwxr-x--- root/zoneproxy .* ./etc/zoneproxy/tokens/$' "$tmp/deb.list" || die "deb: tokens/ must be root:zoneproxy 0750"
+[ "$(dpkg-deb -f "$deb" Recommends)" = envoy ] || die "deb: Recommends should be envoy"
+[ "$(dpkg-deb -f "$deb" Version)" = "$VERSION-1" ] || die "deb: version is not $VERSION-1"
+ok "deb contents"
+
+# --- rpm contents ---------------------------------------------------------------
+rpm -qp --qf '[%{FILEFLAGS:fflags} %{FILEUSERNAME}:%{FILEGROUPNAME} %{FILEMODES:perms} %{FILENAMES}\n]' "$rpm" >"$tmp/rpm.list" 2>/dev/null
+for f in payments-egress payments-ingress backend-combined; do
+	grep -q "^cn root:root -rw-r--r-- /etc/zoneproxy/$f.yaml\$" "$tmp/rpm.list" || die "rpm: /etc/zoneproxy/$f.yaml is not %config(noreplace)"
+done
+grep -q ' root:zoneproxy drwxr-x--- /etc/zoneproxy/tokens$' "$tmp/rpm.list" || die "rpm: tokens/ must be root:zoneproxy 0750"
+grep -q ' /usr/lib/systemd/system/zoneproxy@.service$' "$tmp/rpm.list" || die "rpm: unit missing"
+grep -q '^d .* /usr/share/man/man1/zoneproxy.1.gz$' "$tmp/rpm.list" || die "rpm: man page missing"
+[ "$(rpm -qp --recommends "$rpm" 2>/dev/null)" = envoy ] || die "rpm: Recommends should be envoy"
+rpm -qp --scripts "$rpm" 2>/dev/null | grep -q '^posttrans scriptlet' || die "rpm: no %posttrans"
+[ -n "$(rpm -qp --changelog "$rpm" 2>/dev/null)" ] || die "rpm: no changelog"
+ok "rpm contents"

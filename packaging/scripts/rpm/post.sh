@@ -1,0 +1,6 @@
+# %post: a template has no preset to apply; only make systemd see the unit
+# (EL7 has no unit file triggers). Nothing is enabled or started.
+if [ -d /run/systemd/system ]; then
+	systemctl daemon-reload >/dev/null 2>&1 || :
+fi
+exit 0
