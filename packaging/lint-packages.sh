@@ -30,9 +30,13 @@ chmod 0755 "$tmp"
 # --- shellcheck --------------------------------------------------------------
 # rpm scriptlets are bodies run by /bin/sh; deb scripts have #!/bin/sh.
 set -- packaging/scripts/deb/* packaging/scripts/rpm/* packaging/*.sh
-for f in test/systemd/*.sh; do [ -f "$f" ] && set -- "$@" "$f"; done
 shellcheck -s sh "$@" || die "shellcheck"
-ok "shellcheck ($# scripts)"
+n=$#
+# Test scripts: the dialect their shebang names.
+set --
+for f in test/systemd/*.sh; do [ -f "$f" ] && set -- "$@" "$f"; done
+[ $# -eq 0 ] || shellcheck "$@" || die "shellcheck"
+ok "shellcheck ($((n + $#)) scripts)"
 
 # --- the unit ------------------------------------------------------------------
 packaging/check-unit.sh systemd/zoneproxy@.service 2.0 || die "unit checks"

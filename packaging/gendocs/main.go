@@ -63,7 +63,7 @@ Configuration of the \fBzoneproxy@<instance>.service\fP instance. Keys are the f
 Optional ZONEPROXY_* variables for that instance; they override the YAML file.
 .TP
 \fI/etc/zoneproxy/tokens/\fP
-Dataplane tokens, readable by group zoneproxy.
+Dataplane tokens, one file per instance, owned by zoneproxy with mode 0600.
 .TP
 \fI/run/zoneproxy/<instance>/\fP
 Work directory (Envoy bootstrap, admin socket); emptied on stop.
