@@ -47,6 +47,7 @@ type Agent struct {
 	log     *zap.Logger
 	tracker *state.Tracker
 	token   string // redacted from Envoy's output
+	ready   *readiness.Server
 }
 
 // New returns an agent for a validated configuration.
@@ -83,6 +84,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		return exitcode.AsConfig(preflight.PortError(rp, err))
 	}
 	rs := readiness.New(ln, a.tracker)
+	a.ready = rs
 	if a.opts.OnReadiness != nil {
 		a.opts.OnReadiness(rs)
 	}

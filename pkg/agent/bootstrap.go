@@ -155,6 +155,9 @@ func isTimeout(err error) bool {
 
 func (a *Agent) logWait(w bootstrap.Wait) {
 	next := w.Next.Round(100 * time.Millisecond)
+	if w.Next < time.Second {
+		next = w.Next.Round(time.Millisecond)
+	}
 	if w.Err.Kind == bootstrap.MeshNotFound {
 		a.opts.Metrics.WaitedForMesh(w.Next)
 		detail := fmt.Sprintf("waiting for mesh %q (attempt %d, next in %s)", a.cfg.Mesh, w.Attempt, next)

@@ -56,6 +56,7 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, doc
 	if a.opts.OnEnvoy != nil {
 		a.opts.OnEnvoy(admin, proc)
 	}
+	a.ready.SetEnvoyProbe(admin.Ready)
 	a.opts.Metrics.EnvoyStarted(admin.PrometheusStats)
 	defer a.opts.Metrics.EnvoyExited()
 
