@@ -1,0 +1,138 @@
+package main
+
+// Test-only hooks, read from the environment (never set them in production):
+//
+//	ENVOY_STANDIN_VERSION_OUTPUT     replaces the whole stdout text of --version.
+//	ENVOY_STANDIN_ARGS_FILE          every invocation appends its argv (a JSON
+//	                                 array, program name excluded) as one line.
+//	ENVOY_STANDIN_CRASH_AFTER        duration; then exit with ENVOY_STANDIN_CRASH_CODE
+//	                                 (default 1), or die by ENVOY_STANDIN_CRASH_SIGNAL
+//	                                 (SEGV, ABRT, KILL, BUS, ...) if that is set.
+//	ENVOY_STANDIN_IGNORE_SIGTERM=1   SIGTERM and SIGINT are ignored; only SIGKILL works.
+//	ENVOY_STANDIN_WEDGE_ADMIN_AFTER  duration; then admin requests are accepted but
+//	                                 never answered.
+//	ENVOY_STANDIN_START_DELAY        duration slept before the admin listener is bound.
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+type hooks struct {
+	versionOutput *string
+	argsFile      string
+	crashAfter    time.Duration
+	crashCode     int
+	crashSignal   syscall.Signal
+	ignoreSigterm bool
+	wedgeAfter    time.Duration
+	startDelay    time.Duration
+}
+
+func loadHooks() (*hooks, error) {
+	h := &hooks{crashCode: 1}
+	if v, ok := os.LookupEnv("ENVOY_STANDIN_VERSION_OUTPUT"); ok {
+		h.versionOutput = &v
+	}
+	h.argsFile = os.Getenv("ENVOY_STANDIN_ARGS_FILE")
+	dur := func(name string, dst *time.Duration) error {
+		v := os.Getenv(name)
+		if v == "" {
+			return nil
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("envoy stand-in: bad %s=%q: %v", name, v, err)
+		}
+		*dst = d
+		return nil
+	}
+	for name, dst := range map[string]*time.Duration{
+		"ENVOY_STANDIN_CRASH_AFTER":       &h.crashAfter,
+		"ENVOY_STANDIN_WEDGE_ADMIN_AFTER": &h.wedgeAfter,
+		"ENVOY_STANDIN_START_DELAY":       &h.startDelay,
+	} {
+		if err := dur(name, dst); err != nil {
+			return nil, err
+		}
+	}
+	if v := os.Getenv("ENVOY_STANDIN_CRASH_CODE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return nil, fmt.Errorf("envoy stand-in: bad ENVOY_STANDIN_CRASH_CODE=%q", v)
+		}
+		h.crashCode = n
+	}
+	if v := os.Getenv("ENVOY_STANDIN_CRASH_SIGNAL"); v != "" {
+		sig, ok := signalByName(v)
+		if !ok {
+			return nil, fmt.Errorf("envoy stand-in: bad ENVOY_STANDIN_CRASH_SIGNAL=%q", v)
+		}
+		h.crashSignal = sig
+	}
+	h.ignoreSigterm = os.Getenv("ENVOY_STANDIN_IGNORE_SIGTERM") == "1"
+	return h, nil
+}
+
+var signalNames = map[string]syscall.Signal{
+	"SEGV": syscall.SIGSEGV, "ABRT": syscall.SIGABRT, "KILL": syscall.SIGKILL, "BUS": syscall.SIGBUS,
+	"ILL": syscall.SIGILL, "FPE": syscall.SIGFPE, "TERM": syscall.SIGTERM, "INT": syscall.SIGINT,
+	"QUIT": syscall.SIGQUIT, "HUP": syscall.SIGHUP, "TRAP": syscall.SIGTRAP,
+}
+
+func signalByName(s string) (syscall.Signal, bool) {
+	s = strings.TrimPrefix(strings.ToUpper(s), "SIG")
+	if sig, ok := signalNames[s]; ok {
+		return sig, true
+	}
+	if n, err := strconv.Atoi(s); err == nil && n > 0 && n < 65 {
+		return syscall.Signal(n), true
+	}
+	return 0, false
+}
+
+func (h *hooks) recordArgs(args []string) {
+	if h.argsFile == "" {
+		return
+	}
+	if args == nil {
+		args = []string{}
+	}
+	line, _ := json.Marshal(args)
+	f, err := os.OpenFile(h.argsFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return
+	}
+	f.Write(append(line, '\n'))
+	f.Close()
+}
+
+// crash ends the process the way the hook asks, with no clean-up, like a
+// real crash (the admin socket file is left behind).
+func (h *hooks) crash(log *logger) {
+	if h.crashSignal == 0 {
+		os.Exit(h.crashCode)
+	}
+	if h.crashSignal == syscall.SIGSEGV {
+		log.logf(lvlCritical, "backtrace", "source/server/backtrace.h:104", "Caught Segmentation fault, suspect faulting address 0x0")
+	}
+	dieBySignal(h.crashSignal)
+}
+
+// dieBySignal restores the default disposition (the Go runtime ignores a
+// SIGSEGV sent by kill) and raises the signal.
+func dieBySignal(sig syscall.Signal) {
+	if sig != syscall.SIGKILL {
+		var act [4]uintptr // handler SIG_DFL, flags, restorer, mask
+		syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&act)), 0, 8, 0, 0)
+	}
+	syscall.Kill(os.Getpid(), sig)
+	time.Sleep(2 * time.Second)
+	os.Exit(128 + int(sig))
+}

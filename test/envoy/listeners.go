@@ -1,0 +1,372 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"google.golang.org/protobuf/proto"
+)
+
+type connSet struct {
+	mu     sync.Mutex
+	m      map[net.Conn]struct{}
+	active *stat
+	total  *stat
+}
+
+func newConnSet(active, total *stat) *connSet {
+	return &connSet{m: map[net.Conn]struct{}{}, active: active, total: total}
+}
+
+func (c *connSet) add(conn net.Conn) {
+	c.mu.Lock()
+	c.m[conn] = struct{}{}
+	c.mu.Unlock()
+	c.active.inc()
+	c.total.inc()
+}
+
+func (c *connSet) remove(conn net.Conn) {
+	c.mu.Lock()
+	_, ok := c.m[conn]
+	delete(c.m, conn)
+	c.mu.Unlock()
+	if ok {
+		c.active.dec()
+	}
+}
+
+func (c *connSet) count() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return int64(len(c.m))
+}
+
+func (c *connSet) closeAll() {
+	c.mu.Lock()
+	conns := make([]net.Conn, 0, len(c.m))
+	for conn := range c.m {
+		conns = append(conns, conn)
+	}
+	c.mu.Unlock()
+	for _, conn := range conns {
+		conn.Close()
+	}
+}
+
+// boundSocket is the listening side of one listener address.
+type boundSocket struct {
+	key    string // identifies the bind so an update can keep the socket
+	tcp    net.Listener
+	packet net.PacketConn
+}
+
+func (b *boundSocket) close() {
+	if b == nil {
+		return
+	}
+	if b.tcp != nil {
+		b.tcp.Close()
+	}
+	if b.packet != nil {
+		b.packet.Close()
+	}
+}
+
+type activeListener struct {
+	name       string
+	cfg        *listenerv3.Listener
+	version    string
+	updated    time.Time
+	addr       string // Envoy's address string, e.g. 127.0.0.1:10000
+	statPrefix string
+	sock       *boundSocket
+	conns      *connSet
+	static     bool
+	afterInit  bool
+	stopOnce   sync.Once
+	stopped    bool
+}
+
+func (l *activeListener) inbound() bool {
+	return l.cfg.GetTrafficDirection() == corev3.TrafficDirection_INBOUND
+}
+
+// stop closes the listening socket; accepted connections stay open, as with
+// Envoy's stopListeners.
+func (l *activeListener) stop() {
+	l.stopOnce.Do(func() {
+		l.stopped = true
+		l.sock.close()
+	})
+}
+
+func (l *activeListener) serve(log *logger) {
+	if l.sock == nil || l.sock.tcp == nil {
+		return
+	}
+	ln := l.sock.tcp
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				if ne, ok := err.(net.Error); ok && ne.Timeout() {
+					continue
+				}
+				return
+			}
+			l.conns.add(c)
+			log.logf(lvlDebug, "conn_handler", "source/common/listener_manager/active_tcp_listener.cc:160",
+				"[Tags: \"ConnectionId\":\"%d\"] new connection from %s", l.conns.total.get(), c.RemoteAddr())
+			go func() {
+				// Held open until the peer closes or the listener is closed.
+				io.Copy(io.Discard, c)
+				c.Close()
+				l.conns.remove(c)
+			}()
+		}
+	}()
+}
+
+// envoyAddr renders an Address like Network::Address::Instance::asString.
+func envoyAddr(a *corev3.Address) (string, error) {
+	switch t := a.GetAddress().(type) {
+	case *corev3.Address_SocketAddress:
+		ip, err := netip.ParseAddr(t.SocketAddress.GetAddress())
+		if err != nil {
+			return "", fmt.Errorf("malformed IP address: %s", t.SocketAddress.GetAddress())
+		}
+		return netip.AddrPortFrom(ip, uint16(t.SocketAddress.GetPortValue())).String(), nil
+	case *corev3.Address_Pipe:
+		return t.Pipe.GetPath(), nil
+	case *corev3.Address_EnvoyInternalAddress:
+		return "envoy://" + t.EnvoyInternalAddress.GetServerListenerName() + "/" + t.EnvoyInternalAddress.GetEndpointId(), nil
+	}
+	return "", errors.New("Address must be set: ")
+}
+
+// strerror renders an errno the way Envoy's errorDetails (strerror) does.
+func strerror(err error) string {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		s := errno.Error()
+		return strings.ToUpper(s[:1]) + s[1:]
+	}
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return strerror(pe.Err)
+	}
+	return err.Error()
+}
+
+// maxPipePath is sizeof(sockaddr_un.sun_path) minus the terminating NUL.
+const maxPipePath = 107
+
+func checkPipePath(p *corev3.Pipe) error {
+	if len(p.GetPath()) > maxPipePath {
+		return fmt.Errorf("Path \"%s\" exceeds maximum UNIX domain socket path size of %d.", p.GetPath(), maxPipePath+1)
+	}
+	if strings.HasPrefix(p.GetPath(), "@") && p.GetMode() != 0 {
+		return errors.New("Cannot set mode for Abstract AF_UNIX sockets")
+	}
+	return nil
+}
+
+// bindAddress binds like Envoy's ListenSocketImpl: pipes are unlinked first
+// and chmod-ed after bind; TCP gets SO_REUSEADDR and, by default, SO_REUSEPORT.
+func bindAddress(a *corev3.Address, reusePort bool) (*boundSocket, error) {
+	switch t := a.GetAddress().(type) {
+	case *corev3.Address_Pipe:
+		p := t.Pipe
+		if err := checkPipePath(p); err != nil {
+			return nil, err
+		}
+		if !strings.HasPrefix(p.GetPath(), "@") {
+			os.Remove(p.GetPath())
+		}
+		ln, err := net.Listen("unix", p.GetPath())
+		if err != nil {
+			return nil, fmt.Errorf("cannot bind '%s': %s", p.GetPath(), strerror(err))
+		}
+		// Envoy leaves the socket file behind when it closes.
+		ln.(*net.UnixListener).SetUnlinkOnClose(false)
+		if p.GetMode() != 0 && !strings.HasPrefix(p.GetPath(), "@") {
+			if err := os.Chmod(p.GetPath(), os.FileMode(p.GetMode())); err != nil {
+				ln.Close()
+				return nil, fmt.Errorf("Failed to create socket with mode %d: %s", p.GetMode(), strerror(err))
+			}
+		}
+		return &boundSocket{key: "unix:" + p.GetPath(), tcp: ln}, nil
+	case *corev3.Address_SocketAddress:
+		sa := t.SocketAddress
+		ip, err := netip.ParseAddr(sa.GetAddress())
+		if err != nil {
+			return nil, fmt.Errorf("malformed IP address: %s", sa.GetAddress())
+		}
+		ap := netip.AddrPortFrom(ip, uint16(sa.GetPortValue()))
+		lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+			var serr error
+			err := c.Control(func(fd uintptr) {
+				if reusePort {
+					serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, soReusePort, 1)
+				}
+			})
+			if err != nil {
+				return err
+			}
+			return serr
+		}}
+		if sa.GetProtocol() == corev3.SocketAddress_UDP {
+			network := "udp4"
+			if ip.Is6() {
+				network = "udp6"
+			}
+			pc, err := lc.ListenPacket(context.Background(), network, ap.String())
+			if err != nil {
+				return nil, fmt.Errorf("cannot bind '%s': %s", ap, strerror(err))
+			}
+			return &boundSocket{key: "udp:" + ap.String(), packet: pc}, nil
+		}
+		network := "tcp4"
+		if ip.Is6() {
+			network = "tcp6"
+			if sa.GetIpv4Compat() {
+				network = "tcp"
+			}
+		}
+		ln, err := lc.Listen(context.Background(), network, ap.String())
+		if err != nil {
+			return nil, fmt.Errorf("cannot bind '%s': %s", ap, strerror(err))
+		}
+		return &boundSocket{key: network + ":" + ap.String(), tcp: ln}, nil
+	case *corev3.Address_EnvoyInternalAddress:
+		return nil, nil
+	}
+	return nil, errors.New("Address must be set: ")
+}
+
+const soReusePort = 0xf // SO_REUSEPORT on Linux
+
+func bindKey(l *listenerv3.Listener) string {
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(l.GetAddress())
+	return fmt.Sprintf("%s|%v|%v", b, l.GetBindToPort().GetValue(), l.GetBindToPort() == nil)
+}
+
+// checkListener holds ListenerImpl's construction errors beyond PGV.
+func checkListener(l *listenerv3.Listener, staticSecrets map[string]*tlsv3.Secret) error {
+	if l.GetAddress() == nil && l.GetApiListener() == nil {
+		return fmt.Errorf("error adding listener named '%s': address is necessary", l.GetName())
+	}
+	addr, err := envoyAddr(l.GetAddress())
+	if err != nil {
+		return err
+	}
+	if p := l.GetAddress().GetPipe(); p != nil {
+		if err := checkPipePath(p); err != nil {
+			return err
+		}
+	}
+	chains := l.GetFilterChains()
+	if len(chains) == 0 && l.GetDefaultFilterChain() == nil && l.GetApiListener() == nil &&
+		l.GetAddress().GetSocketAddress().GetProtocol() != corev3.SocketAddress_UDP {
+		return fmt.Errorf("error adding listener '%s': no filter chains specified", addr)
+	}
+	seen := map[string]string{}
+	for _, fc := range chains {
+		key, _ := proto.MarshalOptions{Deterministic: true}.Marshal(fc.GetFilterChainMatch())
+		if prev, dup := seen[string(key)]; dup {
+			return fmt.Errorf("error adding listener '%s': filter chain '%s' has the same matching rules defined as '%s'", addr, fc.GetName(), prev)
+		}
+		seen[string(key)] = fc.GetName()
+	}
+	all := append([]*listenerv3.FilterChain(nil), chains...)
+	if l.GetDefaultFilterChain() != nil {
+		all = append(all, l.GetDefaultFilterChain())
+	}
+	for _, fc := range all {
+		if ts := fc.GetTransportSocket(); ts != nil {
+			if err := checkTransportSocket(ts, staticSecrets); err != nil {
+				return err
+			}
+		}
+		if err := checkNetworkFilters(fc.GetFilters()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Network filters that end a chain (Config::Utility::validateTerminalFilters).
+var terminalNetworkTypes = map[string]bool{
+	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager": true,
+	"envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy":                            true,
+	"envoy.extensions.filters.network.direct_response.v3.Config":                        true,
+	"envoy.extensions.filters.network.redis_proxy.v3.RedisProxy":                        true,
+	"envoy.extensions.filters.network.thrift_proxy.v3.ThriftProxy":                      true,
+	"envoy.extensions.filters.network.dubbo_proxy.v3.DubboProxy":                        true,
+	"envoy.extensions.filters.network.echo.v3.Echo":                                     true,
+	"envoy.extensions.filters.network.generic_proxy.v3.GenericProxy":                    true,
+}
+
+const routerType = "envoy.extensions.filters.http.router.v3.Router"
+
+func checkNetworkFilters(filters []*listenerv3.Filter) error {
+	for i, f := range filters {
+		t := typeName(f.GetTypedConfig().GetTypeUrl())
+		if f.GetTypedConfig() == nil {
+			continue
+		}
+		last := i == len(filters)-1
+		if terminalNetworkTypes[t] && !last {
+			return fmt.Errorf("Error: terminal filter named %s of type %s must be the last filter in a network filter chain.", f.GetName(), t)
+		}
+		if last && !terminalNetworkTypes[t] {
+			return fmt.Errorf("Error: non-terminal filter named %s of type %s is the last filter in a network filter chain.", f.GetName(), t)
+		}
+		if t == "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager" {
+			msg, err := unpackAny(f.GetTypedConfig())
+			if err != nil || msg == nil {
+				continue
+			}
+			if hcm, ok := msg.(*hcmv3.HttpConnectionManager); ok {
+				if err := checkHCM(hcm); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// checkHCM applies the HTTP filter chain rule: the router, and only the
+// router, ends it.
+func checkHCM(hcm *hcmv3.HttpConnectionManager) error {
+	filters := hcm.GetHttpFilters()
+	for i, f := range filters {
+		t := typeName(f.GetTypedConfig().GetTypeUrl())
+		if f.GetTypedConfig() == nil {
+			continue
+		}
+		last := i == len(filters)-1
+		if t == routerType && !last {
+			return fmt.Errorf("Error: terminal filter named %s of type %s must be the last filter in a http filter chain.", f.GetName(), t)
+		}
+		if last && t != routerType {
+			return fmt.Errorf("Error: non-terminal filter named %s of type %s is the last filter in a http filter chain.", f.GetName(), t)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,312 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"text/template"
+	"time"
+)
+
+// envoyBin is the stand-in built once for the whole test run.
+var envoyBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "envoy-standin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	envoyBin = filepath.Join(dir, "envoy")
+	cmd := exec.Command("go", "build", "-o", envoyBin, ".")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the stand-in:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// syncBuffer collects a child's output while tests read it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type proc struct {
+	cmd    *exec.Cmd
+	stdout *syncBuffer
+	stderr *syncBuffer
+	done   chan struct{}
+	err    error
+}
+
+func startEnvoy(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(envoyBin, args...)
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("stand-in stderr:\n%s", p.stderr.String())
+		}
+	})
+	return p
+}
+
+// runEnvoy runs the stand-in to completion.
+func runEnvoy(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	p := startEnvoy(t, env, args...)
+	code = p.wait(t, 10*time.Second)
+	return p.stdout.String(), p.stderr.String(), code
+}
+
+func (p *proc) wait(t *testing.T, d time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(d):
+		t.Fatalf("stand-in still running after %s; stderr:\n%s", d, p.stderr.String())
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// adminClient talks HTTP to the admin Unix socket.
+func adminClient(sock string) *http.Client {
+	return &http.Client{
+		Timeout: 3 * time.Second,
+		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		}},
+	}
+}
+
+func adminDo(t *testing.T, sock, method, path string) (int, string) {
+	t.Helper()
+	code, body, err := adminTry(sock, method, path)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return code, body
+}
+
+func adminTry(sock, method, path string) (int, string, error) {
+	req, _ := http.NewRequest(method, "http://localhost"+path, nil)
+	resp, err := adminClient(sock).Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), nil
+}
+
+// statValue reads one stat from /stats text output; -1 if absent.
+func statValue(t *testing.T, sock, name string) int64 {
+	t.Helper()
+	_, body, err := adminTry(sock, "GET", "/stats?filter=^"+regexp.QuoteMeta(name)+"$")
+	if err != nil {
+		return -1
+	}
+	var v int64 = -1
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, name+": ") {
+			fmt.Sscanf(strings.TrimPrefix(line, name+": "), "%d", &v)
+		}
+	}
+	return v
+}
+
+// pki is a throw-away CA with one server certificate.
+type pki struct {
+	caPEM      []byte
+	serverCert tls.Certificate
+}
+
+func newPKI(t *testing.T, dnsNames []string, ips []net.IP) *pki {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "test CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		KeyUsage:              x509.KeyUsageCertSign,
+		BasicConstraintsValid: true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:     dnsNames,
+		IPAddresses:  ips,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &pki{
+		caPEM:      pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		serverCert: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key},
+	}
+}
+
+type bootstrapParams struct {
+	AdminSock string
+	Workdir   string
+	NodeID    string
+	APIType   string
+	Port      int
+	SNI       string
+	SAN       string
+	CA        string
+	Token     string
+}
+
+// shortTempDir keeps Unix socket paths under the 107-byte limit.
+func shortTempDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "es")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+// writeBootstrap renders testdata/bootstrap.yaml.tmpl; zero fields get
+// defaults so most tests only set what they test.
+func writeBootstrap(t *testing.T, dir string, p bootstrapParams) string {
+	t.Helper()
+	if p.AdminSock == "" {
+		p.AdminSock = filepath.Join(dir, "kuma-envoy-admin.sock")
+	}
+	if p.Workdir == "" {
+		p.Workdir = dir
+	}
+	if p.NodeID == "" {
+		p.NodeID = "payments.zp-egress-1"
+	}
+	if p.APIType == "" {
+		p.APIType = "DELTA_GRPC"
+	}
+	if p.Port == 0 {
+		p.Port = 1
+	}
+	if p.SNI == "" {
+		p.SNI = "127.0.0.1"
+	}
+	if p.SAN == "" {
+		p.SAN = "127.0.0.1"
+	}
+	if p.CA == "" {
+		p.CA = base64.StdEncoding.EncodeToString(newPKI(t, nil, []net.IP{net.IPv4(127, 0, 0, 1)}).caPEM)
+	}
+	tmpl := template.Must(template.ParseFiles("testdata/bootstrap.yaml.tmpl"))
+	var b bytes.Buffer
+	if err := tmpl.Execute(&b, p); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "bootstrap.yaml")
+	if err := os.WriteFile(path, b.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// freePort returns a TCP port that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// standardArgs is the command line kuma-dp uses (kuma-contract.md §4.2).
+func standardArgs(bootstrap string, extra ...string) []string {
+	return append([]string{"--config-path", bootstrap, "--drain-time-s", "1", "--drain-strategy", "immediate",
+		"--disable-hot-restart", "--log-level", "info", "--cpuset-threads"}, extra...)
+}
