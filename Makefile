@@ -5,9 +5,16 @@ SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 GO ?= go
 
-VERSION ?= $(shell packaging/version.sh 2>/dev/null || echo unknown)
-COMMIT  ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
-SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
+# Expanded once per make run, so every target sees the same values.
+ifeq ($(origin VERSION),undefined)
+VERSION := $(shell packaging/version.sh 2>/dev/null || echo unknown)
+endif
+ifeq ($(origin COMMIT),undefined)
+COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+endif
+ifeq ($(origin SOURCE_DATE_EPOCH),undefined)
+SOURCE_DATE_EPOCH := $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
+endif
 BUILD_DATE := $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
 PKG := github.com/zoneproxy/zoneproxy/pkg/version
 LDFLAGS := -X $(PKG).Version=$(VERSION) -X $(PKG).Commit=$(COMMIT) -X $(PKG).BuildDate=$(BUILD_DATE)
