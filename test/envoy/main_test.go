@@ -95,7 +95,7 @@ func startEnvoy(t *testing.T, env []string, args ...string) *proc {
 			p.cmd.Process.Kill()
 			<-p.done
 		}
-		if t.Failed() {
+		if t.Failed() || os.Getenv("ENVOY_STANDIN_TEST_LOGS") != "" {
 			t.Logf("stand-in stderr:\n%s", p.stderr.String())
 		}
 	})
