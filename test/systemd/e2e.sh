@@ -1,0 +1,327 @@
+#!/bin/bash
+# End-to-end test of the .deb under a real systemd: boots Debian 12 with
+# systemd as PID 1 in systemd-nspawn, installs the package and runs
+# zoneproxy@demo against the test control plane and the Envoy stand-in.
+#
+#   VERSION=<packaged version> test/systemd/e2e.sh     (root; via make e2e-systemd)
+#
+# Needs dist/zoneproxy_<VERSION>-1_<ARCH>.deb, bin/testcp and bin/envoy.
+# The debootstrap root is cached in .cache/e2e-systemd/ (E2E_MIRROR picks the
+# Debian mirror; default: the host's apt source). Logs of the last run are
+# kept in .cache/e2e-systemd/logs/.
+set -euo pipefail
+trap 'echo "e2e.sh: line $LINENO: command failed (exit $?)" >&2' ERR
+
+cd "$(dirname "$0")/../.."
+repo=$(pwd)
+
+say() { printf '\033[1m==> [%3ds] %s\033[0m\n' "$SECONDS" "$*"; }
+die() {
+	printf '\033[1;31mFAIL: %s\033[0m\n' "$*" >&2
+	exit 1
+}
+
+[ "$(id -u)" -eq 0 ] || die "needs root (systemd-nspawn, debootstrap)"
+VERSION=$(packaging/version.sh)
+ARCH=${ARCH:-amd64}
+deb1="dist/zoneproxy_${VERSION}-1_${ARCH}.deb"
+for f in "$deb1" bin/testcp bin/envoy; do
+	[ -f "$f" ] || die "$f is missing (make e2e-systemd builds it)"
+done
+
+packaging/ensure-tools.sh debootstrap systemd-nspawn:systemd-container curl
+
+cache=$repo/.cache/e2e-systemd
+pristine=$cache/bookworm
+work=$cache/run
+logs=$cache/logs
+# A run killed hard may have left its overlay mounted.
+if mountpoint -q "$work/root" 2>/dev/null; then umount "$work/root"; fi
+rm -rf "$logs" "$work"
+mkdir -p "$logs" "$work"
+
+# --- a second, newer package for the upgrade ----------------------------------
+say "building the upgrade package ($VERSION+e2e)"
+v2="$VERSION+e2e"
+CGO_ENABLED=0 go build -trimpath \
+	-ldflags "-s -w -X github.com/zoneproxy/zoneproxy/pkg/version.Version=$v2" \
+	-o "$work/zoneproxy-v2" ./cmd/zoneproxy
+VERSION=$v2 ZONEPROXY_BIN=$work/zoneproxy-v2 PKG_OUT=$work/v2 packaging/build-packages.sh deb >/dev/null
+deb2="$work/v2/zoneproxy_${v2}-1_${ARCH}.deb"
+[ -f "$deb2" ] || die "upgrade package $deb2 was not built"
+
+# --- root file system (cached) ---------------------------------------------------
+if [ ! -f "$pristine/.complete" ]; then
+	mirror=${E2E_MIRROR:-$(sed -n 's/^URIs: *\([^ ]*\).*/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -n1)}
+	if [ -z "$mirror" ]; then
+		mirror=$(awk '$1 == "deb" { print $2; exit }' /etc/apt/sources.list 2>/dev/null || true)
+	fi
+	mirror=${mirror:-http://deb.debian.org/debian}
+	say "debootstrap bookworm from $mirror (cached for later runs)"
+	rm -rf "$pristine" "$pristine.tmp"
+	debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,passwd \
+		bookworm "$pristine.tmp" "$mirror" >"$logs/debootstrap.log" 2>&1 ||
+		{
+			tail -n 20 "$logs/debootstrap.log" >&2
+			die "debootstrap"
+		}
+	echo e2e >"$pristine.tmp/etc/hostname"
+	touch "$pristine.tmp/.complete"
+	mv "$pristine.tmp" "$pristine"
+fi
+
+# --- container -------------------------------------------------------------------
+# nspawn refuses a non-tmpfs /run/systemd/nspawn; there is no host bus, hence
+# --register=no --keep-unit. Never create /run/systemd/system on the host: the
+# maintainer scripts read it as "systemd is running".
+root=$work/root
+mounted_nspawn_tmpfs=
+nspawn_pid=
+C=
+overlay=
+cleanup() {
+	set +e
+	if [ -n "$C" ] && [ -d "/proc/$C" ]; then
+		nsenter -t "$C" -a journalctl --no-pager -o short-precise >"$logs/journal.log" 2>&1
+		nsenter -t "$C" -a systemctl poweroff >/dev/null 2>&1
+	fi
+	if [ -n "$nspawn_pid" ]; then
+		for _ in $(seq 1 100); do
+			kill -0 "$nspawn_pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -KILL "$nspawn_pid" 2>/dev/null
+		wait "$nspawn_pid" 2>/dev/null
+	fi
+	[ -n "$mounted_nspawn_tmpfs" ] && umount /run/systemd/nspawn
+	[ -n "$overlay" ] && umount "$root"
+	rm -rf "$root" "$work/upper" "$work/ovl"
+}
+trap cleanup EXIT
+
+# A throwaway overlay over the cached root (a copy where overlayfs is missing).
+mkdir -p "$root" "$work/upper" "$work/ovl"
+if mount -t overlay overlay -o "lowerdir=$pristine,upperdir=$work/upper,workdir=$work/ovl" "$root" 2>/dev/null; then
+	overlay=1
+else
+	say "copying the root file system (no overlayfs)"
+	rmdir "$root"
+	cp -a "$pristine" "$root"
+fi
+mkdir -p "$root/opt/e2e"
+cp "$deb1" "$root/opt/e2e/zoneproxy-v1.deb"
+cp "$deb2" "$root/opt/e2e/zoneproxy-v2.deb"
+cp bin/testcp "$root/opt/e2e/testcp"
+install -m 0755 bin/envoy "$root/usr/bin/envoy"
+
+# --- boot ------------------------------------------------------------------------
+mkdir -p /run/systemd/nspawn
+if ! mountpoint -q /run/systemd/nspawn; then
+	mount -t tmpfs tmpfs /run/systemd/nspawn
+	mounted_nspawn_tmpfs=1
+fi
+say "booting systemd in systemd-nspawn"
+systemd-nspawn --register=no --keep-unit -D "$root" -b --console=read-only \
+	>"$logs/boot.log" 2>&1 &
+nspawn_pid=$!
+for _ in $(seq 1 300); do
+	C=$(pgrep -P "$nspawn_pid" | head -n1 || true)
+	[ -n "$C" ] && break
+	kill -0 "$nspawn_pid" 2>/dev/null || {
+		cat "$logs/boot.log" >&2
+		die "systemd-nspawn exited"
+	}
+	sleep 0.1
+done
+[ -n "$C" ] || die "no container PID 1"
+
+# ct runs a command inside the container, with a clean environment.
+ct() { nsenter -t "$C" -a env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "$@"; }
+prop() { ct systemctl show -P "$2" "$1"; }
+
+state=""
+for _ in $(seq 1 600); do
+	state=$(ct systemctl is-system-running 2>/dev/null || true)
+	case "$state" in running | degraded) break ;; esac
+	sleep 0.1
+done
+case "$state" in
+	running) ;;
+	degraded) ct systemctl --failed --no-legend >&2 || true ;;
+	*) die "container did not boot (state '$state')" ;;
+esac
+say "container is up ($state)"
+
+# await <seconds> <description> <command...>: poll until the command succeeds.
+await() {
+	local t=$1 what=$2
+	shift 2
+	local end=$((SECONDS + t))
+	until "$@"; do
+		[ "$SECONDS" -lt "$end" ] || die "timed out after ${t}s waiting for: $what"
+		sleep 0.2
+	done
+}
+is_state() { [ "$(prop "$1" ActiveState)" = "$2" ]; }
+# Capture first: with pipefail, grep -q closing the pipe early fails it.
+status_has() { [[ "$(prop "$1" StatusText)" == *"$2"* ]]; }
+# Processes of the zoneproxy package still alive anywhere in the container.
+leftovers() {
+	# shellcheck disable=SC2016 # expanded by the inner shell
+	ct sh -c 'for p in /proc/[0-9]*; do e=$(readlink "$p/exe" 2>/dev/null) || continue
+		case "$e" ct /usr/bin/zoneproxy | /usr/bin/envoy) echo "${p#/proc/} $e" ;; esac; done'
+}
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
+		shuf -i 20000-60000 -n 1
+}
+
+# --- the test control plane, inside the container (network is shared) --------------
+cp_port=$(free_port)
+admin_port=$(free_port)
+ready_port=$(free_port)
+egress_port=$(free_port)
+envoy_admin_port=$(free_port)
+admin="http://127.0.0.1:$admin_port"
+ct systemd-run --quiet --unit=testcp --property=Type=exec \
+	/opt/e2e/testcp --dir /opt/e2e/cp --addr "127.0.0.1:$cp_port" --admin-addr "127.0.0.1:$admin_port"
+await 20 "test control plane" curl -fsS -o /dev/null "$admin/ready"
+
+# --- install ------------------------------------------------------------------------
+say "installing $(basename "$deb1")"
+ct dpkg -i /opt/e2e/zoneproxy-v1.deb >"$logs/dpkg-install.log" 2>&1 || {
+	cat "$logs/dpkg-install.log" >&2
+	die "dpkg -i"
+}
+ct id zoneproxy >/dev/null || die "no zoneproxy account after install"
+[ -z "$(ct systemctl list-units --all --no-legend 'zoneproxy@*')" ] || die "install started an instance"
+[ "$(ct stat -c '%U:%G %a' /etc/zoneproxy/tokens)" = "root:zoneproxy 750" ] || die "tokens/ ownership or mode"
+[ "$(ct systemctl is-enabled zoneproxy@demo.service 2>/dev/null || true)" = disabled ] || die "instance should be disabled after install"
+
+# --- an instance whose mesh does not exist yet --------------------------------------------
+curl -fsS -X POST "$admin/tokens/dataplane" -H 'Content-Type: application/json' \
+	-d '{"mesh":"e2e","workload":"zone-proxy-e2e-egress","validFor":"1h"}' >"$root/etc/zoneproxy/tokens/demo"
+ct chown zoneproxy: /etc/zoneproxy/tokens/demo
+ct chmod 0600 /etc/zoneproxy/tokens/demo
+install -m 0644 "$root/opt/e2e/cp/ca.pem" "$root/etc/zoneproxy/e2e-ca.pem"
+cat >"$root/etc/zoneproxy/demo.yaml" <<EOF
+mesh: e2e
+role: egress
+address: 127.0.0.1
+cp-address: https://127.0.0.1:$cp_port
+ca-cert-file: /etc/zoneproxy/e2e-ca.pem
+dataplane-token-file: /etc/zoneproxy/tokens/demo
+envoy-binary: /usr/bin/envoy
+egress-port: $egress_port
+admin-port: $envoy_admin_port
+readiness-port: $ready_port
+drain-time: 3s
+retry-initial: 500ms
+retry-max: 1s
+EOF
+# A short watchdog so the test can see it fire, and a stop timeout shorter
+# than the drain: the stop only succeeds if EXTEND_TIMEOUT_USEC works.
+mkdir -p "$root/etc/systemd/system/zoneproxy@demo.service.d"
+printf '[Service]\nWatchdogSec=3s\nRestartSec=1s\nTimeoutStopSec=2s\n' \
+	>"$root/etc/systemd/system/zoneproxy@demo.service.d/e2e.conf"
+ct systemctl daemon-reload
+
+say "starting zoneproxy@demo before mesh \"e2e\" exists"
+ct systemctl start --no-block zoneproxy@demo
+await 20 "STATUS= waiting for the mesh" status_has zoneproxy@demo 'mesh'
+say "status: $(prop zoneproxy@demo StatusText)"
+# Several bootstrap attempts (retry-max 1s) and still not active: READY=1 is
+# not sent before Envoy is ready.
+end=$((SECONDS + 3))
+while [ "$SECONDS" -lt "$end" ]; do
+	st=$(prop zoneproxy@demo ActiveState)
+	[ "$st" = activating ] || die "zoneproxy@demo is '$st' while its mesh is missing (want activating)"
+	sleep 0.3
+done
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$ready_port/ready" || true)
+[ "$code" != 200 ] || die "/ready is 200 while waiting for the mesh"
+
+say "creating mesh \"e2e\""
+curl -fsS -X PUT "$admin/meshes/e2e" >/dev/null
+await 30 "zoneproxy@demo active" is_state zoneproxy@demo active
+ready=$(curl -s -w ' %{http_code}' "http://127.0.0.1:$ready_port/ready" || true)
+[ "${ready##* }" = 200 ] || die "unit active but /ready answers: $ready"
+say "active; status: $(prop zoneproxy@demo StatusText)"
+
+main=$(prop zoneproxy@demo MainPID)
+envoy_pid=$(ct sh -c "cat /proc/$main/task/*/children" | awk '{print $1}')
+[ -n "$envoy_pid" ] || die "no Envoy child under the agent ($main)"
+if ct sh -c "tr '\\0' '\\n' </proc/$envoy_pid/environ" | grep -E '^(NOTIFY_SOCKET|WATCHDOG_USEC|WATCHDOG_PID)='; then
+	die "Envoy inherited systemd's notify/watchdog variables"
+fi
+caps=$(ct sh -c "grep -E '^Cap(Eff|Amb|Bnd):' /proc/$envoy_pid/status" | awk '{print $2}' | sort -u)
+[ "$caps" = 0000000000000400 ] || die "Envoy capabilities are not just CAP_NET_BIND_SERVICE: $caps"
+
+# --- watchdog ------------------------------------------------------------------------------
+say "freezing Envoy: the watchdog must restart the instance"
+ct sh -c "kill -STOP $envoy_pid" # minbase has no procps: the shell builtin
+restarted() { [ "$(prop zoneproxy@demo NRestarts)" -ge 1 ]; }
+await 30 "a watchdog restart" restarted
+await 30 "zoneproxy@demo active again" is_state zoneproxy@demo active
+[[ "$(ct journalctl -u zoneproxy@demo --no-pager)" == *"Watchdog timeout"* ]] || die "restart was not a watchdog timeout"
+ct test ! -d "/proc/$envoy_pid" || die "frozen Envoy $envoy_pid survived the restart"
+
+# --- upgrade keeps an edited conffile and restarts the running instance -------------------
+say "upgrading to $v2 while zoneproxy@demo runs"
+echo "# edited by the operator" >>"$root/etc/zoneproxy/payments-egress.yaml"
+before=$(prop zoneproxy@demo MainPID)
+ct env DEBIAN_FRONTEND=noninteractive dpkg -i /opt/e2e/zoneproxy-v2.deb >"$logs/dpkg-upgrade.log" 2>&1 || {
+	cat "$logs/dpkg-upgrade.log" >&2
+	die "dpkg -i (upgrade)"
+}
+# shellcheck disable=SC2016 # a dpkg-query format, not a variable
+[ "$(ct dpkg-query -W -f '${Version}' zoneproxy)" = "$v2-1" ] || die "upgrade did not install $v2-1"
+[ "$(tail -n1 "$root/etc/zoneproxy/payments-egress.yaml")" = "# edited by the operator" ] || die "upgrade lost the edited conffile"
+await 30 "zoneproxy@demo active after the upgrade" is_state zoneproxy@demo active
+after=$(prop zoneproxy@demo MainPID)
+{ [ "$after" != "$before" ] && [ "$after" != 0 ]; } || die "upgrade did not restart zoneproxy@demo (MainPID $before -> $after)"
+[[ "$(ct /usr/bin/zoneproxy version)" == *"$v2"* ]] || die "new binary not installed"
+[ "$(ct systemctl list-units --all --no-legend --plain 'zoneproxy@*' | awk '{print $1}')" = zoneproxy@demo.service ] ||
+	die "upgrade touched other instances"
+
+# --- stop drains and leaves nothing behind ------------------------------------------------
+# An open downstream connection, or the agent ends the drain at once.
+exec 3<>"/dev/tcp/127.0.0.1/$egress_port" || die "cannot connect to the egress listener"
+say "stopping zoneproxy@demo with a connection open (3s drain, TimeoutStopSec=2s)"
+t0=$SECONDS
+ct systemctl stop --no-block zoneproxy@demo
+await 10 "STATUS= draining" status_has zoneproxy@demo 'draining'
+say "status: $(prop zoneproxy@demo StatusText)"
+await 40 "zoneproxy@demo inactive" is_state zoneproxy@demo inactive
+took=$((SECONDS - t0))
+exec 3<&-
+[ "$took" -ge 2 ] || die "stop took ${took}s: no drain"
+[ "$(prop zoneproxy@demo Result)" = success ] || die "stop result $(prop zoneproxy@demo Result)"
+[ "$(prop zoneproxy@demo ExecMainStatus)" = 0 ] || die "agent exited $(prop zoneproxy@demo ExecMainStatus)"
+[ -z "$(leftovers)" ] || die "processes left after stop: $(leftovers)"
+[ ! -e "$root/run/zoneproxy/demo" ] || die "runtime directory left after stop"
+say "stopped in ${took}s, exit 0, no processes left"
+
+# --- remove stops instances; purge removes state ---------------------------------------------
+ct systemctl enable --now zoneproxy@demo >/dev/null 2>&1
+await 30 "zoneproxy@demo active (enabled)" is_state zoneproxy@demo active
+[ -d "$root/var/lib/zoneproxy/demo" ] || die "no state directory"
+say "removing the package while zoneproxy@demo runs"
+ct dpkg -r zoneproxy >"$logs/dpkg-remove.log" 2>&1 || {
+	cat "$logs/dpkg-remove.log" >&2
+	die "dpkg -r"
+}
+is_state zoneproxy@demo inactive || die "remove left zoneproxy@demo $(prop zoneproxy@demo ActiveState)"
+[ -z "$(leftovers)" ] || die "processes left after remove: $(leftovers)"
+say "purging"
+ct dpkg -P zoneproxy >"$logs/dpkg-purge.log" 2>&1 || {
+	cat "$logs/dpkg-purge.log" >&2
+	die "dpkg -P"
+}
+[ ! -e "$root/var/lib/zoneproxy" ] || die "purge left /var/lib/zoneproxy"
+[ ! -e "$root/etc/zoneproxy/payments-egress.yaml" ] || die "purge left a conffile"
+[ -z "$(find "$root/etc/systemd/system" -name 'zoneproxy@*.service' -type l)" ] || die "purge left enablement links"
+[ -f "$root/etc/zoneproxy/demo.yaml" ] || die "purge removed the operator's own config"
+ct id zoneproxy >/dev/null || die "purge removed the account (it must stay)"
+
+say "PASS: systemd e2e in ${SECONDS}s"
