@@ -1,0 +1,222 @@
+package e2e
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/zoneproxy/zoneproxy/test/harness"
+)
+
+func TestCheckPassesAndFails(t *testing.T) {
+	t.Parallel()
+	zone := harness.NewZone(t, bins)
+	p := zone.NewProxy("payments", "egress")
+	args := zone.Args(p)
+	args[0] = "check"
+
+	code, out := harness.Run(t, bins.Zoneproxy, nil, args...)
+	if code == 0 || !strings.Contains(out, `[FAIL] mesh "payments" exists`) || !strings.Contains(out, "[ ok ] control plane") {
+		t.Fatalf("missing mesh: exit %d\n%s", code, out)
+	}
+
+	zone.CP.CreateMesh("payments")
+	code, out = harness.Run(t, bins.Zoneproxy, nil, args...)
+	if code != 0 || !strings.Contains(out, "all checks passed") {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	for _, want := range []string{"Envoy binary", "version 1.39.0", "ports are free", `dataplane token is a JWT for mesh "payments"`, "TLS verified with " + zone.CP.CACertFile()} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check output lacks %q:\n%s", want, out)
+		}
+	}
+	if len(zone.CP.Proxies()) != 0 {
+		t.Error("check registered a proxy")
+	}
+	if _, err := os.Stat(p.WorkDir); err == nil {
+		t.Error("check created the work dir")
+	}
+
+	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p.Egress))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	code, out = harness.Run(t, bins.Zoneproxy, nil, append(args, "--envoy-binary", "/nonexistent/envoy")...)
+	if code == 0 || !strings.Contains(out, "[FAIL] Envoy binary") || !strings.Contains(out, "[FAIL] ports are free") || !strings.Contains(out, "--egress-port") {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+}
+
+func TestRenderDataplane(t *testing.T) {
+	code, out := harness.Run(t, bins.Zoneproxy, nil, "render", "dataplane", "--mesh", "payments", "--role", "combined",
+		"--address", "10.0.0.5", "--name", "zp-1", "--label", "team=net")
+	want := `type: Dataplane
+mesh: payments
+name: zp-1
+labels:
+  kuma.io/workload: zone-proxy-payments-combined
+  team: net
+networking:
+  address: 10.0.0.5
+  admin:
+    port: 9901
+  listeners:
+    - type: ZoneIngress
+      address: 10.0.0.5
+      port: 10001
+      name: zi-port
+    - type: ZoneEgress
+      address: 10.0.0.5
+      port: 10002
+      name: ze-port
+`
+	if code != 0 || !strings.HasSuffix(out, want) {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+}
+
+func TestRenderMeshZoneAddressNeedsIngress(t *testing.T) {
+	code, out := harness.Run(t, bins.Zoneproxy, nil, "render", "meshzoneaddress", "--mesh", "payments", "--role", "egress",
+		"--address", "10.0.0.5", "--zone", "zone-1")
+	if code != 78 || !strings.Contains(out, "--role") {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+}
+
+func TestBootstrapCommandRedactsTheToken(t *testing.T) {
+	t.Parallel()
+	zone := harness.NewZone(t, bins, "payments")
+	p := zone.NewProxy("payments", "egress")
+	tok, _ := os.ReadFile(p.TokenFile)
+	args := zone.Args(p)
+	args[0] = "bootstrap"
+	code, out := harness.Run(t, bins.Zoneproxy, nil, args...)
+	if code != 0 || !strings.Contains(out, "DELTA_GRPC") || !strings.Contains(out, "REDACTED") {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	if strings.Contains(out, strings.TrimSpace(string(tok))) {
+		t.Fatal("token printed")
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestMetricsAndLogging(t *testing.T) {
+	t.Parallel()
+	zone := harness.NewZone(t, bins)
+	p := zone.NewProxy("payments", "egress")
+	agent := zone.Start(p, nil)
+	base := "http://127.0.0.1:" + strconv.Itoa(p.Readiness)
+	agent.AwaitReadiness(p.Readiness, 503, "WAITING_FOR_MESH", 10*time.Second)
+	harness.Eventually(t, 10*time.Second, "a mesh_not_found attempt in /metrics", func() bool {
+		_, body := get(t, base+"/metrics")
+		return strings.Contains(body, `zoneproxy_bootstrap_attempts_total{outcome="mesh_not_found"} `) &&
+			!strings.Contains(body, `zoneproxy_bootstrap_attempts_total{outcome="mesh_not_found"} 0`)
+	})
+	zone.CP.CreateMesh("payments")
+	agent.AwaitReadiness(p.Readiness, 200, "READY", 20*time.Second)
+
+	code, body := get(t, base+"/metrics")
+	for _, want := range []string{
+		`zoneproxy_build_info{`, `zoneproxy_bootstrap_attempts_total{outcome="success"} 1`, "zoneproxy_envoy_up 1",
+		"zoneproxy_ready 1", `zoneproxy_phase{phase="READY"} 1`, "zoneproxy_mesh_wait_seconds_total", "envoy_",
+	} {
+		if code != 200 || !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+
+	resp, err := http.Post(base+"/logging?level=debug&envoy=debug", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "zoneproxy: debug") {
+		t.Fatalf("POST /logging: %d %s", resp.StatusCode, b)
+	}
+	if code, body := get(t, base+"/logging"); code != 200 || !strings.Contains(body, "debug") {
+		t.Fatalf("GET /logging: %d %s", code, body)
+	}
+	resp, _ = http.Post(base+"/logging?level=loud", "", nil)
+	if resp.StatusCode != 400 {
+		t.Fatalf("bad level accepted: %d", resp.StatusCode)
+	}
+	resp.Body.Close()
+}
+
+func TestDrainWaitsForConnectionsAndSecondSignalSkipsIt(t *testing.T) {
+	t.Parallel()
+	zone := harness.NewZone(t, bins, "payments")
+	p := zone.NewProxy("payments", "egress")
+	agent := zone.Start(p, nil, "--drain-time", "60s")
+	agent.AwaitReadiness(p.Readiness, 200, "READY", 20*time.Second)
+	conn, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(p.Egress))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	agent.Signal(syscall.SIGTERM)
+	agent.AwaitReadiness(p.Readiness, 503, "TERMINATING", 5*time.Second)
+	agent.AwaitLog("draining Envoy", 5*time.Second)
+	if agent.Exited() {
+		t.Fatal("did not wait for the open connection")
+	}
+	agent.Signal(syscall.SIGTERM)
+	if code := agent.Wait(10 * time.Second); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if !strings.Contains(agent.Output(), "skipping the rest of the drain") {
+		t.Error("second signal not logged")
+	}
+}
+
+func TestDrainEndsWhenTheLastConnectionCloses(t *testing.T) {
+	t.Parallel()
+	zone := harness.NewZone(t, bins, "payments")
+	p := zone.NewProxy("payments", "egress")
+	agent := zone.Start(p, nil, "--drain-time", "60s")
+	agent.AwaitReadiness(p.Readiness, 200, "READY", 20*time.Second)
+	conn, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(p.Egress))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent.Signal(syscall.SIGTERM)
+	agent.AwaitReadiness(p.Readiness, 503, "TERMINATING", 5*time.Second)
+	conn.Close()
+	if code := agent.Wait(10 * time.Second); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if !strings.Contains(agent.Output(), "no downstream connections left") {
+		t.Error("drain did not end on zero connections")
+	}
+}
+
+func TestVersionAndCompletion(t *testing.T) {
+	code, out := harness.Run(t, bins.Zoneproxy, nil, "version")
+	if code != 0 || !strings.HasPrefix(out, "zoneproxy ") || !strings.Contains(out, "commit") {
+		t.Fatalf("version: %d %s", code, out)
+	}
+	for _, shell := range []string{"bash", "zsh", "fish"} {
+		code, out := harness.Run(t, bins.Zoneproxy, nil, "completion", shell)
+		if code != 0 || !strings.Contains(out, "zoneproxy") {
+			t.Errorf("completion %s: exit %d", shell, code)
+		}
+	}
+}
