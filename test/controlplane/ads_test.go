@@ -16,6 +16,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	healthv3 "github.com/envoyproxy/go-control-plane/envoy/service/health/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -440,4 +441,38 @@ func TestADSNeverLogsTokens(t *testing.T) {
 	if !strings.Contains(logs.String(), "not allowed with this token") {
 		t.Errorf("rejection not logged:\n%s", logs)
 	}
+}
+
+func TestHDSAuthenticates(t *testing.T) {
+	logs := &syncBuffer{}
+	s := startTestServer(t, Options{Meshes: []string{"payments"}, Log: logs})
+	node := nodeFor(t, s, dpJSON(t, "payments", "zp-egress-1", "zp-egress", egressListener), nil)
+	good, _ := s.IssueToken(TokenRequest{Mesh: "payments"})
+	open := func(token string) grpc.BidiStreamingClient[healthv3.HealthCheckRequestOrEndpointHealthResponse, healthv3.HealthCheckSpecifier] {
+		conn, err := grpc.NewClient(s.Addr(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: caPool(t, s)})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), "authorization", token))
+		t.Cleanup(cancel)
+		stream, err := healthv3.NewHealthDiscoveryServiceClient(conn).StreamHealthCheck(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := stream.Send(&healthv3.HealthCheckRequestOrEndpointHealthResponse{RequestType: &healthv3.HealthCheckRequestOrEndpointHealthResponse_HealthCheckRequest{
+			HealthCheckRequest: &healthv3.HealthCheckRequest{Node: node},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		return stream
+	}
+	_, err := open("garbage").Recv()
+	if st, _ := status.FromError(err); st.Code() != codes.Unknown || !strings.HasPrefix(st.Message(), "authentication failed: could not parse token.") {
+		t.Errorf("garbage token on HDS: %v", err)
+	}
+	open(good)
+	eventually(t, "HDS stream accepted", func() bool {
+		return strings.Contains(logs.String(), "hds: stream opened node=payments.zp-egress-1")
+	})
 }

@@ -1,6 +1,3 @@
-// Package controlplane is a stand-in for kuma-cp's DP server, bootstrap
-// endpoint and delta ADS, strict where the real CP is strict, for testing
-// the zoneproxy agent without a real control plane.
 package controlplane
 
 import (
@@ -164,7 +161,7 @@ func (s *Server) AdminURL() string { return "http://" + s.adminListener.Addr().S
 // CACertFile is the CA that signed the DP server certificate.
 func (s *Server) CACertFile() string { return filepath.Join(s.opts.Dir, caCertFileName) }
 
-// Port is the DP server's port.
+// port is the DP server's port.
 func (s *Server) port() uint32 {
 	_, p, _ := net.SplitHostPort(s.Addr())
 	n, _ := strconv.ParseUint(p, 10, 16)

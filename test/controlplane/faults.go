@@ -17,14 +17,14 @@ import (
 type Faults struct {
 	// RefuseConnections closes the DP listener (connection refused) until
 	// cleared. Connections already open are kept.
-	RefuseConnections bool `json:"refuseConnections"`
+	RefuseConnections bool
 	// BootstrapStatus, when non-zero, answers every /bootstrap with this
 	// status and a short text body.
-	BootstrapStatus int `json:"bootstrapStatus"`
+	BootstrapStatus int
 	// BootstrapDelay delays every /bootstrap answer.
-	BootstrapDelay time.Duration `json:"bootstrapDelay"`
+	BootstrapDelay time.Duration
 	// RejectADSAuth rejects every ADS/HDS stream with an authentication error.
-	RejectADSAuth bool `json:"rejectADSAuth"`
+	RejectADSAuth bool
 }
 
 // dpServerState is the state of the one TLS listener of the DP server.

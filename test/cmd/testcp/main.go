@@ -1,0 +1,72 @@
+// Command testcp runs the test control plane (test/controlplane) as a
+// process, for `make demo` and manual runs of the agent.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/zoneproxy/zoneproxy/test/controlplane"
+)
+
+type meshList []string
+
+func (m *meshList) String() string { return strings.Join(*m, ",") }
+func (m *meshList) Set(v string) error {
+	if v == "" {
+		return fmt.Errorf("mesh name cannot be empty")
+	}
+	*m = append(*m, v)
+	return nil
+}
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	fs := flag.NewFlagSet("testcp", flag.ContinueOnError)
+	dir := fs.String("dir", "", "directory for ca.pem, server.pem and server-key.pem (required)")
+	addr := fs.String("addr", "127.0.0.1:5678", "DP server (TLS: /bootstrap, ADS, HDS) listen address")
+	adminAddr := fs.String("admin-addr", "127.0.0.1:5681", "plain-HTTP admin API listen address")
+	authDisabled := fs.Bool("auth-disabled", false, "accept proxies without a dataplane token (like KUMA_DP_SERVER_AUTHN_DP_PROXY_TYPE=none)")
+	var meshes meshList
+	fs.Var(&meshes, "mesh", "a mesh that exists at start (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *dir == "" || fs.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "testcp: --dir is required and no positional arguments are accepted")
+		fs.Usage()
+		return 2
+	}
+
+	// Catch signals before starting so an early SIGTERM still closes cleanly.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+
+	s, err := controlplane.Start(controlplane.Options{
+		Dir:          *dir,
+		Addr:         *addr,
+		AdminAddr:    *adminAddr,
+		Meshes:       meshes,
+		AuthDisabled: *authDisabled,
+		Log:          os.Stderr,
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "testcp: %v\n", err)
+		return 1
+	}
+	fmt.Printf("testcp ready dp=%s admin=%s ca=%s\n", s.URL(), s.AdminURL(), s.CACertFile())
+
+	sig := <-sigs
+	fmt.Fprintf(os.Stderr, "testcp: %s received, stopping\n", sig)
+	if err := s.Close(); err != nil {
+		fmt.Fprintf(os.Stderr, "testcp: close: %v\n", err)
+	}
+	return 0
+}
