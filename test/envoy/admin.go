@@ -20,21 +20,24 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/emptypb"
 )
 
 type adminResponse struct {
 	code  int
 	body  string
 	ctype string
+	after func() // runs once the response is on the wire
 }
 
 func text(code int, body string) adminResponse {
-	return adminResponse{code, body, "text/plain; charset=UTF-8"}
+	return adminResponse{code: code, body: body, ctype: "text/plain; charset=UTF-8"}
 }
 
 func jsonResp(code int, body string) adminResponse {
-	return adminResponse{code, body, "application/json"}
+	return adminResponse{code: code, body: body, ctype: "application/json"}
 }
 
 type adminHandler struct {
@@ -194,6 +197,9 @@ func (as *adminServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if f, ok := w.(http.Flusher); ok {
 		f.Flush()
 	}
+	if resp.after != nil {
+		resp.after()
+	}
 }
 
 func (as *adminServer) home(*http.Request, url.Values) adminResponse {
@@ -203,7 +209,7 @@ func (as *adminServer) home(*http.Request, url.Values) adminResponse {
 		fmt.Fprintf(&b, "      <tr class='home-row'><td class='home-data'><a href='%s'>%s</a></td><td class='home-data'>%s</td></tr>\n", strings.TrimPrefix(h.prefix, "/"), h.prefix, h.help)
 	}
 	b.WriteString("    </tbody>\n  </table>\n</body>\n")
-	return adminResponse{200, b.String(), "text/html; charset=UTF-8"}
+	return adminResponse{code: 200, body: b.String(), ctype: "text/html; charset=UTF-8"}
 }
 
 func (as *adminServer) help(*http.Request, url.Values) adminResponse {
@@ -219,7 +225,30 @@ func (as *adminServer) ready(*http.Request, url.Values) adminResponse {
 	return text(code, st.String()+"\n")
 }
 
-var jsonOut = protojson.MarshalOptions{UseProtoNames: true, Indent: " ", Resolver: typeResolver}
+var jsonOut = protojson.MarshalOptions{UseProtoNames: true, Indent: " ", Resolver: dumpResolver{}}
+
+// dumpResolver renders an Any of a type this binary lacks as just its
+// "@type", instead of failing the whole dump.
+type dumpResolver struct{}
+
+func (dumpResolver) FindMessageByURL(url string) (protoreflect.MessageType, error) {
+	if mt, err := typeResolver.FindMessageByURL(url); err == nil {
+		return mt, nil
+	}
+	return (&emptypb.Empty{}).ProtoReflect().Type(), nil
+}
+
+func (dumpResolver) FindMessageByName(n protoreflect.FullName) (protoreflect.MessageType, error) {
+	return typeResolver.FindMessageByName(n)
+}
+
+func (dumpResolver) FindExtensionByName(n protoreflect.FullName) (protoreflect.ExtensionType, error) {
+	return typeResolver.FindExtensionByName(n)
+}
+
+func (dumpResolver) FindExtensionByNumber(m protoreflect.FullName, f protoreflect.FieldNumber) (protoreflect.ExtensionType, error) {
+	return typeResolver.FindExtensionByNumber(m, f)
+}
 
 func marshalJSON(m proto.Message, defaults bool) string {
 	o := jsonOut
@@ -407,6 +436,13 @@ func (s *server) stopListeners(inboundOnly bool) {
 	s.log.main(lvlInfo, "closing and draining listeners")
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if inboundOnly {
+		if s.stopped == stopNone {
+			s.stopped = stopInbound
+		}
+	} else {
+		s.stopped = stopAll
+	}
 	for _, l := range s.listeners {
 		if inboundOnly && !l.inbound() {
 			continue
@@ -418,15 +454,14 @@ func (s *server) stopListeners(inboundOnly bool) {
 
 func (as *adminServer) quit(*http.Request, url.Values) adminResponse {
 	as.s.log.main(lvlInfo, "shutting down server instance")
-	go func() {
-		// Let the response go out first.
-		time.Sleep(50 * time.Millisecond)
+	r := text(200, "OK\n")
+	r.after = func() {
 		select {
 		case as.s.exit <- 0:
 		default:
 		}
-	}()
-	return text(200, "OK\n")
+	}
+	return r
 }
 
 func (as *adminServer) logging(_ *http.Request, q url.Values) adminResponse {

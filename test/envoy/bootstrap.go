@@ -10,6 +10,7 @@ import (
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	metricsv3 "github.com/envoyproxy/go-control-plane/envoy/config/metrics/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/encoding/prototext"
@@ -115,6 +116,9 @@ func trimProtoErr(err error) string {
 // checkBootstrap holds the semantic checks Envoy performs outside PGV while
 // creating the cluster manager, listeners, admin and the xDS muxes.
 func checkBootstrap(b *bootstrapv3.Bootstrap, o *options) error {
+	if err := newStatStore().setTagSpecifiers(tagSpecs(b), useDefaultTags(b), o.statsTags); err != nil {
+		return err
+	}
 	node := effectiveNode(b, o)
 	static := b.GetStaticResources()
 	seen := map[string]bool{}
@@ -307,4 +311,22 @@ func checkTransportSocket(ts *corev3.TransportSocket, staticSecrets map[string]*
 		}
 	}
 	return nil
+}
+
+func tagSpecs(b *bootstrapv3.Bootstrap) []tagSpec {
+	var out []tagSpec
+	for _, t := range b.GetStatsConfig().GetStatsTags() {
+		sp := tagSpec{name: t.GetTagName(), regex: t.GetRegex()}
+		if _, ok := t.GetTagValue().(*metricsv3.TagSpecifier_FixedValue); ok {
+			v := t.GetFixedValue()
+			sp.fixed = &v
+		}
+		out = append(out, sp)
+	}
+	return out
+}
+
+func useDefaultTags(b *bootstrapv3.Bootstrap) bool {
+	u := b.GetStatsConfig().GetUseAllDefaultTags()
+	return u == nil || u.GetValue()
 }

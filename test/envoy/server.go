@@ -34,6 +34,15 @@ type xdsResource struct {
 
 type depKey struct{ typ, name string }
 
+// stopType records what /drain_listeners stopped.
+type stopType int
+
+const (
+	stopNone stopType = iota
+	stopInbound
+	stopAll
+)
+
 // dep is something a resource waits for before it is warm: a CDS/LDS first
 // response, or an EDS/SDS/RDS resource, bounded by initial_fetch_timeout.
 type dep struct {
@@ -69,6 +78,7 @@ type server struct {
 	initListeners  []string
 	healthFailed   bool
 	drainSequence  bool
+	stopped        stopType
 
 	kick chan struct{} // the ADS stream recomputes its subscriptions
 	exit chan int
@@ -98,6 +108,8 @@ func newServer(o *options, log *logger, boot *bootstrapv3.Bootstrap) *server {
 		s.staticSecrets[sec.GetName()] = sec
 	}
 	s.staticClusters = boot.GetStaticResources().GetClusters()
+	// Checked by loadBootstrap already.
+	_ = s.stats.setTagSpecifiers(tagSpecs(boot), useDefaultTags(boot), o.statsTags)
 	dr := boot.GetDynamicResources()
 	if cds := dr.GetCdsConfig(); cds != nil {
 		s.addDep(depKey{typeCluster, ""}, cds)

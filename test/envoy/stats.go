@@ -40,8 +40,9 @@ func (s *stat) textValue() string {
 }
 
 type statStore struct {
-	mu    sync.Mutex
-	stats map[string]*stat
+	mu         sync.Mutex
+	stats      map[string]*stat
+	extractors []tagExtractor
 }
 
 func newStatStore() *statStore { return &statStore{stats: map[string]*stat{}} }
@@ -151,28 +152,108 @@ func (st *statStore) renderJSON(q *statsQuery) string {
 	return string(j) + "\n"
 }
 
-// Envoy's default tag extractors for the stats this stand-in has.
-var tagExtractors = []struct {
-	tag string
-	re  *regexp.Regexp
-}{
-	{"envoy_listener_address", regexp.MustCompile(`^listener\.(((?:[_.[:digit:]]*|[_\[\]aAbBcCdDeEfF[:digit:]]*))\.)`)},
-	{"envoy_cluster_name", regexp.MustCompile(`^cluster\.((.*?)\.)`)},
-	{"envoy_http_conn_manager_prefix", regexp.MustCompile(`^http\.((.*?)\.)`)},
+type tagExtractor struct {
+	name  string
+	re    *regexp.Regexp
+	fixed *string
 }
 
-func extractTags(name string) (string, [][2]string) {
+// Envoy's default tag extractors for the stats this stand-in has.
+var defaultTagExtractors = []tagExtractor{
+	{name: "envoy.listener_address", re: regexp.MustCompile(`^listener\.(((?:[_.[:digit:]]*|[_\[\]aAbBcCdDeEfF[:digit:]]*))\.)`)},
+	{name: "envoy.cluster_name", re: regexp.MustCompile(`^cluster\.((.*?)\.)`)},
+	{name: "envoy.http_conn_manager_prefix", re: regexp.MustCompile(`^http\.((.*?)\.)`)},
+	{name: "envoy.tcp_prefix", re: regexp.MustCompile(`^tcp\.((.*?)\.)\w+?$`)},
+}
+
+// setTagSpecifiers builds the tag producer like TagProducerImpl: custom
+// stats_tags first, then the defaults they do not replace, then --stats-tag.
+func (st *statStore) setTagSpecifiers(specs []tagSpec, useDefaults bool, cli []string) error {
+	var out []tagExtractor
+	names := map[string]bool{}
+	for _, sp := range specs {
+		names[sp.name] = true
+		switch {
+		case sp.fixed != nil:
+			out = append(out, tagExtractor{name: sp.name, fixed: sp.fixed})
+		case sp.regex != "":
+			// Envoy evaluates these with std::regex (ECMAScript), which
+			// allows lookahead that RE2 lacks; such tags are skipped here.
+			if re, err := regexp.Compile(sp.regex); err == nil {
+				out = append(out, tagExtractor{name: sp.name, re: re})
+			}
+		default:
+			found := false
+			for _, d := range defaultTagExtractors {
+				if d.name == sp.name {
+					out = append(out, d)
+					found = true
+				}
+			}
+			if !found {
+				return fmt.Errorf("No regex specified for tag specifier and no default regex for name: '%s'", sp.name)
+			}
+		}
+	}
+	if useDefaults {
+		for _, d := range defaultTagExtractors {
+			if !names[d.name] {
+				out = append(out, d)
+			}
+		}
+	}
+	for _, t := range cli {
+		n, v, _ := strings.Cut(t, ":")
+		out = append(out, tagExtractor{name: n, fixed: &v})
+	}
+	st.mu.Lock()
+	st.extractors = out
+	st.mu.Unlock()
+	return nil
+}
+
+type tagSpec struct {
+	name  string
+	regex string
+	fixed *string
+}
+
+// extractTags matches every extractor against the full name and removes
+// the union of their first capture groups, as TagProducerImpl does.
+func (st *statStore) extractTags(name string) (string, [][2]string) {
+	st.mu.Lock()
+	ex := st.extractors
+	st.mu.Unlock()
+	if ex == nil {
+		ex = defaultTagExtractors
+	}
 	var tags [][2]string
-	for _, te := range tagExtractors {
-		m := te.re.FindStringSubmatchIndex(name)
-		if m == nil {
+	remove := make([]bool, len(name))
+	for _, te := range ex {
+		if te.fixed != nil {
+			tags = append(tags, [2]string{te.name, *te.fixed})
 			continue
 		}
-		value := name[m[4]:m[5]]
-		name = name[:m[2]] + name[m[3]:]
-		tags = append(tags, [2]string{te.tag, value})
+		m := te.re.FindStringSubmatchIndex(name)
+		if m == nil || len(m) < 4 || m[2] < 0 {
+			continue
+		}
+		vs, ve := m[2], m[3]
+		if len(m) >= 6 && m[4] >= 0 {
+			vs, ve = m[4], m[5]
+		}
+		tags = append(tags, [2]string{te.name, name[vs:ve]})
+		for i := m[2]; i < m[3]; i++ {
+			remove[i] = true
+		}
 	}
-	return name, tags
+	var b strings.Builder
+	for i := 0; i < len(name); i++ {
+		if !remove[i] {
+			b.WriteByte(name[i])
+		}
+	}
+	return b.String(), tags
 }
 
 var promInvalid = regexp.MustCompile(`[^a-zA-Z0-9_]`)
@@ -186,7 +267,7 @@ func promLabels(tags [][2]string) string {
 	parts := make([]string, 0, len(tags))
 	for _, t := range tags {
 		v := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(t[1])
-		parts = append(parts, fmt.Sprintf("%s=\"%s\"", t[0], v))
+		parts = append(parts, fmt.Sprintf("%s=\"%s\"", promInvalid.ReplaceAllString(t[0], "_"), v))
 	}
 	return "{" + strings.Join(parts, ",") + "}"
 }
@@ -201,7 +282,7 @@ func (st *statStore) renderPrometheus(q *statsQuery) string {
 		if !q.match(s) {
 			continue
 		}
-		base, tags := extractTags(s.name)
+		base, tags := st.extractTags(s.name)
 		name := promName(base)
 		switch s.kind {
 		case kindText:

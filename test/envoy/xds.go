@@ -8,6 +8,7 @@ import (
 
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"google.golang.org/protobuf/proto"
@@ -194,6 +195,11 @@ func (s *server) addOrUpdateListener(l *listenerv3.Listener, version string, sta
 	if exists && proto.Equal(old.cfg, l) {
 		return false, nil
 	}
+	// After /drain_listeners stopped them, Envoy skips listener updates.
+	if s.stopped == stopAll || (s.stopped == stopInbound && l.GetTrafficDirection() == corev3.TrafficDirection_INBOUND) {
+		s.log.config(lvlDebug, "source/common/listener_manager/listener_manager_impl.cc:470", "listener %s can not be added because listeners are stopped", l.GetName())
+		return false, nil
+	}
 	addr, err := envoyAddr(l.GetAddress())
 	if err != nil {
 		return false, err
@@ -269,7 +275,9 @@ func bindToPort(l *listenerv3.Listener) bool {
 func (s *server) drainRemoved(l *activeListener) {
 	l.stop()
 	if l.conns.count() == 0 {
-		s.stats.removePrefix(l.statPrefix)
+		if _, still := s.listenerByPrefix(l.statPrefix); !still {
+			s.stats.removePrefix(l.statPrefix)
+		}
 		return
 	}
 	if s.drainingLs == nil {
