@@ -17,12 +17,14 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	healthv3 "github.com/envoyproxy/go-control-plane/envoy/service/health/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
@@ -238,6 +240,64 @@ func TestPrometheusTags(t *testing.T) {
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("missing %q in\n%s", want, out)
+		}
+	}
+}
+
+func TestHDSReportsEndpointHealth(t *testing.T) {
+	up, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	downPort := freePort(t)
+	ep := func(port int) *endpointv3.Endpoint {
+		return &endpointv3.Endpoint{Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+			Address: "127.0.0.1", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(port)}}}}}
+	}
+	hds := &hdsServer{
+		got: make(chan *healthv3.HealthCheckRequestOrEndpointHealthResponse, 16),
+		md:  make(chan metadata.MD, 1),
+		spec: &healthv3.HealthCheckSpecifier{
+			Interval: durationpb.New(200 * time.Millisecond),
+			ClusterHealthChecks: []*healthv3.ClusterHealthCheck{{
+				ClusterName: "app",
+				HealthChecks: []*corev3.HealthCheck{{
+					Timeout: durationpb.New(time.Second), Interval: durationpb.New(time.Second),
+					HealthChecker: &corev3.HealthCheck_TcpHealthCheck_{TcpHealthCheck: &corev3.HealthCheck_TcpHealthCheck{}},
+				}},
+				LocalityEndpoints: []*healthv3.LocalityEndpoints{{Endpoints: []*endpointv3.Endpoint{ep(up.Addr().(*net.TCPAddr).Port), ep(downPort)}}},
+			}},
+		},
+	}
+	p := newPKI(t, nil, []net.IP{net.IPv4(127, 0, 0, 1)})
+	cp := newTestCPWithHDS(t, p, "127.0.0.1:0", hds)
+	cp.setSnapshot(t, "v1", nil, nil)
+	startWithCP(t, cp, "127.0.0.1")
+
+	first := <-hds.got
+	req := first.GetHealthCheckRequest()
+	if req.GetNode().GetId() != "payments.zp-egress-1" || len(req.GetCapability().GetHealthCheckProtocols()) == 0 {
+		t.Fatalf("first HDS message %v", first)
+	}
+	if md := <-hds.md; len(md.Get("authorization")) != 1 || md.Get("authorization")[0] != testToken {
+		t.Fatalf("HDS metadata %v", md)
+	}
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case m := <-hds.got:
+			r := m.GetEndpointHealthResponse()
+			if r == nil {
+				continue
+			}
+			eh := r.GetClusterEndpointsHealth()[0].GetLocalityEndpointsHealth()[0].GetEndpointsHealth()
+			if eh[0].GetHealthStatus() != corev3.HealthStatus_HEALTHY || eh[1].GetHealthStatus() != corev3.HealthStatus_UNHEALTHY {
+				t.Fatalf("health %v", eh)
+			}
+			return
+		case <-deadline:
+			t.Fatal("no endpoint health response")
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	healthv3 "github.com/envoyproxy/go-control-plane/envoy/service/health/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -48,6 +49,8 @@ type testCP struct {
 	addr  string
 	grpc  *grpc.Server
 
+	hds *hdsServer
+
 	mu      sync.Mutex
 	streams int
 	nacks   []string
@@ -57,9 +60,48 @@ type testCP struct {
 
 func newTestCP(t *testing.T, p *pki, addr string) *testCP {
 	t.Helper()
-	cp := &testCP{t: t, pki: p, cache: cachev3.NewSnapshotCache(true, cachev3.IDHash{}, quietLog{}), acks: map[string]int{}}
+	return newTestCPWithHDS(t, p, addr, nil)
+}
+
+func newTestCPWithHDS(t *testing.T, p *pki, addr string, hds *hdsServer) *testCP {
+	t.Helper()
+	cp := &testCP{t: t, pki: p, cache: cachev3.NewSnapshotCache(true, cachev3.IDHash{}, quietLog{}), acks: map[string]int{}, hds: hds}
 	cp.start(addr)
 	return cp
+}
+
+// hdsServer sends one specifier and forwards what the client sends.
+type hdsServer struct {
+	healthv3.UnimplementedHealthDiscoveryServiceServer
+	spec *healthv3.HealthCheckSpecifier
+	got  chan *healthv3.HealthCheckRequestOrEndpointHealthResponse
+	md   chan metadata.MD
+}
+
+func (h *hdsServer) StreamHealthCheck(stream healthv3.HealthDiscoveryService_StreamHealthCheckServer) error {
+	md, _ := metadata.FromIncomingContext(stream.Context())
+	select {
+	case h.md <- md:
+	default:
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	h.got <- first
+	if err := stream.Send(h.spec); err != nil {
+		return err
+	}
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			return nil
+		}
+		select {
+		case h.got <- m:
+		default:
+		}
+	}
 }
 
 func (cp *testCP) start(addr string) {
@@ -108,6 +150,9 @@ func (cp *testCP) start(addr string) {
 	srv := serverv3.NewServer(context.Background(), cp.cache, cb)
 	cp.grpc = grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cp.pki.serverCert}})))
 	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(cp.grpc, srv)
+	if cp.hds != nil {
+		healthv3.RegisterHealthDiscoveryServiceServer(cp.grpc, cp.hds)
+	}
 	go cp.grpc.Serve(ln)
 	cp.t.Cleanup(cp.grpc.Stop)
 }

@@ -150,6 +150,14 @@ func checkBootstrap(b *bootstrapv3.Bootstrap, o *options) error {
 			return err
 		}
 	}
+	if hds := b.GetHdsConfig(); hds != nil {
+		if len(hds.GetGrpcServices()) != 1 {
+			return errors.New("envoy.config.core.v3.ApiConfigSource must have a single gRPC service specified")
+		}
+		if eg := hds.GetGrpcServices()[0].GetEnvoyGrpc(); eg != nil && !seen[eg.GetClusterName()] {
+			return fmt.Errorf("Unknown gRPC client cluster '%s'", eg.GetClusterName())
+		}
+	}
 	dr := b.GetDynamicResources()
 	if dr == nil {
 		return nil

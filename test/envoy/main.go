@@ -146,6 +146,11 @@ func serve(o *options, h *hooks, log *logger, stderr io.Writer) int {
 		admin.close()
 		return fatal(err)
 	}
+	hds, err := newHDSClient(s)
+	if err != nil {
+		admin.close()
+		return fatal(err)
+	}
 	if o.mode == "init_only" {
 		s.shutdown(admin)
 		return 0
@@ -163,6 +168,9 @@ func serve(o *options, h *hooks, log *logger, stderr io.Writer) int {
 	go s.housekeeping()
 	if ads != nil {
 		go ads.run(ctx)
+	}
+	if hds != nil {
+		go hds.run(ctx)
 	}
 
 	code := 0

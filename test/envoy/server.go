@@ -283,20 +283,22 @@ func (s *server) state() adminv3.ServerInfo_State {
 }
 
 func (s *server) initStats() {
-	s.stats.gauge("control_plane.connected_state").set(0)
-	s.stats.gauge("control_plane.pending_requests").set(0)
+	s.stats.gauge("control_plane.connected_state")
+	s.stats.gauge("control_plane.pending_requests")
 	s.stats.counter("control_plane.rate_limit_enforced")
 	s.stats.textReadout("control_plane.identifier")
 	s.stats.gauge("server.live").set(1)
 	s.stats.gauge("server.concurrency").set(int64(s.o.concurrency))
 	s.stats.gauge("server.hot_restart_epoch").set(int64(s.o.restartEpoch))
-	s.stats.gauge("server.total_connections").set(0)
-	s.stats.gauge("server.parent_connections").set(0)
-	s.stats.gauge("server.uptime").set(0)
+	s.stats.gauge("server.total_connections")
+	s.stats.gauge("server.parent_connections")
+	s.stats.gauge("server.uptime")
+	// Envoy refreshes server.state on its stats flush timer only.
+	s.stats.gauge("server.state").set(int64(adminv3.ServerInfo_PRE_INITIALIZING))
 	s.stats.gauge("server.version").set(envoyVersionStat())
-	s.stats.gauge("server.memory_allocated").set(0)
-	s.stats.gauge("server.memory_heap_size").set(0)
-	s.stats.gauge("server.memory_physical_size").set(0)
+	s.stats.gauge("server.memory_allocated")
+	s.stats.gauge("server.memory_heap_size")
+	s.stats.gauge("server.memory_physical_size")
 	s.stats.counter("server.envoy_bug_failures")
 	s.stats.counter("server.debug_assertion_failures")
 	s.stats.counter("server.dynamic_unknown_fields")
@@ -307,18 +309,18 @@ func (s *server) initStats() {
 	for _, n := range []string{"cluster_added", "cluster_removed", "cluster_modified", "cluster_updated"} {
 		s.stats.counter("cluster_manager." + n)
 	}
-	s.stats.gauge("listener_manager.workers_started").set(0)
+	s.stats.gauge("listener_manager.workers_started")
 	if s.boot.GetDynamicResources().GetCdsConfig() != nil {
 		for _, n := range []string{"update_attempt", "update_success", "update_rejected", "update_failure", "init_fetch_timeout"} {
 			s.stats.counter("cluster_manager.cds." + n)
 		}
-		s.stats.gauge("cluster_manager.cds.version").set(0)
+		s.stats.gauge("cluster_manager.cds.version")
 	}
 	if s.boot.GetDynamicResources().GetLdsConfig() != nil {
 		for _, n := range []string{"update_attempt", "update_success", "update_rejected", "update_failure", "init_fetch_timeout"} {
 			s.stats.counter("listener_manager.lds." + n)
 		}
-		s.stats.gauge("listener_manager.lds.version").set(0)
+		s.stats.gauge("listener_manager.lds.version")
 	}
 	s.updateGaugesLocked()
 }
@@ -339,8 +341,6 @@ func envoyVersionStat() int64 {
 }
 
 func (s *server) updateGaugesLocked() {
-	st := s.stateLocked()
-	s.stats.gauge("server.state").set(int64(st))
 	active, warming := len(s.staticClusters), 0
 	for _, r := range s.res[typeCluster] {
 		if r.afterInit && !s.clusterWarm(r.msg.(*clusterv3.Cluster)) {
@@ -376,6 +376,8 @@ func (s *server) updateGaugesLocked() {
 func (s *server) flushStats() {
 	s.stats.gauge("server.uptime").set(int64(time.Since(s.start).Seconds()))
 	s.mu.Lock()
+	s.evalInit()
+	s.stats.gauge("server.state").set(int64(s.stateLocked()))
 	var total int64
 	for _, l := range s.listeners {
 		total += l.conns.count()

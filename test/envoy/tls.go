@@ -52,6 +52,33 @@ func readDataSource(ds *corev3.DataSource) ([]byte, string, error) {
 	return nil, "", nil
 }
 
+var defaultClientCiphers = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
+
+// OpenSSL names BoringSSL accepts in tls_params.cipher_suites.
+var cipherByName = map[string]uint16{
+	"ECDHE-ECDSA-AES128-GCM-SHA256": tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	"ECDHE-RSA-AES128-GCM-SHA256":   tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	"ECDHE-ECDSA-AES256-GCM-SHA384": tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	"ECDHE-RSA-AES256-GCM-SHA384":   tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	"ECDHE-ECDSA-CHACHA20-POLY1305": tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	"ECDHE-RSA-CHACHA20-POLY1305":   tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+	"ECDHE-ECDSA-AES128-SHA":        tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA,
+	"ECDHE-RSA-AES128-SHA":          tls.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA,
+	"ECDHE-ECDSA-AES256-SHA":        tls.TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA,
+	"ECDHE-RSA-AES256-SHA":          tls.TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA,
+	"AES128-GCM-SHA256":             tls.TLS_RSA_WITH_AES_128_GCM_SHA256,
+	"AES256-GCM-SHA384":             tls.TLS_RSA_WITH_AES_256_GCM_SHA384,
+	"AES128-SHA":                    tls.TLS_RSA_WITH_AES_128_CBC_SHA,
+	"AES256-SHA":                    tls.TLS_RSA_WITH_AES_256_CBC_SHA,
+}
+
 var tlsVersions = map[tlsv3.TlsParameters_TlsProtocol]uint16{
 	tlsv3.TlsParameters_TLSv1_0: tls.VersionTLS10,
 	tlsv3.TlsParameters_TLSv1_1: tls.VersionTLS11,
@@ -64,12 +91,16 @@ var tlsVersions = map[tlsv3.TlsParameters_TlsProtocol]uint16{
 // against trusted_ca only, SAN matchers checked by hand (never hostname).
 func upstreamTLSConfig(utc *tlsv3.UpstreamTlsContext, lookup secretLookup) (*tls.Config, error) {
 	common := utc.GetCommonTlsContext()
+	// Envoy's client defaults: TLS 1.2 only, its ECDHE AEAD cipher list,
+	// X25519 and P-256.
 	cfg := &tls.Config{
 		InsecureSkipVerify: true,
 		ServerName:         utc.GetSni(),
 		MinVersion:         tls.VersionTLS12,
-		MaxVersion:         tls.VersionTLS13,
+		MaxVersion:         tls.VersionTLS12,
 		NextProtos:         common.GetAlpnProtocols(),
+		CipherSuites:       defaultClientCiphers,
+		CurvePreferences:   []tls.CurveID{tls.X25519, tls.CurveP256},
 	}
 	if p := common.GetTlsParams(); p != nil {
 		if v, ok := tlsVersions[p.GetTlsMinimumProtocolVersion()]; ok {
@@ -78,6 +109,23 @@ func upstreamTLSConfig(utc *tlsv3.UpstreamTlsContext, lookup secretLookup) (*tls
 		if v, ok := tlsVersions[p.GetTlsMaximumProtocolVersion()]; ok {
 			cfg.MaxVersion = v
 		}
+		if len(p.GetCipherSuites()) > 0 {
+			var ids []uint16
+			for _, n := range p.GetCipherSuites() {
+				for _, alt := range strings.Split(strings.Trim(n, "[]"), "|") {
+					if id, ok := cipherByName[alt]; ok {
+						ids = append(ids, id)
+					}
+				}
+			}
+			if len(ids) == 0 {
+				return nil, fmt.Errorf("Failed to initialize cipher suites %s", strings.Join(p.GetCipherSuites(), ":"))
+			}
+			cfg.CipherSuites = ids
+		}
+	}
+	if cfg.MinVersion > cfg.MaxVersion {
+		cfg.MaxVersion = cfg.MinVersion
 	}
 	var certs []*tlsv3.TlsCertificate
 	certs = append(certs, common.GetTlsCertificates()...)
