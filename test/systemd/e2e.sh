@@ -5,7 +5,7 @@
 #
 #   VERSION=<packaged version> test/systemd/e2e.sh     (root; via make e2e-systemd)
 #
-# Needs dist/zoneproxy_<VERSION>-1_<ARCH>.deb, bin/testcp and bin/envoy.
+# Needs the .deb and .rpm in dist/, bin/testcp and bin/envoy.
 # The debootstrap root is cached in .cache/e2e-systemd/ (E2E_MIRROR picks the
 # Debian mirror; default: the host's apt source). Logs of the last run are
 # kept in .cache/e2e-systemd/logs/.
@@ -32,7 +32,8 @@ done
 packaging/ensure-tools.sh debootstrap systemd-nspawn:systemd-container curl
 
 cache=$repo/.cache/e2e-systemd
-pristine=$cache/bookworm
+# Bump the suffix when the package list below changes.
+pristine=$cache/bookworm-2
 work=$cache/run
 logs=$cache/logs
 # A run killed hard may have left its overlay mounted.
@@ -46,9 +47,12 @@ v2="$VERSION+e2e"
 CGO_ENABLED=0 go build -trimpath \
 	-ldflags "-s -w -X github.com/zoneproxy/zoneproxy/pkg/version.Version=$v2" \
 	-o "$work/zoneproxy-v2" ./cmd/zoneproxy
-VERSION=$v2 ZONEPROXY_BIN=$work/zoneproxy-v2 PKG_OUT=$work/v2 packaging/build-packages.sh deb >/dev/null
+VERSION=$v2 ZONEPROXY_BIN=$work/zoneproxy-v2 PKG_OUT=$work/v2 packaging/build-packages.sh >/dev/null
 deb2="$work/v2/zoneproxy_${v2}-1_${ARCH}.deb"
-[ -f "$deb2" ] || die "upgrade package $deb2 was not built"
+case "$ARCH" in amd64) rpmarch=x86_64 ;; arm64) rpmarch=aarch64 ;; *) rpmarch=$ARCH ;; esac
+rpm1="dist/zoneproxy-${VERSION}-1.${rpmarch}.rpm"
+rpm2="$work/v2/zoneproxy-${v2}-1.${rpmarch}.rpm"
+for f in "$deb2" "$rpm1" "$rpm2"; do [ -f "$f" ] || die "$f was not built"; done
 
 # --- root file system (cached) ---------------------------------------------------
 if [ ! -f "$pristine/.complete" ]; then
@@ -59,7 +63,8 @@ if [ ! -f "$pristine/.complete" ]; then
 	mirror=${mirror:-http://deb.debian.org/debian}
 	say "debootstrap bookworm from $mirror (cached for later runs)"
 	rm -rf "$pristine" "$pristine.tmp"
-	debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,passwd \
+	# rpm: to run the rpm scriptlets under the same systemd.
+	debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,passwd,rpm \
 		bookworm "$pristine.tmp" "$mirror" >"$logs/debootstrap.log" 2>&1 ||
 		{
 			tail -n 20 "$logs/debootstrap.log" >&2
@@ -111,6 +116,8 @@ fi
 mkdir -p "$root/opt/e2e"
 cp "$deb1" "$root/opt/e2e/zoneproxy-v1.deb"
 cp "$deb2" "$root/opt/e2e/zoneproxy-v2.deb"
+cp "$rpm1" "$root/opt/e2e/zoneproxy-v1.rpm"
+cp "$rpm2" "$root/opt/e2e/zoneproxy-v2.rpm"
 cp bin/testcp "$root/opt/e2e/testcp"
 install -m 0755 bin/envoy "$root/usr/bin/envoy"
 
@@ -323,5 +330,41 @@ ct dpkg -P zoneproxy >"$logs/dpkg-purge.log" 2>&1 || {
 [ -z "$(find "$root/etc/systemd/system" -name 'zoneproxy@*.service' -type l)" ] || die "purge left enablement links"
 [ -f "$root/etc/zoneproxy/demo.yaml" ] || die "purge removed the operator's own config"
 ct id zoneproxy >/dev/null || die "purge removed the account (it must stay)"
+
+# --- the rpm scriptlets under the same systemd -----------------------------------------------
+say "rpm: install, upgrade while running, erase"
+ct userdel zoneproxy
+if ct getent group zoneproxy >/dev/null; then ct groupdel zoneproxy; fi
+# --nodeps: the rpm database on Debian knows nothing of useradd's package.
+ct rpm -ivh --nodeps /opt/e2e/zoneproxy-v1.rpm >"$logs/rpm-install.log" 2>&1 || {
+	cat "$logs/rpm-install.log" >&2
+	die "rpm -ivh"
+}
+ct id zoneproxy >/dev/null || die "rpm %pre did not create the account"
+[ "$(ct stat -c '%U:%G %a' /etc/zoneproxy/tokens)" = "root:zoneproxy 750" ] || die "rpm: tokens/ ownership or mode"
+[ -z "$(ct systemctl list-units --all --no-legend 'zoneproxy@*')" ] || die "rpm install started an instance"
+ct chown zoneproxy: /etc/zoneproxy/tokens/demo # the account's uid is new
+ct systemctl enable --now zoneproxy@demo >/dev/null 2>&1
+await 30 "zoneproxy@demo active (rpm)" is_state zoneproxy@demo active
+echo "# edited by the operator" >>"$root/etc/zoneproxy/payments-egress.yaml"
+before=$(prop zoneproxy@demo MainPID)
+ct rpm -Uvh --nodeps /opt/e2e/zoneproxy-v2.rpm >"$logs/rpm-upgrade.log" 2>&1 || {
+	cat "$logs/rpm-upgrade.log" >&2
+	die "rpm -Uvh"
+}
+await 30 "zoneproxy@demo active after the rpm upgrade" is_state zoneproxy@demo active
+after=$(prop zoneproxy@demo MainPID)
+{ [ "$after" != "$before" ] && [ "$after" != 0 ]; } || die "rpm %posttrans did not restart zoneproxy@demo"
+[[ "$(ct /usr/bin/zoneproxy version)" == *"$v2"* ]] || die "rpm upgrade did not install the new binary"
+[ "$(tail -n1 "$root/etc/zoneproxy/payments-egress.yaml")" = "# edited by the operator" ] || die "rpm upgrade lost the edited config"
+ct rpm -e zoneproxy >"$logs/rpm-erase.log" 2>&1 || {
+	cat "$logs/rpm-erase.log" >&2
+	die "rpm -e"
+}
+is_state zoneproxy@demo inactive || die "rpm -e left zoneproxy@demo $(prop zoneproxy@demo ActiveState)"
+[ -z "$(leftovers)" ] || die "processes left after rpm -e: $(leftovers)"
+[ -z "$(find "$root/etc/systemd/system" -name 'zoneproxy@*.service' -type l)" ] || die "rpm -e left the instance enabled"
+[ -f "$root/etc/zoneproxy/payments-egress.yaml.rpmsave" ] || die "rpm -e did not keep the edited config as .rpmsave"
+[ ! -e "$root/usr/bin/zoneproxy" ] || die "rpm -e left the binary"
 
 say "PASS: systemd e2e in ${SECONDS}s"
