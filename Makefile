@@ -21,7 +21,7 @@ LDFLAGS := -X $(PKG).Version=$(VERSION) -X $(PKG).Commit=$(COMMIT) -X $(PKG).Bui
 
 FUZZTIME ?= 30s
 
-.PHONY: build build-release demo test check-format vet unit fuzz bench clean
+.PHONY: build build-release demo test check-format vet unit race fuzz clean
 
 build: ## Build bin/zoneproxy for this machine.
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/zoneproxy ./cmd/zoneproxy
@@ -44,6 +44,9 @@ vet:
 
 unit: ## Unit, end-to-end and fuzz-seed tests.
 	$(GO) test -count=1 -timeout 15m ./...
+
+race: ## Unit and end-to-end tests with the race detector (binaries too).
+	GORACE=atexit_sleep_ms=0 GOFLAGS=-race $(GO) test -count=1 -timeout 20m ./...
 
 fuzz: ## Run every fuzz target for FUZZTIME each.
 	@set -e; for spec in $$(grep -rl --include='*_test.go' '^func Fuzz' pkg test | xargs -n1 dirname | sort -u); do \
