@@ -24,6 +24,7 @@ packages-reproducible: build-release
 	$(_pkg_env) packaging/check-reproducible.sh
 
 systemd-verify:
+	packaging/ensure-tools.sh systemd-analyze:systemd
 	packaging/check-unit.sh systemd/zoneproxy@.service 2.0
 
 sdnotify-test:

@@ -201,6 +201,8 @@ ct dpkg -i /opt/e2e/zoneproxy-v1.deb >"$logs/dpkg-install.log" 2>&1 || {
 	die "dpkg -i"
 }
 ct id zoneproxy >/dev/null || die "no zoneproxy account after install"
+out=$(ct systemd-analyze verify --man=no zoneproxy@demo.service 2>&1) || die "systemd-analyze verify: $out"
+[ -z "$out" ] || die "systemd-analyze verify of the installed unit: $out"
 [ -z "$(ct systemctl list-units --all --no-legend 'zoneproxy@*')" ] || die "install started an instance"
 [ "$(ct stat -c '%U:%G %a' /etc/zoneproxy/tokens)" = "root:zoneproxy 750" ] || die "tokens/ ownership or mode"
 [ "$(ct systemctl is-enabled zoneproxy@demo.service 2>/dev/null || true)" = disabled ] || die "instance should be disabled after install"
