@@ -85,44 +85,59 @@ func Run(ctx context.Context, tr *state.Tracker, opts Options) error {
 	}
 	defer stopTick()
 
+	// handle reports one snapshot; true means the agent is done.
+	handle := func(s state.Snapshot) bool {
+		phase.Store(s.Phase)
+		switch s.Phase {
+		case state.Ready:
+			if !readySent {
+				readySent = true
+				n.send(daemon.SdNotifyReady + "\nSTATUS=" + statusOr(s.Detail, "Envoy ready"))
+			} else {
+				n.send("STATUS=" + statusOr(s.Detail, "Envoy ready"))
+			}
+		case state.Terminating:
+			first := !draining
+			draining = true
+			drainSnap = s
+			drainEnd = time.Time{}
+			if !s.DrainDeadline.IsZero() {
+				drainEnd = s.DrainDeadline.Add(opts.StopGrace)
+			}
+			msg := stopMessage(time.Now(), s, drainEnd, opts.StopGrace)
+			if first {
+				msg = daemon.SdNotifyStopping + "\n" + msg
+			}
+			n.send(msg)
+			stopTick()
+			if !drainEnd.IsZero() {
+				drainTick = time.NewTicker(drainRefresh)
+				tickC = drainTick.C
+			}
+		case state.Stopped, state.Failed:
+			n.send("STATUS=" + statusOr(s.Detail, strings.ToLower(string(s.Phase))))
+			return true
+		default:
+			n.send("STATUS=" + statusOr(s.Detail, strings.ToLower(string(s.Phase))))
+		}
+		return false
+	}
+
 	for {
 		select {
 		case <-ctx.Done():
+			// A change that raced the cancellation (often the final
+			// STOPPED or FAILED) is still reported.
+			select {
+			case s := <-sub:
+				handle(s)
+			default:
+			}
 			return nil
 
 		case s := <-sub:
-			phase.Store(s.Phase)
-			switch s.Phase {
-			case state.Ready:
-				if !readySent {
-					readySent = true
-					n.send(daemon.SdNotifyReady + "\nSTATUS=" + statusOr(s.Detail, "Envoy ready"))
-				} else {
-					n.send("STATUS=" + statusOr(s.Detail, "Envoy ready"))
-				}
-			case state.Terminating:
-				first := !draining
-				draining = true
-				drainSnap = s
-				drainEnd = time.Time{}
-				if !s.DrainDeadline.IsZero() {
-					drainEnd = s.DrainDeadline.Add(opts.StopGrace)
-				}
-				msg := stopMessage(time.Now(), s, drainEnd, opts.StopGrace)
-				if first {
-					msg = daemon.SdNotifyStopping + "\n" + msg
-				}
-				n.send(msg)
-				stopTick()
-				if !drainEnd.IsZero() {
-					drainTick = time.NewTicker(drainRefresh)
-					tickC = drainTick.C
-				}
-			case state.Stopped, state.Failed:
-				n.send("STATUS=" + statusOr(s.Detail, strings.ToLower(string(s.Phase))))
+			if handle(s) {
 				return nil
-			default:
-				n.send("STATUS=" + statusOr(s.Detail, strings.ToLower(string(s.Phase))))
 			}
 
 		case <-tickC:

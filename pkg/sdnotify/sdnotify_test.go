@@ -324,6 +324,25 @@ func TestCancelEndsRun(t *testing.T) {
 	}
 }
 
+func TestCancelStillReportsPendingChange(t *testing.T) {
+	s := listen(t)
+	tr := state.NewTracker()
+	cancel, done := start(t, tr, Options{})
+	s.next()
+
+	// Whichever Run sees first, the stop or the change, the change is sent.
+	tr.Set(state.Stopped, "stopped")
+	cancel()
+	if got := s.next(); got != "STATUS=stopped" {
+		t.Fatalf("got %q", got)
+	}
+	select {
+	case <-done:
+	case <-time.After(wait):
+		t.Fatal("Run did not return")
+	}
+}
+
 func TestWatchdog(t *testing.T) {
 	s := listen(t)
 	const interval = 200 * time.Millisecond
