@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -300,4 +301,56 @@ func TestHDSReportsEndpointHealth(t *testing.T) {
 			t.Fatal("no endpoint health response")
 		}
 	}
+}
+
+// With reloadable tokens Kuma renders google_grpc with the file-based
+// metadata plugin; a new stream picks up a rotated token file.
+func TestGoogleGrpcFileBasedToken(t *testing.T) {
+	p := newPKI(t, nil, []net.IP{net.IPv4(127, 0, 0, 1)})
+	cp := &testCP{t: t, pki: p, cache: cachev3.NewSnapshotCache(true, cachev3.IDHash{}, quietLog{}), acks: map[string]int{}, token: "token-one"}
+	cp.start("127.0.0.1:0")
+	cp.setSnapshot(t, "v1", []types.Resource{staticCluster("backend")}, nil)
+
+	dir := shortTempDir(t)
+	tokenFile := filepath.Join(dir, "token")
+	os.WriteFile(tokenFile, []byte("token-one"), 0o600)
+	sock := filepath.Join(dir, "admin.sock")
+	boot := fmt.Sprintf(`
+node: {id: payments.zp-egress-1, cluster: zp-egress}
+admin: {address: {pipe: {path: %s, mode: 384}}}
+dynamicResources:
+  adsConfig:
+    apiType: DELTA_GRPC
+    transportApiVersion: V3
+    setNodeOnFirstMessageOnly: true
+    grpcServices:
+    - googleGrpc:
+        targetUri: %s
+        statPrefix: ads
+        credentialsFactoryName: envoy.grpc_credentials.file_based_metadata
+        callCredentials:
+        - fromPlugin:
+            name: envoy.grpc_credentials.file_based_metadata
+            typedConfig:
+              '@type': type.googleapis.com/envoy.config.grpc_credential.v3.FileBasedMetadataConfig
+              secretData: {filename: %s}
+        channelCredentials:
+          sslCredentials:
+            rootCerts: {inlineBytes: %s}
+  cdsConfig: {ads: {}, initialFetchTimeout: 0s, resourceApiVersion: V3}
+  ldsConfig: {ads: {}, initialFetchTimeout: 0s, resourceApiVersion: V3}
+`, sock, cp.addr, tokenFile, base64.StdEncoding.EncodeToString(p.caPEM))
+	path := filepath.Join(dir, "bootstrap.yaml")
+	os.WriteFile(path, []byte(boot), 0o600)
+	startEnvoy(t, nil, standardArgs(path)...)
+	waitFor(t, 10*time.Second, "/ready LIVE", func() bool { return readyBody(sock) == "LIVE\n" })
+
+	addr := cp.addr
+	cp.grpc.Stop()
+	waitFor(t, 5*time.Second, "connected_state 0", func() bool { return statValue(t, sock, "control_plane.connected_state") == 0 })
+	os.WriteFile(tokenFile, []byte("token-two"), 0o600)
+	cp2 := &testCP{t: t, pki: p, cache: cp.cache, acks: map[string]int{}, token: "token-two"}
+	cp2.start(addr)
+	waitFor(t, 15*time.Second, "reconnect with the rotated token", func() bool { return cp2.streamCount() >= 1 })
+	waitFor(t, 5*time.Second, "connected_state 1", func() bool { return statValue(t, sock, "control_plane.connected_state") == 1 })
 }

@@ -49,7 +49,8 @@ type testCP struct {
 	addr  string
 	grpc  *grpc.Server
 
-	hds *hdsServer
+	hds   *hdsServer
+	token string // accepted token; testToken when empty
 
 	mu      sync.Mutex
 	streams int
@@ -122,7 +123,11 @@ func (cp *testCP) start(addr string) {
 	cb := serverv3.CallbackFuncs{
 		DeltaStreamOpenFunc: func(ctx context.Context, _ int64, _ string) error {
 			md, _ := metadata.FromIncomingContext(ctx)
-			if v := md.Get("authorization"); len(v) != 1 || v[0] != testToken {
+			want := testToken
+			if cp.token != "" {
+				want = cp.token
+			}
+			if v := md.Get("authorization"); len(v) != 1 || v[0] != want {
 				return status.Error(codes.Unauthenticated, "authentication failed: bad token")
 			}
 			cp.mu.Lock()

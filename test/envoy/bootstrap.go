@@ -125,6 +125,17 @@ func checkBootstrap(b *bootstrapv3.Bootstrap, o *options) error {
 	staticSecrets := map[string]*tlsv3.Secret{}
 	for _, s := range static.GetSecrets() {
 		staticSecrets[s.GetName()] = s
+		// Static secrets are read at start-up, so a missing file fails it.
+		for _, ds := range []*corev3.DataSource{
+			s.GetTlsCertificate().GetCertificateChain(), s.GetTlsCertificate().GetPrivateKey(),
+			s.GetValidationContext().GetTrustedCa(),
+		} {
+			if ds != nil {
+				if _, _, err := readDataSource(ds); err != nil {
+					return err
+				}
+			}
+		}
 	}
 	for _, c := range static.GetClusters() {
 		if seen[c.GetName()] {

@@ -94,11 +94,12 @@ func newGRPCTarget(s *server, gs *corev3.GrpcService) (*grpcTarget, error) {
 	}
 	t.name = gg.GetTargetUri()
 	network, addr := parseTargetURI(gg.GetTargetUri())
-	host, _, _ := net.SplitHostPort(addr)
 	t.authority = addr
 	t.connectTimeout = 20 * time.Second
 	t.maxRecv = 4 << 20
-	serverName := host
+	// gRPC verifies the server against the authority's host unless
+	// grpc.ssl_target_name_override says otherwise.
+	serverName := ""
 	for k, v := range gg.GetChannelArgs().GetArgs() {
 		switch k {
 		case "grpc.max_receive_message_length":
@@ -107,6 +108,7 @@ func newGRPCTarget(s *server, gs *corev3.GrpcService) (*grpcTarget, error) {
 			}
 		case "grpc.ssl_target_name_override":
 			serverName = v.GetStringValue()
+			t.authority = serverName
 		case "grpc.default_authority":
 			t.authority = v.GetStringValue()
 		}
