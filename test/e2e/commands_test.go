@@ -163,10 +163,7 @@ func TestMetricsAndLogging(t *testing.T) {
 
 func TestDrainWaitsForConnectionsAndSecondSignalSkipsIt(t *testing.T) {
 	t.Parallel()
-	zone := harness.NewZone(t, bins, "payments")
-	p := zone.NewProxy("payments", "egress")
-	agent := zone.Start(p, nil, "--drain-time", "60s")
-	agent.AwaitReadiness(p.Readiness, 200, "READY", 20*time.Second)
+	_, p, agent := readyEgress(t, nil, "--drain-time", "60s")
 	conn, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(p.Egress))
 	if err != nil {
 		t.Fatal(err)
@@ -189,10 +186,7 @@ func TestDrainWaitsForConnectionsAndSecondSignalSkipsIt(t *testing.T) {
 
 func TestDrainEndsWhenTheLastConnectionCloses(t *testing.T) {
 	t.Parallel()
-	zone := harness.NewZone(t, bins, "payments")
-	p := zone.NewProxy("payments", "egress")
-	agent := zone.Start(p, nil, "--drain-time", "60s")
-	agent.AwaitReadiness(p.Readiness, 200, "READY", 20*time.Second)
+	_, p, agent := readyEgress(t, nil, "--drain-time", "60s")
 	conn, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(p.Egress))
 	if err != nil {
 		t.Fatal(err)

@@ -36,10 +36,7 @@ func TestControlPlaneDownAtStartThenUp(t *testing.T) {
 
 func TestControlPlaneRestartWhileRunning(t *testing.T) {
 	t.Parallel()
-	zone := harness.NewZone(t, bins, "payments")
-	p := zone.NewProxy("payments", "egress")
-	agent := zone.Start(p, nil)
-	agent.AwaitReadiness(p.Readiness, 200, "READY", 20*time.Second)
+	zone, p, agent := readyEgress(t, nil)
 	envoyPID := agent.EnvoyPID(time.Second)
 	if err := zone.CP.Restart(2 * time.Second); err != nil {
 		t.Fatal(err)
@@ -63,10 +60,7 @@ func TestControlPlaneRestartWhileRunning(t *testing.T) {
 
 func TestEnvoyCrashStopsTheAgent(t *testing.T) {
 	t.Parallel()
-	zone := harness.NewZone(t, bins, "payments")
-	p := zone.NewProxy("payments", "egress")
-	agent := zone.Start(p, []string{"ENVOY_STANDIN_CRASH_AFTER=3s", "ENVOY_STANDIN_CRASH_SIGNAL=SEGV"})
-	agent.AwaitReadiness(p.Readiness, 200, "READY", 20*time.Second)
+	_, _, agent := readyEgress(t, []string{"ENVOY_STANDIN_CRASH_AFTER=3s", "ENVOY_STANDIN_CRASH_SIGNAL=SEGV"})
 	envoyPID := agent.EnvoyPID(time.Second)
 	var died time.Time
 	harness.Eventually(t, 10*time.Second, "Envoy to crash", func() bool {
@@ -93,10 +87,7 @@ func TestEnvoyCrashStopsTheAgent(t *testing.T) {
 
 func TestEnvoyIgnoringSIGTERMIsKilled(t *testing.T) {
 	t.Parallel()
-	zone := harness.NewZone(t, bins, "payments")
-	p := zone.NewProxy("payments", "egress")
-	agent := zone.Start(p, []string{"ENVOY_STANDIN_IGNORE_SIGTERM=1"}, "--drain-time", "1s")
-	agent.AwaitReadiness(p.Readiness, 200, "READY", 20*time.Second)
+	_, _, agent := readyEgress(t, []string{"ENVOY_STANDIN_IGNORE_SIGTERM=1"}, "--drain-time", "1s")
 	envoyPID := agent.EnvoyPID(time.Second)
 	agent.Signal(syscall.SIGTERM)
 	if code := agent.Wait(20 * time.Second); code != 0 {
@@ -112,10 +103,7 @@ func TestEnvoyIgnoringSIGTERMIsKilled(t *testing.T) {
 
 func TestAgentKilledTakesEnvoyWithItAndRestartsCleanly(t *testing.T) {
 	t.Parallel()
-	zone := harness.NewZone(t, bins, "payments")
-	p := zone.NewProxy("payments", "egress")
-	agent := zone.Start(p, nil)
-	agent.AwaitReadiness(p.Readiness, 200, "READY", 20*time.Second)
+	zone, p, agent := readyEgress(t, nil)
 	envoyPID := agent.EnvoyPID(time.Second)
 	agent.Signal(syscall.SIGKILL)
 	agent.Wait(5 * time.Second)
@@ -296,10 +284,7 @@ func TestSIGTERMWhileWaitingForTheMesh(t *testing.T) {
 
 func TestAdminSocketIsPrivate(t *testing.T) {
 	t.Parallel()
-	zone := harness.NewZone(t, bins, "payments")
-	p := zone.NewProxy("payments", "egress")
-	agent := zone.Start(p, nil)
-	agent.AwaitReadiness(p.Readiness, 200, "READY", 20*time.Second)
+	_, p, _ := readyEgress(t, nil)
 	fi, err := os.Stat(filepath.Join(p.WorkDir, "kuma-envoy-admin.sock"))
 	if err != nil {
 		t.Fatal(err)

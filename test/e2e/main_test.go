@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/zoneproxy/zoneproxy/test/harness"
 )
@@ -26,4 +27,15 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// readyEgress starts an egress for mesh "payments" (which exists) and
+// waits until it is READY.
+func readyEgress(t *testing.T, env []string, extra ...string) (*harness.Zone, harness.Proxy, *harness.Agent) {
+	t.Helper()
+	zone := harness.NewZone(t, bins, "payments")
+	p := zone.NewProxy("payments", "egress")
+	agent := zone.Start(p, env, extra...)
+	agent.AwaitReadiness(p.Readiness, 200, "READY", 20*time.Second)
+	return zone, p, agent
 }

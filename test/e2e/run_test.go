@@ -170,10 +170,7 @@ func TestTokenNeverAppearsInLogsOrEnvoyCommandLine(t *testing.T) {
 }
 
 func TestReadinessIsLoopbackOnly(t *testing.T) {
-	zone := harness.NewZone(t, bins, "payments")
-	p := zone.NewProxy("payments", "egress")
-	agent := zone.Start(p, nil)
-	agent.AwaitReadiness(p.Readiness, 200, "READY", 20*time.Second)
+	_, p, _ := readyEgress(t, nil)
 	ips := nonLoopbackIPs()
 	for _, ip := range ips {
 		if harness.Dial(net.JoinHostPort(ip, strconv.Itoa(p.Readiness))) {
