@@ -388,6 +388,9 @@ func (c *adsClient) handleDelta(st *streamState, resp *discoverygrpc.DeltaDiscov
 		return
 	}
 	c.s.log.config(lvlDebug, "source/extensions/config_subscription/grpc/grpc_stream.h:236", "Received gRPC message for %s at version %s", typ, resp.GetSystemVersionInfo())
+	if id := resp.GetControlPlane().GetIdentifier(); id != "" {
+		c.s.stats.textReadout("control_plane.identifier").setText(id)
+	}
 	u := &update{typ: typ, version: resp.GetSystemVersionInfo(), removed: resp.GetRemovedResources()}
 	for _, r := range resp.GetResources() {
 		if r.GetResource() == nil {
@@ -427,6 +430,9 @@ func (c *adsClient) handleSotw(st *streamState, resp *discoverygrpc.DiscoveryRes
 	}
 	c.s.log.config(lvlDebug, "source/extensions/config_subscription/grpc/grpc_stream.h:236", "Received gRPC message for %s at version %s", typ, resp.GetVersionInfo())
 	sub.nonce = resp.GetNonce()
+	if id := resp.GetControlPlane().GetIdentifier(); id != "" {
+		c.s.stats.textReadout("control_plane.identifier").setText(id)
+	}
 	u := &update{typ: typ, version: resp.GetVersionInfo()}
 	got := map[string]bool{}
 	for _, a := range resp.GetResources() {

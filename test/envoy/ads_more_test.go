@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
+	"encoding/pem"
 	"fmt"
 	"net"
 	"os"
@@ -17,6 +19,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	healthv3 "github.com/envoyproxy/go-control-plane/envoy/service/health/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
@@ -353,4 +356,66 @@ dynamicResources:
 	cp2.start(addr)
 	waitFor(t, 15*time.Second, "reconnect with the rotated token", func() bool { return cp2.streamCount() >= 1 })
 	waitFor(t, 5*time.Second, "connected_state 1", func() bool { return statValue(t, sock, "control_plane.connected_state") == 1 })
+}
+
+// An egress-like listener terminating TLS with SDS secrets over ADS: init
+// waits for the secrets (INITIALIZING), then goes LIVE.
+func TestADSListenerWaitsForSDSSecrets(t *testing.T) {
+	p := newPKI(t, []string{"backend.mesh"}, []net.IP{net.IPv4(127, 0, 0, 1)})
+	cp := newTestCP(t, p, "127.0.0.1:0")
+	lport := freePort(t)
+	ads := &corev3.ConfigSource{
+		ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
+		ResourceApiVersion:    corev3.ApiVersion_V3,
+		InitialFetchTimeout:   durationpb.New(0),
+	}
+	dtc, err := anypb.New(&tlsv3.DownstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{
+		TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{{Name: "kri_mid_payments_default__identity_", SdsConfig: ads}},
+		ValidationContextType: &tlsv3.CommonTlsContext_ValidationContextSdsSecretConfig{
+			ValidationContextSdsSecretConfig: &tlsv3.SdsSecretConfig{Name: "system_trust_bundle", SdsConfig: ads},
+		},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := tcpProxyListener(t, "self_zoneegress_dp_ze-port", lport, "backend")
+	l.FilterChains[0].TransportSocket = &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: dtc}}
+	keyDER, _ := x509.MarshalPKCS8PrivateKey(p.serverCert.PrivateKey)
+	secrets := []types.Resource{
+		&tlsv3.Secret{Name: "kri_mid_payments_default__identity_", Type: &tlsv3.Secret_TlsCertificate{TlsCertificate: &tlsv3.TlsCertificate{
+			CertificateChain: &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.serverCert.Certificate[0]})}},
+			PrivateKey:       &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})}},
+		}}},
+		&tlsv3.Secret{Name: "system_trust_bundle", Type: &tlsv3.Secret_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
+			TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: p.caPEM}},
+		}}},
+	}
+	cp.setSnapshot(t, "v1", []types.Resource{staticCluster("backend")}, []types.Resource{l})
+	_, sock := startWithCP(t, cp, "127.0.0.1")
+	waitFor(t, 10*time.Second, "LDS ACK", func() bool { return cp.ackCount(resource.ListenerType) >= 1 })
+	if body := readyBody(sock); body != "INITIALIZING\n" {
+		t.Fatalf("/ready while the listener waits for SDS = %q", body)
+	}
+	_, dump := adminDo(t, sock, "GET", "/config_dump?resource=dynamic_warming_secrets")
+	if !strings.Contains(dump, "system_trust_bundle") {
+		t.Fatalf("warming secrets: %s", dump)
+	}
+
+	snap, err := cachev3.NewSnapshot("v2", map[resource.Type][]types.Resource{
+		resource.ClusterType:  {staticCluster("backend")},
+		resource.ListenerType: {l},
+		resource.SecretType:   secrets,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp.cache.SetSnapshot(context.Background(), "payments.zp-egress-1", snap)
+	waitFor(t, 10*time.Second, "/ready LIVE", func() bool { return readyBody(sock) == "LIVE\n" })
+	if cp.ackCount(resource.SecretType) < 1 {
+		t.Fatalf("acks %v", cp.acks)
+	}
+	_, dump = adminDo(t, sock, "GET", "/config_dump?resource=dynamic_active_secrets")
+	if !strings.Contains(dump, "[redacted]") && !strings.Contains(dump, base64.StdEncoding.EncodeToString([]byte("[redacted]"))) {
+		t.Fatalf("dynamic secret key not redacted: %s", dump)
+	}
 }

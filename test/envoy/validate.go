@@ -36,6 +36,8 @@ func validateDeep(m proto.Message) error {
 
 type deepValidator struct {
 	rejectUnknown bool
+	// warnUnknown, when set, is told about unknown fields that are let through.
+	warnUnknown func(typeName string)
 }
 
 func (v *deepValidator) message(m proto.Message) error {
@@ -50,8 +52,13 @@ func (v *deepValidator) message(m proto.Message) error {
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
 
 func (v *deepValidator) walk(m protoreflect.Message) error {
-	if v.rejectUnknown && len(m.GetUnknown()) > 0 {
-		return fmt.Errorf("Protobuf message (type %s with unknown field set {...}) has unknown fields", m.Descriptor().FullName())
+	if len(m.GetUnknown()) > 0 {
+		if v.rejectUnknown {
+			return fmt.Errorf("Protobuf message (type %s with unknown field set {...}) has unknown fields", m.Descriptor().FullName())
+		}
+		if v.warnUnknown != nil {
+			v.warnUnknown(string(m.Descriptor().FullName()))
+		}
 	}
 	var err error
 	m.Range(func(fd protoreflect.FieldDescriptor, val protoreflect.Value) bool {

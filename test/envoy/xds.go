@@ -64,7 +64,16 @@ func (s *server) apply(u *update) string {
 }
 
 func (s *server) dynamicValidator() *deepValidator {
-	return &deepValidator{rejectUnknown: s.o.rejectUnknownDynamic}
+	v := &deepValidator{rejectUnknown: s.o.rejectUnknownDynamic}
+	if !s.o.rejectUnknownDynamic && !s.o.ignoreUnknownDynamic {
+		// Envoy's default for dynamic config: warn and count.
+		v.warnUnknown = func(typ string) {
+			s.stats.counter("server.dynamic_unknown_fields").inc()
+			s.log.logf(lvlWarn, "misc", "source/common/protobuf/message_validator_impl.cc:21",
+				"Unknown field in dynamic config: type %s with unknown field set", typ)
+		}
+	}
+	return v
 }
 
 func (s *server) applyClusters(u *update) string {
