@@ -81,6 +81,7 @@ fi
 # maintainer scripts read it as "systemd is running".
 root=$work/root
 mounted_nspawn_tmpfs=
+created_nspawn_dir=
 nspawn_pid=
 C=
 overlay=
@@ -99,6 +100,7 @@ cleanup() {
 		wait "$nspawn_pid" 2>/dev/null
 	fi
 	[ -n "$mounted_nspawn_tmpfs" ] && umount /run/systemd/nspawn
+	[ -n "$created_nspawn_dir" ] && rmdir /run/systemd/nspawn
 	[ -n "$overlay" ] && umount "$root"
 	rm -rf "$root" "$work/upper" "$work/ovl"
 }
@@ -122,7 +124,10 @@ cp bin/testcp "$root/opt/e2e/testcp"
 install -m 0755 bin/envoy "$root/usr/bin/envoy"
 
 # --- boot ------------------------------------------------------------------------
-mkdir -p /run/systemd/nspawn
+if [ ! -d /run/systemd/nspawn ]; then
+	mkdir -p /run/systemd/nspawn
+	created_nspawn_dir=1
+fi
 if ! mountpoint -q /run/systemd/nspawn; then
 	mount -t tmpfs tmpfs /run/systemd/nspawn
 	mounted_nspawn_tmpfs=1
