@@ -67,9 +67,7 @@ func TestADSEDSClusterWarmsBeforeLDS(t *testing.T) {
 	}
 	_, sock := startWithCP(t, cp, "127.0.0.1")
 	waitFor(t, 10*time.Second, "/ready LIVE", func() bool { return readyBody(sock) == "LIVE\n" })
-	if cp.ackCount(resource.EndpointType) < 1 {
-		t.Fatalf("no EDS ACK: %v", cp.acks)
-	}
+	waitFor(t, 5*time.Second, "EDS ACK", func() bool { return cp.ackCount(resource.EndpointType) >= 1 })
 	_, dump := adminDo(t, sock, "GET", "/config_dump?include_eds")
 	if !strings.Contains(dump, "envoy.admin.v3.EndpointsConfigDump") || !strings.Contains(dump, "\"dynamic_endpoint_configs\"") {
 		t.Fatalf("config_dump?include_eds: %s", dump)
@@ -213,9 +211,9 @@ func TestADSStateOfTheWorld(t *testing.T) {
 		defer rec.mu.Unlock()
 		return rec.acks[typ] == v
 	}
-	if !acked(resource.ClusterType, "v1") || !acked(resource.ListenerType, "v1") {
-		t.Fatalf("acks %v", rec.acks)
-	}
+	waitFor(t, 5*time.Second, "CDS and LDS v1 ACKs", func() bool {
+		return acked(resource.ClusterType, "v1") && acked(resource.ListenerType, "v1")
+	})
 	// A listener removed from the SotW set is removed here too.
 	snap2, _ := cachev3.NewSnapshot("v2", map[resource.Type][]types.Resource{resource.ClusterType: {staticCluster("backend")}, resource.ListenerType: {}})
 	cache.SetSnapshot(context.Background(), "payments.zp-egress-1", snap2)
@@ -411,9 +409,8 @@ func TestADSListenerWaitsForSDSSecrets(t *testing.T) {
 	}
 	cp.cache.SetSnapshot(context.Background(), "payments.zp-egress-1", snap)
 	waitFor(t, 10*time.Second, "/ready LIVE", func() bool { return readyBody(sock) == "LIVE\n" })
-	if cp.ackCount(resource.SecretType) < 1 {
-		t.Fatalf("acks %v", cp.acks)
-	}
+	// LIVE is decided before the ACK goes out, so wait for it.
+	waitFor(t, 5*time.Second, "SDS ACK", func() bool { return cp.ackCount(resource.SecretType) >= 1 })
 	_, dump = adminDo(t, sock, "GET", "/config_dump?resource=dynamic_active_secrets")
 	if !strings.Contains(dump, "[redacted]") && !strings.Contains(dump, base64.StdEncoding.EncodeToString([]byte("[redacted]"))) {
 		t.Fatalf("dynamic secret key not redacted: %s", dump)

@@ -270,9 +270,10 @@ func TestADSConfigAndLive(t *testing.T) {
 	proc, sock := startWithCP(t, cp, "127.0.0.1")
 
 	waitFor(t, 10*time.Second, "/ready LIVE", func() bool { return readyBody(sock) == "LIVE\n" })
-	if cp.ackCount(resource.ClusterType) < 1 || cp.ackCount(resource.ListenerType) < 1 {
-		t.Fatalf("acks %v", cp.acks)
-	}
+	// LIVE is decided before the LDS ACK goes out, so wait for it.
+	waitFor(t, 5*time.Second, "CDS and LDS ACKs", func() bool {
+		return cp.ackCount(resource.ClusterType) >= 1 && cp.ackCount(resource.ListenerType) >= 1
+	})
 	if v := statValue(t, sock, "control_plane.connected_state"); v != 1 {
 		t.Fatalf("connected_state = %d", v)
 	}
