@@ -111,7 +111,7 @@ func (a *Agent) bootstrap(ctx context.Context, wd *workDir, ev envoy.Version) ([
 	}
 	defer f.Close()
 	dp := a.cfg.Dataplane()
-	a.tracker.Set(state.WaitingForMesh, fmt.Sprintf("contacting the control plane at %s", a.cfg.CPAddress))
+	a.tracker.Set(state.WaitingForControlPlane, fmt.Sprintf("contacting the control plane at %s", a.cfg.CPAddress))
 	a.log.Info("requesting bootstrap", zap.String("cp", a.cfg.CPAddress), zap.String("mesh", dp.Mesh),
 		zap.String("name", dp.Name), zap.String("role", string(a.cfg.Role)))
 
@@ -167,7 +167,7 @@ func (a *Agent) logWait(w bootstrap.Wait) {
 		return
 	}
 	detail := fmt.Sprintf("waiting for the control plane (attempt %d, next in %s): %s", w.Attempt, next, w.Err.Msg)
-	a.tracker.Set(state.WaitingForMesh, detail)
+	a.tracker.Set(state.WaitingForControlPlane, detail)
 	a.log.Warn("bootstrap failed, retrying", zap.String("reason", w.Err.Error()),
 		zap.Int("attempt", w.Attempt), zap.Duration("next", next))
 }

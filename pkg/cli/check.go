@@ -29,7 +29,7 @@ without starting Envoy. It prints a checklist with a fix for each failure and
 exits 0 only if everything passes. It takes the same flags and config as run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, log, _, err := prepare(cmd)
+			cfg, log, _, err := prepare(cmd, fullCheck)
 			if err != nil {
 				return err
 			}

@@ -20,15 +20,27 @@ import (
 // a Config. Every unreadable value is reported, not just the first.
 func loadConfig(fs *pflag.FlagSet) (*config.Config, error) {
 	v := viper.New()
-	v.SetEnvPrefix("ZONEPROXY")
+	v.SetEnvPrefix(strings.TrimSuffix(envPrefix, "_"))
 	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
 	v.AutomaticEnv()
+	v.AllowEmptyEnv(true) // ZONEPROXY_X= clears what the file sets
 	if err := v.BindPFlags(fs); err != nil {
 		return nil, err
 	}
 	var errs *multierror.Error
 	add := func(key, format string, args ...any) {
 		errs = multierror.Append(errs, config.Problem{Key: key, Message: fmt.Sprintf(format, args...)})
+	}
+	// A misspelt variable would otherwise be ignored without a word.
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, envPrefix) {
+			continue
+		}
+		key := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, envPrefix), "_", "-"))
+		if fs.Lookup(key) == nil {
+			add(name, "not a setting of this command%s", suggestEnv(key, fs))
+		}
 	}
 
 	if path := v.GetString("config"); path != "" {
@@ -193,9 +205,21 @@ func toLabels(v any) (map[string]string, error) {
 	return out, nil
 }
 
+// envPrefix starts every environment variable zoneproxy reads.
+const envPrefix = "ZONEPROXY_"
+
+func suggestEnv(key string, fs *pflag.FlagSet) string {
+	s := suggest(key, fs)
+	if name, ok := strings.CutPrefix(s, ` (did you mean "`); ok {
+		flag := strings.TrimSuffix(name, `"?)`)
+		return fmt.Sprintf(" (did you mean %s%s?)", envPrefix, strings.ToUpper(strings.ReplaceAll(flag, "-", "_")))
+	}
+	return " (variables are ZONEPROXY_ plus a flag name of `zoneproxy run --help` in upper case, - as _)"
+}
+
 // suggest names the closest flag to a mistyped key.
 func suggest(key string, fs *pflag.FlagSet) string {
-	best, bestD := "", 3
+	best, bestD := "", 4 // up to three edits away
 	fs.VisitAll(func(f *pflag.Flag) {
 		if d := editDistance(key, f.Name); d < bestD {
 			best, bestD = f.Name, d

@@ -116,3 +116,17 @@ func TestMissingConfigFile(t *testing.T) {
 		t.Fatal(msg)
 	}
 }
+
+func TestMisspeltEnvironmentVariable(t *testing.T) {
+	_, msg := load(t, "", map[string]string{"ZONEPROXY_DRAIN_TIMEOUT": "5s"})
+	if !strings.Contains(msg, "ZONEPROXY_DRAIN_TIMEOUT: not a setting") || !strings.Contains(msg, "did you mean ZONEPROXY_DRAIN_TIME?") {
+		t.Fatal(msg)
+	}
+}
+
+func TestEmptyEnvironmentVariableClearsTheFile(t *testing.T) {
+	c, msg := load(t, "ca-cert-file: /etc/zoneproxy/ca.pem\n", map[string]string{"ZONEPROXY_CA_CERT_FILE": ""})
+	if msg != "" || c.CACertFile != "" {
+		t.Fatalf("%q %q", c.CACertFile, msg)
+	}
+}

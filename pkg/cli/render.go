@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/zoneproxy/zoneproxy/pkg/agent"
+	"github.com/zoneproxy/zoneproxy/pkg/bootstrap"
 	"github.com/zoneproxy/zoneproxy/pkg/dataplane"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 	"github.com/zoneproxy/zoneproxy/pkg/preflight"
@@ -24,7 +25,7 @@ func newRenderCommand() *cobra.Command {
 		Short: "Print the Dataplane that run registers (YAML)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, _, _, err := prepare(cmd)
+			cfg, _, _, err := prepare(cmd, resourceCheck)
 			if err != nil {
 				return err
 			}
@@ -46,7 +47,7 @@ load balancer.`,
 			addr, _ := cmd.Flags().GetString("advertised-address")
 			port, _ := cmd.Flags().GetInt("advertised-port")
 			zone, _ := cmd.Flags().GetString("zone")
-			cfg, _, _, err := prepare(cmd)
+			cfg, _, _, err := prepare(cmd, resourceCheck)
 			if err != nil {
 				return err
 			}
@@ -88,7 +89,7 @@ func newBootstrapCommand() *cobra.Command {
 		Short: "Fetch and print the Envoy bootstrap the control plane generates (token redacted)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, _, _, err := prepare(cmd)
+			cfg, _, _, err := prepare(cmd, fullCheck)
 			if err != nil {
 				return err
 			}
@@ -117,7 +118,10 @@ func newBootstrapCommand() *cobra.Command {
 			doc, err := f.Attempt(ctx)
 			if err != nil {
 				fmt.Fprintln(cmd.ErrOrStderr(), "zoneproxy: "+err.Error())
-				return reportedError{exitcode.AsConfig(err)}
+				if bootstrap.KindOf(err) == bootstrap.Permanent {
+					err = exitcode.AsConfig(err)
+				}
+				return reportedError{err} // 1 for what run would retry
 			}
 			out := string(doc)
 			if tok := f.Token(); tok != "" {

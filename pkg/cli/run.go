@@ -36,7 +36,7 @@ func newRunCommand() *cobra.Command {
     --dataplane-token-file /etc/zoneproxy/tokens/payments-egress`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, log, level, err := prepare(cmd)
+			cfg, log, level, err := prepare(cmd, fullCheck)
 			if err != nil {
 				return err
 			}
@@ -48,28 +48,39 @@ func newRunCommand() *cobra.Command {
 	return cmd
 }
 
+type checkLevel bool
+
+const (
+	fullCheck     checkLevel = true  // run, check, bootstrap: everything, files included
+	resourceCheck checkLevel = false // render: only what the printed resource needs
+)
+
 // prepare loads and validates the configuration and builds the logger.
 // Configuration problems are printed, all of them, and map to exit 78.
-func prepare(cmd *cobra.Command) (*config.Config, *zap.Logger, zap.AtomicLevel, error) {
+func prepare(cmd *cobra.Command, level checkLevel) (*config.Config, *zap.Logger, zap.AtomicLevel, error) {
 	stderr := cmd.ErrOrStderr()
 	cfg, err := loadConfig(cmd.Flags())
 	var warnings []config.Warning
 	if cfg != nil {
 		cfg.Complete(config.LocalHost())
 		var verr error
-		warnings, verr = cfg.Validate(time.Now())
+		if level == fullCheck {
+			warnings, verr = cfg.Validate(time.Now())
+		} else {
+			verr = cfg.ValidateResource()
+		}
 		err = multierror.Append(err, verr).ErrorOrNil()
 	}
 	if err != nil {
 		printProblems(stderr, err)
 		return nil, nil, zap.AtomicLevel{}, reportedError{exitcode.AsConfig(err)}
 	}
-	level := parseLevel(cfg.LogLevel)
-	log := newLogger(stderr, level, cfg.LogFormat)
+	logLevel := parseLevel(cfg.LogLevel)
+	log := newLogger(stderr, logLevel, cfg.LogFormat)
 	for _, w := range warnings {
 		log.Warn(w.Message, zap.String("setting", "--"+w.Key))
 	}
-	return cfg, log, level, nil
+	return cfg, log, logLevel, nil
 }
 
 func printProblems(w io.Writer, err error) {

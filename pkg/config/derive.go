@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/zoneproxy/zoneproxy/pkg/dataplane"
@@ -58,6 +59,15 @@ func (c *Config) Complete(h Host) {
 	}
 	if c.WorkDir == "" {
 		c.WorkDir = h.RuntimeDirectory
+	}
+	// Envoy runs in the work dir and, with reloadable tokens, reads the
+	// token path the control plane hands back: relative paths would break.
+	for _, p := range []*string{&c.DataplaneTokenFile, &c.CACertFile} {
+		if *p != "" && !filepath.IsAbs(*p) {
+			if abs, err := filepath.Abs(*p); err == nil {
+				*p = abs
+			}
+		}
 	}
 }
 

@@ -28,7 +28,12 @@ type Problem struct {
 	Message string
 }
 
-func (p Problem) Error() string { return "--" + p.Key + ": " + p.Message }
+func (p Problem) Error() string {
+	if strings.HasPrefix(p.Key, "ZONEPROXY_") { // an environment variable, not a flag
+		return p.Key + ": " + p.Message
+	}
+	return "--" + p.Key + ": " + p.Message
+}
 
 // Warning is something allowed but worth an operator's attention.
 type Warning = Problem
@@ -36,6 +41,17 @@ type Warning = Problem
 // Validate reports every problem at once. It reads the token and CA files
 // (to fail on them now) but never touches the network. now is for token expiry.
 func (c *Config) Validate(now time.Time) (warnings []Warning, err error) {
+	return c.validate(now, true)
+}
+
+// ValidateResource checks only what the rendered resources depend on, for
+// commands that print them (no token or CA file needs to exist).
+func (c *Config) ValidateResource() error {
+	_, err := c.validate(time.Time{}, false)
+	return err
+}
+
+func (c *Config) validate(now time.Time, files bool) (warnings []Warning, err error) {
 	var errs *multierror.Error
 	add := func(key, format string, args ...any) {
 		errs = multierror.Append(errs, Problem{key, fmt.Sprintf(format, args...)})
@@ -97,8 +113,10 @@ func (c *Config) Validate(now time.Time) (warnings []Warning, err error) {
 		}
 	}
 
-	c.validateControlPlane(add)
-	c.validateToken(now, add, warn)
+	if files {
+		c.validateControlPlane(add)
+		c.validateToken(now, add, warn)
+	}
 
 	if c.EnvoyBinary == "" {
 		add("envoy-binary", "cannot be empty: the path or name of the Envoy binary")
@@ -225,7 +243,7 @@ func (c *Config) validateToken(now time.Time, add, warn func(key, format string,
 		return
 	case c.DataplaneToken != "":
 		key, raw = "dataplane-token", c.DataplaneToken
-		warn(key, "an inline token is visible in the process list and shell history; prefer --dataplane-token-file")
+		warn(key, "an inline token leaks easily (process list and shell history for the flag, the environment or config file otherwise); prefer --dataplane-token-file")
 	case c.DataplaneTokenFile != "":
 		key = "dataplane-token-file"
 		fi, err := os.Stat(c.DataplaneTokenFile)

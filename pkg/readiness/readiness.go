@@ -68,11 +68,14 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintln(w, body)
 }
 
-// Status is the answer /ready gives now.
+// Status is the answer /ready gives now: 200 READY, or 503 with a state
+// word on the first line (e.g. WAITING_FOR_MESH) and, when not yet ready,
+// the reason on the second.
 func (s *Server) Status(ctx context.Context) (int, string) {
 	snap := s.tracker.Current()
 	if snap.Phase != state.Ready {
-		return http.StatusServiceUnavailable, string(snap.Phase)
+		// The word first, for probes that match it; the reason for people.
+		return http.StatusServiceUnavailable, string(snap.Phase) + "\n" + snap.Detail
 	}
 	p := s.probe.Load()
 	if p == nil {

@@ -11,14 +11,16 @@ import (
 type Phase string
 
 const (
-	Starting       Phase = "STARTING"
-	WaitingForMesh Phase = "WAITING_FOR_MESH"
-	Bootstrapped   Phase = "BOOTSTRAPPED"
-	EnvoyStarting  Phase = "ENVOY_STARTING"
-	Ready          Phase = "READY"
-	Terminating    Phase = "TERMINATING"
-	Stopped        Phase = "STOPPED"
-	Failed         Phase = "FAILED"
+	Starting Phase = "STARTING"
+	// WaitingForControlPlane: the control plane is unreachable or busy.
+	WaitingForControlPlane Phase = "WAITING_FOR_CONTROL_PLANE"
+	WaitingForMesh         Phase = "WAITING_FOR_MESH"
+	Bootstrapped           Phase = "BOOTSTRAPPED"
+	EnvoyStarting          Phase = "ENVOY_STARTING"
+	Ready                  Phase = "READY"
+	Terminating            Phase = "TERMINATING"
+	Stopped                Phase = "STOPPED"
+	Failed                 Phase = "FAILED"
 )
 
 // Snapshot is one observation of the agent.

@@ -82,6 +82,20 @@ networking:
 	}
 }
 
+func TestRenderNeedsNoTokenOrCAFile(t *testing.T) {
+	code, out := harness.Run(t, bins.Zoneproxy, nil, "render", "dataplane", "--mesh", "payments", "--role", "egress",
+		"--address", "10.0.0.5", "--dataplane-token-file", "/nonexistent/token", "--ca-cert-file", "/nonexistent/ca.pem")
+	if code != 0 || !strings.Contains(out, "type: ZoneEgress") {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+}
+
+func readyBody(t *testing.T, port int) string {
+	t.Helper()
+	_, body := get(t, "http://127.0.0.1:"+strconv.Itoa(port)+"/ready")
+	return body
+}
+
 func TestRenderMeshZoneAddressNeedsIngress(t *testing.T) {
 	code, out := harness.Run(t, bins.Zoneproxy, nil, "render", "meshzoneaddress", "--mesh", "payments", "--role", "egress",
 		"--address", "10.0.0.5", "--zone", "zone-1")

@@ -26,7 +26,7 @@ func TestControlPlaneDownAtStartThenUp(t *testing.T) {
 	if !strings.Contains(out, "bootstrap failed, retrying") || !strings.Contains(out, `"next"`) {
 		t.Fatalf("retries are not logged with attempt and next delay:\n%s", out)
 	}
-	agent.AwaitReadiness(p.Readiness, 503, "WAITING_FOR_MESH", 5*time.Second)
+	agent.AwaitReadiness(p.Readiness, 503, "WAITING_FOR_CONTROL_PLANE", 5*time.Second)
 	zone.CP.SetFaults(controlplane.Faults{})
 	agent.AwaitReadiness(p.Readiness, 200, "READY", 20*time.Second)
 	if agent.Exited() {
@@ -221,7 +221,7 @@ func TestInlineTokenWarnsAndWorks(t *testing.T) {
 	args := zone.Args(p, "--dataplane-token", string(tok))
 	args = removeFlag(args, "--dataplane-token-file")
 	agent := harness.StartAgent(t, bins.Zoneproxy, nil, args...)
-	agent.AwaitLog("visible in the process list", 10*time.Second)
+	agent.AwaitLog("an inline token leaks easily", 10*time.Second)
 	agent.AwaitReadiness(p.Readiness, 200, "READY", 20*time.Second)
 	if strings.Contains(agent.Output(), strings.TrimSpace(string(tok))) {
 		t.Fatal("token in the log")

@@ -33,6 +33,9 @@ func TestWaitForMeshThenServeThenDrain(t *testing.T) {
 
 			agent.AwaitReadiness(p.Readiness, 503, "WAITING_FOR_MESH", 10*time.Second)
 			agent.AwaitLog(`waiting for mesh`, 10*time.Second)
+			if body := readyBody(t, p.Readiness); !strings.Contains(body, `waiting for mesh "payments" (attempt `) {
+				t.Errorf("503 body does not say why: %q", body)
+			}
 			if len(harness.Children(agent.PID())) != 0 {
 				t.Fatal("Envoy started before the mesh exists")
 			}
