@@ -1,6 +1,7 @@
 package main
 
 import (
+	"runtime"
 	"sort"
 	"sync"
 	"time"
@@ -375,6 +376,11 @@ func (s *server) updateGaugesLocked() {
 // timer (stats_flush_interval, 5 s by default).
 func (s *server) flushStats() {
 	s.stats.gauge("server.uptime").set(int64(time.Since(s.start).Seconds()))
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	s.stats.gauge("server.memory_allocated").set(int64(m.HeapAlloc))
+	s.stats.gauge("server.memory_heap_size").set(int64(m.HeapSys))
+	s.stats.gauge("server.memory_physical_size").set(int64(m.Sys))
 	s.mu.Lock()
 	s.evalInit()
 	s.stats.gauge("server.state").set(int64(s.stateLocked()))
