@@ -39,3 +39,4 @@ e2e-systemd: packages
 
 # Part of `make test`.
 test-packaging:: packages-lint
+test-packaging:: e2e-systemd

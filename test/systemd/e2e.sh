@@ -181,7 +181,7 @@ status_has() { [[ "$(prop "$1" StatusText)" == *"$2"* ]]; }
 leftovers() {
 	# shellcheck disable=SC2016 # expanded by the inner shell
 	ct sh -c 'for p in /proc/[0-9]*; do e=$(readlink "$p/exe" 2>/dev/null) || continue
-		case "$e" ct /usr/bin/zoneproxy | /usr/bin/envoy) echo "${p#/proc/} $e" ;; esac; done'
+		case "$e" in /usr/bin/zoneproxy | /usr/bin/envoy) echo "${p#/proc/} $e" ;; esac; done'
 }
 free_port() {
 	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
@@ -197,7 +197,7 @@ envoy_admin_port=$(free_port)
 admin="http://127.0.0.1:$admin_port"
 ct systemd-run --quiet --unit=testcp --property=Type=exec \
 	/opt/e2e/testcp --dir /opt/e2e/cp --addr "127.0.0.1:$cp_port" --admin-addr "127.0.0.1:$admin_port"
-await 20 "test control plane" curl -fsS -o /dev/null "$admin/ready"
+await 20 "test control plane" curl -fs -o /dev/null "$admin/ready"
 
 # --- install ------------------------------------------------------------------------
 say "installing $(basename "$deb1")"
