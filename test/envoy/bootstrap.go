@@ -76,9 +76,9 @@ func unmarshalYAML(data []byte, m proto.Message, allowUnknown bool, log *logger)
 	if err != nil {
 		return fmt.Errorf("Unable to parse YAML as proto: %s", trimProtoErr(err))
 	}
-	// An empty YAML document is "null": Envoy rejects it as not an object.
-	if strings.TrimSpace(string(j)) == "null" {
-		j = []byte("{}")
+	// Envoy takes only a mapping or a list at the top; an empty file is null.
+	if t := strings.TrimSpace(string(j)); !strings.HasPrefix(t, "{") && !strings.HasPrefix(t, "[") {
+		return errors.New("Unable to convert YAML as JSON: " + string(data))
 	}
 	return unmarshalJSON(j, m, allowUnknown, log)
 }

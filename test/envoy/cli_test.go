@@ -135,6 +135,12 @@ func TestValidateJSONAndUnreadable(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "OK") {
 		t.Fatalf("code %d %q %q", code, out, errOut)
 	}
+	empty := filepath.Join(dir, "empty.yaml")
+	os.WriteFile(empty, nil, 0o600)
+	_, errOut, code = runEnvoy(t, nil, "--mode", "validate", "-c", empty)
+	if code != 1 || !strings.Contains(errOut, "': Unable to convert YAML as JSON: \n") {
+		t.Fatalf("empty file: code %d %q", code, errOut)
+	}
 	_, errOut, code = runEnvoy(t, nil, "--mode", "validate", "-c", filepath.Join(dir, "missing.yaml"))
 	if code != 1 || !strings.Contains(errOut, "unable to read file: ") {
 		t.Fatalf("code %d %q", code, errOut)
