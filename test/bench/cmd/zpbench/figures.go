@@ -1,0 +1,558 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/zoneproxy/zoneproxy/pkg/envoy"
+	"github.com/zoneproxy/zoneproxy/test/controlplane"
+)
+
+// Targets, from the issue.
+const (
+	targetLaunch      = 25 * time.Millisecond // median
+	targetRSSMiB      = 15.0
+	targetBinaryMiB   = 20.0
+	targetMeshWait    = 5500 * time.Millisecond // worst case
+	targetRate        = 0.25                    // requests/s per waiting proxy, on average
+	targetDrain       = 2 * time.Second
+	targetIdlePercent = 0.1
+
+	// maxPeakToMean bounds the busiest second of CP requests relative to the
+	// mean second. Proxies in lock-step put a whole retry period's requests
+	// into one second (≈ 4.4× the mean at a 4.4 s mean delay); independent
+	// random phases give ≈ 1.7× for 50 proxies over 30 s.
+	maxPeakToMean = 2.5
+)
+
+// proxy is one zone proxy's settings in the benchmark.
+type proxy struct {
+	mesh, name string
+	workDir    string
+	stamp      string
+	readiness  int
+	egress     int
+	args       []string
+}
+
+// newProxy picks ports and a work dir. Retry settings are left at their
+// defaults (--retry-initial 1s --retry-max 5s); drain time is 1s.
+func (b *bed) newProxy(mesh, name string) (proxy, error) {
+	b.seq++
+	id := fmt.Sprintf("%03d", b.seq)
+	p := proxy{mesh: mesh, name: name, workDir: filepath.Join(b.dir, "wd"+id), stamp: filepath.Join(b.dir, "stamp"+id)}
+	var err error
+	if p.readiness, err = freePort(); err != nil {
+		return p, err
+	}
+	for p.egress == 0 || p.egress == p.readiness {
+		if p.egress, err = freePort(); err != nil {
+			return p, err
+		}
+	}
+	tok, err := b.tokenFile(mesh)
+	if err != nil {
+		return p, err
+	}
+	p.args = []string{"run",
+		"--mesh", mesh, "--role", "egress", "--address", "127.0.0.1",
+		"--cp-address", b.cp.URL(), "--ca-cert-file", b.cp.CACertFile(),
+		"--dataplane-token-file", tok, "--envoy-binary", b.wrapper,
+		"--work-dir", p.workDir, "--readiness-port", strconv.Itoa(p.readiness),
+		"--egress-port", strconv.Itoa(p.egress), "--drain-time", "1s",
+	}
+	if name != "" {
+		p.args = append(p.args, "--name", name)
+	}
+	return p, nil
+}
+
+func (b *bed) tokenFile(mesh string) (string, error) {
+	path := filepath.Join(b.dir, "token-"+mesh)
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	tok, err := b.cp.IssueToken(controlplane.TokenRequest{Mesh: mesh, Workload: "zone-proxy-" + mesh + "-egress", ValidFor: 24 * time.Hour})
+	if err != nil {
+		return "", err
+	}
+	return path, os.WriteFile(path, []byte(tok), 0o600)
+}
+
+func (b *bed) start(bin string, p proxy) (*agent, error) {
+	return startAgent(bin, p.args, p.stamp, p.workDir)
+}
+
+func readiness(port int) (int, string) {
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://127.0.0.1:" + strconv.Itoa(port) + "/ready")
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	buf := make([]byte, 256)
+	n, _ := resp.Body.Read(buf)
+	return resp.StatusCode, strings.TrimSpace(string(buf[:n]))
+}
+
+// Log messages the figures key on.
+const (
+	logStarting  = "\tstarting\t"
+	logFound     = "\tfound Envoy\t"
+	logRequest   = "\trequesting bootstrap\t"
+	logReceived  = "\treceived bootstrap\t"
+	logStarted   = "\tstarted Envoy\t"
+	logReady     = "\tEnvoy ready\t"
+	logWaiting   = "waiting for mesh"
+	logDrainOver = "drain time is over"
+)
+
+// startupRun is one exec → READY → SIGTERM → exit cycle.
+type startupRun struct {
+	launch, version  time.Duration // exec → wrapper stamps
+	phases           map[string]time.Duration
+	ready            time.Duration // exec → "Envoy ready"
+	mem              memStatus
+	cpuToReady       time.Duration
+	drain            time.Duration // SIGTERM → exit
+	fullDrain        bool          // a held connection kept the drain going to --drain-time
+	code             int
+	envoyLeft, other []int
+}
+
+var phaseNames = []string{"exec → first log line", "first log line → `envoy --version`", "`--version` → bootstrap request", "bootstrap round trip (TLS + CP)", "bootstrap received → Envoy launched"}
+
+func (b *bed) startupRun(bin string) (startupRun, error) {
+	var r startupRun
+	p, err := b.newProxy("payments", "")
+	if err != nil {
+		return r, err
+	}
+	a, err := b.start(bin, p)
+	if err != nil {
+		return r, err
+	}
+	defer a.kill()
+	if _, err := a.awaitLog(logStarted, 15*time.Second); err != nil {
+		return r, err
+	}
+	launched, err := a.launchedAt(5 * time.Second)
+	if err != nil {
+		return r, err
+	}
+	r.launch = launched.Sub(a.execAt)
+	if t, err := readStamp(p.stamp + ".version"); err == nil {
+		r.version = t.Sub(a.execAt)
+	}
+	readyLine, err := a.awaitLog(logReady, 20*time.Second)
+	if err != nil {
+		return r, err
+	}
+	if code, body := readiness(p.readiness); code != 200 || body != "READY" {
+		return r, fmt.Errorf("/ready answered %d %q after %q", code, body, readyLine)
+	}
+	if r.mem, err = readMem(a.pid()); err != nil {
+		return r, err
+	}
+	nanos, _ := cpuNanos(a.pid())
+	r.cpuToReady = time.Duration(nanos)
+	r.phases = phases(a.output(), a.execAt, r.version, r.launch)
+	if t, ok := logTime(readyLine); ok {
+		r.ready = t.Sub(a.execAt)
+	}
+
+	// A downstream connection held open keeps the drain going for the
+	// whole --drain-time: the slow path of a stop.
+	envoyPID := 0
+	if kids := children(a.pid()); len(kids) > 0 {
+		envoyPID = kids[0]
+	}
+	conn, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(p.egress))
+	if err == nil {
+		defer conn.Close()
+		waitForDownstream(p.workDir)
+	}
+	sig := time.Now()
+	a.signal(syscall.SIGTERM)
+	if r.code, err = a.wait(15 * time.Second); err != nil {
+		return r, err
+	}
+	r.drain = a.exitedAt.Sub(sig)
+	for _, l := range a.output() {
+		if strings.Contains(l, logDrainOver) {
+			r.fullDrain = true
+		}
+	}
+	if envoyPID != 0 && !processGone(envoyPID) {
+		r.envoyLeft = append(r.envoyLeft, envoyPID)
+	}
+	r.other = processesMentioning(p.workDir)
+	return r, nil
+}
+
+// waitForDownstream waits until Envoy counts the held connection, so that
+// the drain cannot end early.
+func waitForDownstream(workDir string) {
+	doc, err := os.ReadFile(filepath.Join(workDir, "bootstrap.yaml"))
+	if err != nil {
+		return
+	}
+	addr, err := envoy.AdminFromBootstrap(doc)
+	if err != nil {
+		return
+	}
+	admin := envoy.NewAdmin(addr)
+	defer admin.Close()
+	waitUntil(3*time.Second, 5*time.Millisecond, func() bool {
+		n, err := admin.DownstreamConnections(context.Background())
+		return err == nil && n > 0
+	})
+}
+
+// phases splits exec → launch with the agent's log timestamps
+// (millisecond precision) and the wrapper's stamps.
+func phases(lines []string, execAt time.Time, version, launch time.Duration) map[string]time.Duration {
+	at := map[string]time.Duration{}
+	for _, key := range []string{logStarting, logRequest, logReceived} {
+		for _, l := range lines {
+			if strings.Contains(l, key) {
+				if t, ok := logTime(l); ok {
+					at[key] = t.Sub(execAt)
+				}
+				break
+			}
+		}
+	}
+	if len(at) < 3 || version == 0 {
+		return nil
+	}
+	return map[string]time.Duration{
+		phaseNames[0]: at[logStarting],
+		phaseNames[1]: version - at[logStarting],
+		phaseNames[2]: at[logRequest] - version,
+		phaseNames[3]: at[logReceived] - at[logRequest],
+		phaseNames[4]: launch - at[logReceived],
+	}
+}
+
+// startupResult is what the startup figure reports.
+type startupResult struct {
+	runs []startupRun
+}
+
+func (b *bed) startupFigure(bin string, n int) (startupResult, error) {
+	var res startupResult
+	for i := 0; i < n; i++ {
+		r, err := b.startupRun(bin)
+		if err != nil {
+			return res, fmt.Errorf("startup run %d: %w", i+1, err)
+		}
+		res.runs = append(res.runs, r)
+		progress("  run %d: launch %.1f ms, RSS %d KiB, SIGTERM → exit %.0f ms", i+1, ms(r.launch), r.mem.RSS, ms(r.drain))
+	}
+	return res, nil
+}
+
+func (res startupResult) launches() []float64 {
+	var out []float64
+	for _, r := range res.runs {
+		out = append(out, ms(r.launch))
+	}
+	return out
+}
+
+func (res startupResult) rss() []float64 {
+	var out []float64
+	for _, r := range res.runs {
+		out = append(out, kib2mib(r.mem.RSS))
+	}
+	return out
+}
+
+// meshRun is one agent waiting for its own mesh, created at a random moment.
+type meshRun struct {
+	mesh       string
+	created    time.Time
+	latency    time.Duration // mesh created → Envoy launched
+	attempts   int           // /bootstrap requests before the mesh existed
+	gap        time.Duration // backoff delay the creation fell into
+	phase      float64       // where in that delay the creation fell, 0–1
+	exitedOK   bool
+	launchedAt time.Time
+}
+
+func (b *bed) meshFigure() ([]meshRun, error) {
+	n := b.s.meshRuns
+	runs := make([]meshRun, n)
+	agents := make([]*agent, n)
+	names := make([]string, n)
+	for i := range runs {
+		runs[i].mesh = fmt.Sprintf("bench-%02d", i)
+		names[i] = "bench-mesh-" + strconv.Itoa(i)
+		p, err := b.newProxy(runs[i].mesh, names[i])
+		if err != nil {
+			return nil, err
+		}
+		if agents[i], err = b.start(b.zoneproxy, p); err != nil {
+			return nil, err
+		}
+		defer agents[i].kill()
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range runs {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			a, r := agents[i], &runs[i]
+			if _, err := a.awaitLog(logWaiting, 30*time.Second); err != nil {
+				errs[i] = err
+				return
+			}
+			time.Sleep(rand.N(b.s.meshPhase + 1))
+			r.created = time.Now()
+			b.cp.CreateMesh(r.mesh)
+			if _, err := a.awaitLog(logStarted, 30*time.Second); err != nil {
+				errs[i] = err
+				return
+			}
+			t, err := a.launchedAt(5 * time.Second)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			r.launchedAt = t
+			r.latency = t.Sub(r.created)
+			a.signal(syscall.SIGTERM)
+			code, err := a.wait(15 * time.Second)
+			r.exitedOK = err == nil && code == 0
+		}(i)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	// Where in the backoff each creation fell, from the CP's view.
+	byName := requestTimes(b.cp.BootstrapRequests())
+	for i := range runs {
+		r := &runs[i]
+		var prev, next time.Time
+		for _, t := range byName[names[i]] {
+			if t.Before(r.created) {
+				r.attempts++
+				prev = t
+			} else if next.IsZero() {
+				next = t
+			}
+		}
+		if !prev.IsZero() && !next.IsZero() {
+			r.gap = next.Sub(prev)
+			r.phase = float64(r.created.Sub(prev)) / float64(r.gap)
+		}
+	}
+	return runs, nil
+}
+
+// requestTimes groups /bootstrap request times by the Dataplane name in
+// the request body.
+func requestTimes(recs []controlplane.BootstrapRecord) map[string][]time.Time {
+	out := map[string][]time.Time{}
+	for _, rec := range recs {
+		var body struct {
+			Name string `json:"name"`
+		}
+		if json.Unmarshal(rec.Body, &body) == nil && body.Name != "" {
+			out[body.Name] = append(out[body.Name], rec.At)
+		}
+	}
+	for _, ts := range out {
+		sort.Slice(ts, func(i, j int) bool { return ts[i].Before(ts[j]) })
+	}
+	return out
+}
+
+// waitersResult is the request pattern of many proxies waiting for a mesh.
+type waitersResult struct {
+	n              int
+	start          time.Time // first exec
+	startSpan      time.Duration
+	warmup, window time.Duration
+	perProxy       []float64 // requests/s in the window, per proxy
+	perProxyAll    []float64 // requests/s from start, per proxy
+	buckets        []int     // requests per second from start
+	exitedOK       int
+	missing        int // proxies with no request at all
+}
+
+func (w waitersResult) windowBuckets() []int {
+	from := int(w.warmup / time.Second)
+	return w.buckets[from:]
+}
+
+func (w waitersResult) peakToMean() float64 {
+	wb := w.windowBuckets()
+	var xs []float64
+	top := 0
+	for _, c := range wb {
+		xs = append(xs, float64(c))
+		top = max(top, c)
+	}
+	return float64(top) / mean(xs)
+}
+
+func (b *bed) waitersFigure() (waitersResult, error) {
+	n := b.s.waiters
+	res := waitersResult{n: n, warmup: b.s.waitWarmup.Truncate(time.Second), window: b.s.waitWindow.Truncate(time.Second)}
+	const mesh = "absent"
+	var agents []*agent
+	var names []string
+	defer func() {
+		for _, a := range agents {
+			a.kill()
+		}
+	}()
+	// Prepared first so that the agents start as close together as the
+	// machine allows: the lock-step case that jitter has to break up.
+	var ps []proxy
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("bench-wait-%02d", i)
+		p, err := b.newProxy(mesh, name)
+		if err != nil {
+			return res, err
+		}
+		ps = append(ps, p)
+		names = append(names, name)
+	}
+	for _, p := range ps {
+		a, err := b.start(b.zoneproxy, p)
+		if err != nil {
+			return res, err
+		}
+		agents = append(agents, a)
+	}
+	res.start = agents[0].execAt
+	res.startSpan = agents[len(agents)-1].execAt.Sub(res.start)
+	end := res.start.Add(res.warmup + res.window)
+	progress("  %d agents started within %.0f ms; measuring until +%s", n, ms(res.startSpan), res.warmup+res.window)
+	time.Sleep(time.Until(end) + 200*time.Millisecond)
+
+	byName := requestTimes(b.cp.BootstrapRequests())
+	var all []time.Time
+	winStart := res.start.Add(res.warmup)
+	for _, name := range names {
+		ts := byName[name]
+		if len(ts) == 0 {
+			res.missing++
+		}
+		inWin, inAll := 0, 0
+		for _, t := range ts {
+			if t.Before(end) {
+				inAll++
+				all = append(all, t)
+				if !t.Before(winStart) {
+					inWin++
+				}
+			}
+		}
+		res.perProxy = append(res.perProxy, float64(inWin)/res.window.Seconds())
+		res.perProxyAll = append(res.perProxyAll, float64(inAll)/(res.warmup+res.window).Seconds())
+	}
+	res.buckets = histogram(all, res.start, time.Second, int((res.warmup+res.window)/time.Second))
+
+	for _, a := range agents {
+		a.signal(syscall.SIGTERM)
+	}
+	for _, a := range agents {
+		if code, err := a.wait(15 * time.Second); err == nil && code == 0 {
+			res.exitedOK++
+		}
+	}
+	return res, nil
+}
+
+// idleRun is one agent's CPU over the idle window after READY.
+type idleRun struct {
+	ticks    int64
+	nanos    int64
+	window   time.Duration
+	rssAfter memStatus
+}
+
+func (r idleRun) percent() float64 {
+	return float64(r.ticks) / userHZ / r.window.Seconds() * 100
+}
+
+func (r idleRun) nanosPercent() float64 {
+	return float64(r.nanos) / float64(r.window) * 100
+}
+
+func (b *bed) idleFigure() ([]idleRun, error) {
+	var agents []*agent
+	defer func() {
+		for _, a := range agents {
+			a.kill()
+		}
+	}()
+	var ports []int
+	for i := 0; i < b.s.idleAgents; i++ {
+		p, err := b.newProxy("payments", fmt.Sprintf("bench-idle-%d", i))
+		if err != nil {
+			return nil, err
+		}
+		a, err := b.start(b.zoneproxy, p)
+		if err != nil {
+			return nil, err
+		}
+		agents = append(agents, a)
+		ports = append(ports, p.readiness)
+	}
+	for i, a := range agents {
+		if _, err := a.awaitLog(logReady, 20*time.Second); err != nil {
+			return nil, err
+		}
+		if code, body := readiness(ports[i]); code != 200 {
+			return nil, fmt.Errorf("/ready: %d %s", code, body)
+		}
+	}
+	type sample struct{ ticks, nanos int64 }
+	take := func() []sample {
+		out := make([]sample, len(agents))
+		for i, a := range agents {
+			out[i].ticks, _ = cpuTicks(a.pid())
+			out[i].nanos, _ = cpuNanos(a.pid())
+		}
+		return out
+	}
+	before, t0 := take(), time.Now()
+	time.Sleep(b.s.idleWindow)
+	after, window := take(), time.Since(t0)
+	runs := make([]idleRun, len(agents))
+	for i, a := range agents {
+		runs[i] = idleRun{ticks: after[i].ticks - before[i].ticks, nanos: after[i].nanos - before[i].nanos, window: window}
+		runs[i].rssAfter, _ = readMem(a.pid())
+		if a.exited() {
+			return nil, fmt.Errorf("agent %d exited during the idle window:\n%s", i, a.tail(10))
+		}
+	}
+	for _, a := range agents {
+		a.signal(syscall.SIGTERM)
+	}
+	for _, a := range agents {
+		_, _ = a.wait(15 * time.Second)
+	}
+	return runs, nil
+}

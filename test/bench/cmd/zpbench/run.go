@@ -1,0 +1,409 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+)
+
+// measured is everything one benchmark run found, for the report.
+type measured struct {
+	bin      binaryFacts
+	binErr   error
+	startup  *startupResult
+	mesh     []meshRun
+	waiters  *waitersResult
+	idle     []idleRun
+	an       *analysis
+	errs     map[string]error
+	duration time.Duration
+	loadEnd  string
+}
+
+func (b *bed) measure() ([]row, *measured) {
+	m := &measured{errs: map[string]error{}}
+	m.bin, m.binErr = inspectBinary(b.zoneproxy)
+	if b.s.figures["startup"] {
+		progress("exec → Envoy launched, RSS at READY, SIGTERM → exit: %d runs", b.s.runs)
+		res, err := b.startupFigure(b.zoneproxy, b.s.runs)
+		m.startup, m.errs["startup"] = &res, err
+	}
+	if b.s.figures["mesh"] {
+		progress("mesh created → Envoy launched: %d agents, creation at a random point within %s of their first wait", b.s.meshRuns, b.s.meshPhase)
+		m.mesh, m.errs["mesh"] = b.meshFigure()
+	}
+	if b.s.figures["waiters"] {
+		progress("%d proxies waiting for a missing mesh: %s warm-up + %s window", b.s.waiters, b.s.waitWarmup, b.s.waitWindow)
+		res, err := b.waitersFigure()
+		m.waiters, m.errs["waiters"] = &res, err
+	}
+	if b.s.figures["idle"] {
+		progress("idle CPU: %d agents, %s after READY", b.s.idleAgents, b.s.idleWindow)
+		m.idle, m.errs["idle"] = b.idleFigure()
+	}
+	if b.s.analyze && m.binErr == nil {
+		an := b.analyze(m.bin)
+		m.an = &an
+	}
+	m.duration = time.Since(b.started)
+	m.loadEnd = loadAvg()
+	return m.rows(b.s), m
+}
+
+func notRun(figure, target string, err error) row {
+	res := "not run"
+	if err != nil {
+		res = "FAIL"
+	}
+	return row{Figure: figure, Median: "–", Min: "–", Max: "–", Target: target, Result: res}
+}
+
+func (m *measured) rows(s settings) []row {
+	var rows []row
+	const (
+		fLaunch = "exec → Envoy launched (CP ready, loopback)"
+		fRSS    = "agent RSS once Envoy is ready (agent only)"
+		fBin    = "stripped binary size"
+		fMesh   = "mesh created → Envoy launched (default retries)"
+		fRate   = "CP requests per waiting proxy (%d waiting)"
+		fDrain  = "SIGTERM → exit, `--drain-time 1s`, a connection held"
+		fIdle   = "agent CPU while idle for %s after READY"
+	)
+	tLaunch, tRSS, tBin := "≤ 25 ms median", "≤ 15 MiB, every run", "≤ 20 MiB"
+	tMesh := fmt.Sprintf("≤ 5.5 s worst of %d", s.meshRuns)
+	tRate := fmt.Sprintf("≤ 0.25/s mean; busiest second ≤ %.1f× mean", maxPeakToMean)
+	tDrain, tIdle := "≤ 2 s every run, no process left", "≤ 0.1 % of one core, every agent"
+
+	if st := m.startup; st != nil && len(st.runs) > 0 && m.errs["startup"] == nil {
+		l := summarize(st.launches())
+		rows = append(rows, row{Figure: fLaunch, Runs: l.N, Median: fmtMs(l.Median), Min: fmtMs(l.Min), Max: fmtMs(l.Max),
+			Target: tLaunch, Result: verdict(l.Median <= ms(targetLaunch))})
+		r := summarize(st.rss())
+		rows = append(rows, row{Figure: fRSS, Runs: r.N, Median: fmtMiB(r.Median), Min: fmtMiB(r.Min), Max: fmtMiB(r.Max),
+			Target: tRSS, Result: verdict(r.Max <= targetRSSMiB)})
+	} else if s.figures["startup"] {
+		rows = append(rows, notRun(fLaunch, tLaunch, m.errs["startup"]), notRun(fRSS, tRSS, m.errs["startup"]))
+	}
+
+	if m.binErr == nil {
+		mib := kib2mib(m.bin.size / 1024)
+		v := fmtMiB(float64(m.bin.size) / (1 << 20))
+		ok := mib <= targetBinaryMiB && m.bin.stripped
+		rows = append(rows, row{Figure: fBin, Runs: 1, Median: v, Min: v, Max: v, Target: tBin, Result: verdict(ok)})
+	} else {
+		rows = append(rows, notRun(fBin, tBin, m.binErr))
+	}
+
+	if s.figures["mesh"] {
+		if m.errs["mesh"] == nil && len(m.mesh) > 0 {
+			var xs []float64
+			allExited := true
+			for _, r := range m.mesh {
+				xs = append(xs, r.latency.Seconds())
+				allExited = allExited && r.exitedOK
+			}
+			x := summarize(xs)
+			rows = append(rows, row{Figure: fMesh, Runs: x.N, Median: fmtS(x.Median), Min: fmtS(x.Min), Max: fmtS(x.Max),
+				Target: tMesh, Result: verdict(x.Max <= targetMeshWait.Seconds() && allExited)})
+		} else {
+			rows = append(rows, notRun(fMesh, tMesh, m.errs["mesh"]))
+		}
+	}
+
+	if s.figures["waiters"] {
+		f := fmt.Sprintf(fRate, s.waiters)
+		if w := m.waiters; w != nil && m.errs["waiters"] == nil {
+			x := summarize(w.perProxy)
+			ok := mean(w.perProxy) <= targetRate && w.peakToMean() <= maxPeakToMean && w.missing == 0 && w.exitedOK == w.n
+			rows = append(rows, row{Figure: f, Runs: x.N, Median: fmt.Sprintf("%.3f/s", x.Median), Min: fmt.Sprintf("%.3f/s", x.Min),
+				Max: fmt.Sprintf("%.3f/s", x.Max), Target: tRate,
+				Result: verdict(ok), Note: fmt.Sprintf("mean %.3f/s, busiest second %.2f× mean", mean(w.perProxy), w.peakToMean())})
+		} else {
+			rows = append(rows, notRun(f, tRate, m.errs["waiters"]))
+		}
+	}
+
+	if st := m.startup; st != nil && len(st.runs) > 0 && m.errs["startup"] == nil {
+		var xs []float64
+		clean := true
+		for _, r := range st.runs {
+			xs = append(xs, r.drain.Seconds())
+			clean = clean && r.code == 0 && len(r.envoyLeft) == 0 && len(r.other) == 0
+		}
+		x := summarize(xs)
+		rows = append(rows, row{Figure: fDrain, Runs: x.N, Median: fmtS(x.Median), Min: fmtS(x.Min), Max: fmtS(x.Max),
+			Target: tDrain, Result: verdict(x.Max <= targetDrain.Seconds() && clean)})
+	} else if s.figures["startup"] {
+		rows = append(rows, notRun(fDrain, tDrain, m.errs["startup"]))
+	}
+
+	if s.figures["idle"] {
+		f := fmt.Sprintf(fIdle, s.idleWindow)
+		if m.errs["idle"] == nil && len(m.idle) > 0 {
+			var xs []float64
+			for _, r := range m.idle {
+				xs = append(xs, r.percent())
+			}
+			x := summarize(xs)
+			p := func(v float64) string { return fmt.Sprintf("%.3f %%", v) }
+			rows = append(rows, row{Figure: f, Runs: x.N, Median: p(x.Median), Min: p(x.Min), Max: p(x.Max),
+				Target: tIdle, Result: verdict(x.Max <= targetIdlePercent)})
+		} else {
+			rows = append(rows, notRun(f, tIdle, m.errs["idle"]))
+		}
+	}
+	return rows
+}
+
+func (b *bed) writeReport(w io.Writer, rows []row, m *measured) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+	p("## zoneproxy benchmark results")
+	p("")
+	p("- command: `make bench`%s", settingsNote(b.s))
+	for _, l := range machine() {
+		p("- %s", l)
+	}
+	p("- load average at start / end: %s / %s; whole run %s", b.loadStart, m.loadEnd, m.duration.Round(time.Second))
+	if m.binErr == nil {
+		p("- binary: %s, %d bytes, stripped: %v, CGO_ENABLED=%s, %s, %d modules linked",
+			b.origZP, m.bin.size, m.bin.stripped, m.bin.cgo, m.bin.goVer, len(m.bin.deps))
+	}
+	p("- Envoy: the stand-in (%s) behind a wrapper that stamps `date +%%s%%N` when run with `--config-path` and answers `--version` itself", strings.TrimSpace(b.versionLine))
+	p("")
+	writeTable(w, rows)
+	for k, err := range m.errs {
+		if err != nil {
+			p("")
+			p("**%s failed:** %v", k, err)
+		}
+	}
+
+	if st := m.startup; st != nil && len(st.runs) > 0 {
+		writeStartupDetails(w, st, "")
+	}
+	if len(m.mesh) > 0 {
+		writeMeshDetails(w, m.mesh)
+	}
+	if m.waiters != nil && len(m.waiters.perProxy) > 0 {
+		writeWaitersDetails(w, m.waiters)
+	}
+	if len(m.idle) > 0 {
+		p("")
+		p("### Idle agents")
+		p("")
+		for i, r := range m.idle {
+			p("- agent %d: %d ticks (utime+stime) in %s = %.3f %%; schedstat %.2f ms = %.4f %%; RSS after the window %d KiB (anon %d, file %d)",
+				i+1, r.ticks, r.window.Round(time.Millisecond), r.percent(), float64(r.nanos)/1e6, r.nanosPercent(), r.rssAfter.RSS, r.rssAfter.Anon, r.rssAfter.File)
+		}
+	}
+	if m.an != nil {
+		writeAnalysis(w, m.an, m.startup)
+	}
+}
+
+func mib(b uint64) float64 { return float64(b) / (1 << 20) }
+
+func settingsNote(s settings) string {
+	if len(s.explicitSet) == 0 {
+		return " (default settings)"
+	}
+	sort.Strings(s.explicitSet)
+	return " with " + strings.Join(s.explicitSet, " ")
+}
+
+func writeStartupDetails(w io.Writer, st *startupResult, label string) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+	p("")
+	p("### Start-up%s, per phase (median of %d runs)", label, len(st.runs))
+	p("")
+	p("| phase | median | min | max |")
+	p("|---|---:|---:|---:|")
+	for _, name := range phaseNames {
+		var xs []float64
+		for _, r := range st.runs {
+			if d, ok := r.phases[name]; ok {
+				xs = append(xs, ms(d))
+			}
+		}
+		x := summarize(xs)
+		p("| %s | %.1f ms | %.1f ms | %.1f ms |", name, x.Median, x.Min, x.Max)
+	}
+	var launch, ready, cpu, anon, file, rss, threads, drain []float64
+	full := 0
+	for _, r := range st.runs {
+		launch = append(launch, ms(r.launch))
+		ready = append(ready, ms(r.ready))
+		cpu = append(cpu, ms(r.cpuToReady))
+		rss = append(rss, float64(r.mem.RSS))
+		anon = append(anon, float64(r.mem.Anon))
+		file = append(file, float64(r.mem.File))
+		threads = append(threads, float64(r.mem.Threads))
+		drain = append(drain, ms(r.drain))
+		if r.fullDrain {
+			full++
+		}
+	}
+	p("| **exec → Envoy launched** | **%.1f ms** | %.1f ms | %.1f ms |", summarize(launch).Median, summarize(launch).Min, summarize(launch).Max)
+	p("")
+	p("Log timestamps have millisecond resolution, so single phases are ±1 ms. Then: exec → `Envoy ready` median %.0f ms "+
+		"(Envoy's own start plus the agent's polling of its /ready); agent CPU from exec to READY median %.0f ms.", summarize(ready).Median, summarize(cpu).Median)
+	p("")
+	p("Agent memory at READY (median): VmRSS %.0f KiB = RssAnon %.0f KiB + RssFile %.0f KiB; %.0f threads.",
+		summarize(rss).Median, summarize(anon).Median, summarize(file).Median, summarize(threads).Median)
+	p("")
+	p("SIGTERM → exit: median %.0f ms; %d of %d runs drained for the full `--drain-time` (the held connection kept Envoy busy), every run exited 0 with no process left: %v.",
+		summarize(drain).Median, full, len(st.runs), allClean(st.runs))
+}
+
+func allClean(runs []startupRun) bool {
+	for _, r := range runs {
+		if r.code != 0 || len(r.envoyLeft) > 0 || len(r.other) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func writeMeshDetails(w io.Writer, runs []meshRun) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+	sorted := append([]meshRun(nil), runs...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].latency > sorted[j].latency })
+	p("")
+	p("### Mesh created → Envoy launched")
+	p("")
+	p("Each agent waits for its own mesh; the mesh is created at a random moment after its first `waiting for mesh`, so creation falls at random points of the backoff (1 s, 2 s, 4 s, then 5 s with jitter). Slowest first:")
+	p("")
+	p("| mesh | created → launched | attempts before | backoff delay it fell into | at |")
+	p("|---|---:|---:|---:|---:|")
+	for _, r := range sorted {
+		p("| %s | %.3f s | %d | %.2f s | %.0f %% |", r.mesh, r.latency.Seconds(), r.attempts, r.gap.Seconds(), r.phase*100)
+	}
+}
+
+func writeWaitersDetails(w io.Writer, r *waitersResult) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+	wb := r.windowBuckets()
+	var xs []float64
+	for _, c := range wb {
+		xs = append(xs, float64(c))
+	}
+	total := 0
+	for _, c := range r.buckets {
+		total += c
+	}
+	p("")
+	p("### %d proxies waiting for a missing mesh", r.n)
+	p("")
+	p("All %d agents were started within %.0f ms of each other (the worst case for lock-step) with the default retry settings. "+
+		"Window: +%s to +%s, after the backoff reached --retry-max.",
+		r.n, ms(r.startSpan), r.warmup, r.warmup+r.window)
+	p("")
+	p("- per proxy in the window: mean %.3f req/s (min %.3f, max %.3f); from the start (+0 to +%s, including the 1 s/2 s/4 s steps): mean %.3f req/s",
+		mean(r.perProxy), summarize(r.perProxy).Min, summarize(r.perProxy).Max, r.warmup+r.window, mean(r.perProxyAll))
+	p("- control plane, per second in the window: mean %.1f, min %.0f, max %.0f, stddev %.1f → busiest second %.2f× the mean (lock-step would be ≈ %.1f×)",
+		mean(xs), summarize(xs).Min, summarize(xs).Max, stddev(xs), r.peakToMean(), 1/mean(r.perProxy))
+	p("- %d requests in all; %d of %d agents exited 0 on SIGTERM; %d sent no request", total, r.exitedOK, r.n, r.missing)
+	p("")
+	p("Requests per second, from the start (`|` marks the start of the window; one character per second, scaled to the busiest second):")
+	p("")
+	p("```")
+	from := int(r.warmup / time.Second)
+	p("%s|%s", sparkline(r.buckets[:from]), sparkline(wb))
+	p("```")
+	p("")
+	p("```")
+	for i := 0; i < len(r.buckets); i += 10 {
+		end := min(i+10, len(r.buckets))
+		var parts []string
+		for _, c := range r.buckets[i:end] {
+			parts = append(parts, fmt.Sprintf("%3d", c))
+		}
+		p("+%3ds %s", i, strings.Join(parts, " "))
+	}
+	p("```")
+}
+
+func writeAnalysis(w io.Writer, an *analysis, lean *startupResult) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+	p("")
+	p("### Where the time and memory go")
+	p("")
+	if an.leanErr != nil {
+		p("analysis failed: %v", an.leanErr)
+	}
+	it := an.leanInit
+	p("- `zoneproxy version`, exec → exit: median %.1f ms. Package init (GODEBUG=inittrace=1): %.2f ms in all, %.0f KiB allocated; the largest:", it.execToMs, it.totalMs, it.allocKB)
+	for _, c := range it.top {
+		p("  - %s %.3f ms", c.name, c.v)
+	}
+	p("- the wrapper itself (sh, then `date`) takes %.1f ms from exec to its stamp (median of 10): part of every launch figure, as it was of the incumbent's.", an.wrapperMs)
+	p("- the stand-in's own `envoy --version` takes %.1f ms (median of %d); the wrapper answers it instead, as the incumbent's stub did.", an.standinVersionMedian, an.standinVersionSamples)
+	heavy := "none"
+	if len(an.lean.heavy) > 0 {
+		heavy = strings.Join(an.lean.heavy, ", ")
+	}
+	p("- linked modules (`go version -m`): %d; of go-control-plane, grpc, protobuf, cncf/xds: %s.", len(an.lean.deps), heavy)
+	if an.symTotal > 0 {
+		sec := an.sections
+		p("- the stripped binary's sections: .text %.2f MiB, .gopclntab %.2f MiB (function tables; they grow with the code), .rodata %.2f MiB, .noptrdata + .data %.2f MiB.",
+			mib(sec[".text"]), mib(sec[".gopclntab"]), mib(sec[".rodata"]), mib(sec[".noptrdata"]+sec[".data"]))
+		p("- code and data by module (ELF symbol sizes of an unstripped build, %d bytes; %.1f MiB of sized symbols in all, BSS excluded):", an.unstrippedSize, an.symTotal/(1<<20))
+		p("")
+		p("| module or std package | KiB | share |")
+		p("|---|---:|---:|")
+		for _, c := range an.bySize[:min(12, len(an.bySize))] {
+			p("| %s | %.0f | %.1f %% |", c.name, c.v/1024, c.v/an.symTotal*100)
+		}
+		var mods []string
+		for _, c := range an.bySize {
+			if !strings.HasPrefix(c.name, "std: ") && !strings.HasPrefix(c.name, "Go runtime") && c.v >= 512 {
+				mods = append(mods, fmt.Sprintf("%s %.0f", c.name, c.v/1024))
+			}
+		}
+		p("")
+		p("Every module other than the standard library, KiB: %s.", strings.Join(mods, ", "))
+	}
+	p("")
+	if an.heavyErr != nil {
+		p("Comparison build with the Envoy protos and gRPC linked: failed: %v", an.heavyErr)
+		return
+	}
+	if an.heavyStartup == nil || len(an.heavyStartup.runs) == 0 {
+		return
+	}
+	hs := an.heavyStartup
+	p("#### Linking the Envoy protos and gRPC, measured")
+	p("")
+	p("A throwaway build (through `go build -overlay`, nothing written to the tree) blank-imports go-control-plane's bootstrap/v3 and xDS server, grpc and protojson into cmd/zoneproxy, as an agent that parsed the bootstrap as protos or served xDS itself would:")
+	p("")
+	p("| | lean (this build) | with protos + gRPC |")
+	p("|---|---:|---:|")
+	p("| stripped size | %.1f MiB | %.1f MiB |", float64(an.lean.size)/(1<<20), float64(an.heavy.size)/(1<<20))
+	p("| modules linked | %d | %d |", len(an.lean.deps), len(an.heavy.deps))
+	p("| package init (inittrace sum) | %.2f ms | %.2f ms |", an.leanInit.totalMs, an.heavyInit.totalMs)
+	p("| init allocations | %.0f KiB | %.0f KiB |", an.leanInit.allocKB, an.heavyInit.allocKB)
+	p("| `zoneproxy version` exec → exit | %.1f ms | %.1f ms |", an.leanInit.execToMs, an.heavyInit.execToMs)
+	var hl, hr, ha, hf []float64
+	for _, r := range hs.runs {
+		hl = append(hl, ms(r.launch))
+		hr = append(hr, float64(r.mem.RSS))
+		ha = append(ha, float64(r.mem.Anon))
+		hf = append(hf, float64(r.mem.File))
+	}
+	launch, mem := "not measured", "not measured"
+	if lean != nil && len(lean.runs) > 0 {
+		var l, r, a, f []float64
+		for _, x := range lean.runs {
+			l = append(l, ms(x.launch))
+			r = append(r, float64(x.mem.RSS))
+			a = append(a, float64(x.mem.Anon))
+			f = append(f, float64(x.mem.File))
+		}
+		launch = fmt.Sprintf("%.1f ms (%d runs)", summarize(l).Median, len(l))
+		mem = fmt.Sprintf("%.0f KiB (anon %.0f + file %.0f)", summarize(r).Median, summarize(a).Median, summarize(f).Median)
+	}
+	p("| exec → Envoy launched, median | %s | %.1f ms (%d runs) |", launch, summarize(hl).Median, len(hl))
+	p("| RSS at READY, median | %s | %.0f KiB (anon %.0f + file %.0f) |", mem, summarize(hr).Median, summarize(ha).Median, summarize(hf).Median)
+}

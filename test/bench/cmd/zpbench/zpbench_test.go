@@ -1,0 +1,138 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSummarize(t *testing.T) {
+	if s := summarize([]float64{3, 1, 2}); s != (summary{N: 3, Median: 2, Min: 1, Max: 3}) {
+		t.Errorf("odd: %+v", s)
+	}
+	if s := summarize([]float64{4, 1, 2, 3}); s.Median != 2.5 || s.Min != 1 || s.Max != 4 {
+		t.Errorf("even: %+v", s)
+	}
+}
+
+func TestHistogramAndSparkline(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	got := histogram([]time.Time{at(-1), at(0), at(999), at(1000), at(2500), at(3000)}, t0, time.Second, 3)
+	if want := []int{2, 1, 1}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("histogram %v, want %v", got, want)
+	}
+	if s := sparkline([]int{0, 1, 4, 8}); s != " ▁▄█" {
+		t.Errorf("sparkline %q", s)
+	}
+	if s := sparkline([]int{0, 0}); s != "  " {
+		t.Errorf("empty sparkline %q", s)
+	}
+}
+
+func TestPeakToMean(t *testing.T) {
+	w := waitersResult{warmup: 2 * time.Second, buckets: []int{50, 0, 10, 10, 10, 10}}
+	if got := w.peakToMean(); got != 1 {
+		t.Errorf("even spread: %v", got)
+	}
+	w.buckets = []int{0, 0, 40, 0, 0, 0}
+	if got := w.peakToMean(); got != 4 {
+		t.Errorf("lock-step: %v", got)
+	}
+}
+
+func TestSymbolPackageAndGroup(t *testing.T) {
+	mods := []string{"github.com/spf13/viper", "go.yaml.in/yaml/v3", "github.com/zoneproxy/zoneproxy"}
+	for sym, want := range map[string]string{
+		"github.com/spf13/viper.(*Viper).find":                  "github.com/spf13/viper",
+		"type:*github.com/spf13/viper.Viper":                    "github.com/spf13/viper",
+		"type:.eq.go.yaml.in/yaml/v3.Node":                      "go.yaml.in/yaml/v3",
+		"github.com/zoneproxy/zoneproxy/pkg/agent.(*Agent).Run": "github.com/zoneproxy/zoneproxy",
+		"slices.SortFunc[go.shape.string]":                      "std: slices",
+		"crypto/internal/fips140/drbg.memory":                   "std: crypto",
+		"vendor/golang.org/x/net/http2/hpack.huffmanDecode":     "std: vendor (x/net, x/crypto)",
+		"runtime.mallocgc":                                      "std: runtime",
+	} {
+		if got := groupOf(symbolPackage(sym), mods); got != want {
+			t.Errorf("%s: %q, want %q", sym, got, want)
+		}
+	}
+}
+
+func TestLogTimeAndStamp(t *testing.T) {
+	ts, ok := logTime("2026-11-22T14:22:39.547Z\tINFO\tzoneproxy\tstarting\t{}")
+	if !ok || ts.UnixMilli() != time.Date(2026, 11, 22, 14, 22, 39, 547e6, time.UTC).UnixMilli() {
+		t.Errorf("logTime: %v %v", ts, ok)
+	}
+	if _, ok := logTime("no tab here"); ok {
+		t.Error("parsed a line without a timestamp")
+	}
+	path := filepath.Join(t.TempDir(), "stamp")
+	if err := os.WriteFile(path, []byte("1795357370637268738\n1795357370999999999\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readStamp(path)
+	if err != nil || got.UnixNano() != 1795357370637268738 {
+		t.Errorf("readStamp: %v %v", got.UnixNano(), err)
+	}
+}
+
+func TestPhases(t *testing.T) {
+	exec := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	lines := []string{
+		"2026-01-01T00:00:00.003Z\tINFO\tzoneproxy\tstarting\t{}",
+		"2026-01-01T00:00:00.010Z\tINFO\tzoneproxy\trequesting bootstrap\t{}",
+		"2026-01-01T00:00:00.015Z\tINFO\tzoneproxy\treceived bootstrap\t{}",
+	}
+	got := phases(lines, exec, 9*time.Millisecond, 18*time.Millisecond)
+	want := []time.Duration{3, 6, 1, 5, 3}
+	for i, name := range phaseNames {
+		if got[name] != want[i]*time.Millisecond {
+			t.Errorf("%s = %v, want %v ms", name, got[name], want[i])
+		}
+	}
+	if phases(lines[:1], exec, time.Millisecond, time.Millisecond) != nil {
+		t.Error("phases without every log line")
+	}
+}
+
+func TestWrapperStampsLaunchesNotVersionCalls(t *testing.T) {
+	dir := t.TempDir()
+	const version = "envoy  version: abc/1.39.0/Clean/RELEASE/BoringSSL"
+	path, err := writeWrapper(dir, "/bin/true", version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stamp := filepath.Join(dir, "stamp")
+	run := func(env []string, args ...string) string {
+		cmd := exec.Command(path, args...)
+		cmd.Env = append(os.Environ(), append(env, "ZPBENCH_STAMP="+stamp)...)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return string(out)
+	}
+	if out := run(nil, "--version"); !strings.Contains(out, version) {
+		t.Errorf("--version printed %q", out)
+	}
+	if _, err := os.Stat(stamp); err == nil {
+		t.Fatal("--version was stamped as a launch")
+	}
+	if _, err := readStamp(stamp + ".version"); err != nil {
+		t.Errorf("no version stamp: %v", err)
+	}
+	before := time.Now()
+	run(nil, "--config-path", "/dev/null", "--log-level", "info") // execs /bin/true
+	got, err := readStamp(stamp)
+	if err != nil || got.Before(before.Add(-time.Second)) {
+		t.Errorf("launch stamp %v, %v", got, err)
+	}
+	if shQuote("it's") != `'it'\''s'` {
+		t.Errorf("shQuote: %s", shQuote("it's"))
+	}
+}

@@ -1,0 +1,4 @@
+// Package bench holds zoneproxy's benchmarks: cmd/zpbench measures the
+// agent as a process against the targets (make bench), and the Go
+// benchmarks here time the start-up path against the test control plane.
+package bench
