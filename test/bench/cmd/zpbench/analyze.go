@@ -231,7 +231,6 @@ type analysis struct {
 	unstrippedSize        int64
 	heavyStartup          *startupResult
 	leanErr, heavyErr     error
-	heavyBuildTime        time.Duration
 	standinVersionMedian  float64
 	standinVersionSamples int
 	wrapperMs             float64 // exec of the wrapper → its launch stamp
@@ -302,12 +301,10 @@ func (b *bed) analyze(lean binaryFacts) analysis {
 		return an
 	}
 	heavyBin := filepath.Join(b.dir, "zoneproxy-heavy")
-	t0 := time.Now()
 	if err := goBuild(b.root, []string{"-overlay", overlay, "-ldflags", "-s -w"}, heavyBin, "./cmd/zoneproxy"); err != nil {
 		an.heavyErr = err
 		return an
 	}
-	an.heavyBuildTime = time.Since(t0)
 	if an.heavy, an.heavyErr = inspectBinary(heavyBin); an.heavyErr != nil {
 		return an
 	}

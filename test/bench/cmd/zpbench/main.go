@@ -9,10 +9,8 @@
 package main
 
 import (
-	"bytes"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -129,10 +127,8 @@ func run(zpPath, standinPath string) int {
 	}
 	defer b.close()
 
-	out := &bytes.Buffer{}
-	w := io.MultiWriter(os.Stdout, out)
 	rows, details := b.measure()
-	b.writeReport(w, rows, details)
+	b.writeReport(os.Stdout, rows, details)
 	for _, r := range rows {
 		if r.Result == "FAIL" {
 			return 1

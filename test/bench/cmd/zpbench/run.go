@@ -173,8 +173,8 @@ func (b *bed) writeReport(w io.Writer, rows []row, m *measured) {
 	p("- Envoy: the stand-in (%s) behind a wrapper that stamps `date +%%s%%N` when run with `--config-path` and answers `--version` itself", strings.TrimSpace(b.versionLine))
 	p("")
 	writeTable(w, rows)
-	for k, err := range m.errs {
-		if err != nil {
+	for _, k := range []string{"startup", "mesh", "waiters", "idle"} {
+		if err := m.errs[k]; err != nil {
 			p("")
 			p("**%s failed:** %v", k, err)
 		}
@@ -230,13 +230,14 @@ func writeStartupDetails(w io.Writer, st *startupResult, label string) {
 		x := summarize(xs)
 		p("| %s | %.1f ms | %.1f ms | %.1f ms |", name, x.Median, x.Min, x.Max)
 	}
-	var launch, ready, cpu, anon, file, rss, threads, drain []float64
+	var launch, ready, cpu, anon, file, rss, hwm, threads, drain []float64
 	full := 0
 	for _, r := range st.runs {
 		launch = append(launch, ms(r.launch))
 		ready = append(ready, ms(r.ready))
 		cpu = append(cpu, ms(r.cpuToReady))
 		rss = append(rss, float64(r.mem.RSS))
+		hwm = append(hwm, float64(r.mem.HWM))
 		anon = append(anon, float64(r.mem.Anon))
 		file = append(file, float64(r.mem.File))
 		threads = append(threads, float64(r.mem.Threads))
@@ -250,8 +251,8 @@ func writeStartupDetails(w io.Writer, st *startupResult, label string) {
 	p("Log timestamps have millisecond resolution, so single phases are ±1 ms. Then: exec → `Envoy ready` median %.0f ms "+
 		"(Envoy's own start plus the agent's polling of its /ready); agent CPU from exec to READY median %.0f ms.", summarize(ready).Median, summarize(cpu).Median)
 	p("")
-	p("Agent memory at READY (median): VmRSS %.0f KiB = RssAnon %.0f KiB + RssFile %.0f KiB; %.0f threads.",
-		summarize(rss).Median, summarize(anon).Median, summarize(file).Median, summarize(threads).Median)
+	p("Agent memory at READY (median): VmRSS %.0f KiB = RssAnon %.0f KiB + RssFile %.0f KiB (mapped binary and libraries); peak VmHWM %.0f KiB; %.0f threads.",
+		summarize(rss).Median, summarize(anon).Median, summarize(file).Median, summarize(hwm).Median, summarize(threads).Median)
 	p("")
 	p("SIGTERM → exit: median %.0f ms; %d of %d runs drained for the full `--drain-time` (the held connection kept Envoy busy), every run exited 0 with no process left: %v.",
 		summarize(drain).Median, full, len(st.runs), allClean(st.runs))
