@@ -17,7 +17,7 @@ import (
 type Agent struct {
 	t    testing.TB
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *SyncBuffer
 	done chan struct{}
 	code int
 }
@@ -26,7 +26,7 @@ type Agent struct {
 // Its output is shown if the test fails; it is killed at cleanup.
 func StartAgent(t testing.TB, bin string, env []string, args ...string) *Agent {
 	t.Helper()
-	a := &Agent{t: t, out: &syncBuffer{}, done: make(chan struct{})}
+	a := &Agent{t: t, out: &SyncBuffer{}, done: make(chan struct{})}
 	a.cmd = exec.Command(bin, args...)
 	a.cmd.Env = append(os.Environ(), env...)
 	a.cmd.Stdout, a.cmd.Stderr = a.out, a.out
@@ -131,18 +131,19 @@ func (a *Agent) EnvoyPID(timeout time.Duration) int {
 	return pid
 }
 
-type syncBuffer struct {
+// SyncBuffer collects a process's output for concurrent reads.
+type SyncBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
