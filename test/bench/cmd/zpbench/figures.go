@@ -414,10 +414,24 @@ func (w waitersResult) peakToMean() float64 {
 	return float64(top) / mean(xs)
 }
 
-func (b *bed) waitersFigure() (waitersResult, error) {
+func (b *bed) waitersFigure() ([]waitersResult, error) {
+	var out []waitersResult
+	for round := 1; round <= b.s.waitRounds; round++ {
+		res, err := b.waitersRound(round)
+		if err != nil {
+			return out, fmt.Errorf("round %d: %w", round, err)
+		}
+		progress("  round %d: mean %.3f req/s per proxy, busiest second %.2f× the mean", round, mean(res.perProxy), res.peakToMean())
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+// waitersRound starts fresh agents for a mesh that never appears.
+func (b *bed) waitersRound(round int) (waitersResult, error) {
 	n := b.s.waiters
 	res := waitersResult{n: n, warmup: b.s.waitWarmup.Truncate(time.Second), window: b.s.waitWindow.Truncate(time.Second)}
-	const mesh = "absent"
+	mesh := fmt.Sprintf("absent-%d", round)
 	var agents []*agent
 	var names []string
 	defer func() {
@@ -429,7 +443,7 @@ func (b *bed) waitersFigure() (waitersResult, error) {
 	// machine allows: the lock-step case that jitter has to break up.
 	var ps []proxy
 	for i := 0; i < n; i++ {
-		name := fmt.Sprintf("bench-wait-%02d", i)
+		name := fmt.Sprintf("bench-wait-%d-%02d", round, i)
 		p, err := b.newProxy(mesh, name)
 		if err != nil {
 			return res, err

@@ -29,6 +29,7 @@ type settings struct {
 	meshRuns    int           // mesh created → launched runs
 	meshPhase   time.Duration // creation falls at a random point in [0, meshPhase) after the first "waiting for mesh"
 	waiters     int
+	waitRounds  int           // independent rounds of the waiters figure; judged on the worst
 	waitWarmup  time.Duration // until the backoff has reached --retry-max
 	waitWindow  time.Duration
 	idleAgents  int
@@ -42,13 +43,14 @@ type settings struct {
 func loadSettings() (settings, error) {
 	s := settings{
 		runs: 15, meshRuns: 20, meshPhase: 15 * time.Second,
-		waiters: 50, waitWarmup: 10 * time.Second, waitWindow: 30 * time.Second,
+		waiters: 50, waitRounds: 3, waitWarmup: 10 * time.Second, waitWindow: 30 * time.Second,
 		idleAgents: 3, idleWindow: 30 * time.Second,
 		heavyRuns: 5, analyze: true,
 		figures: map[string]bool{"startup": true, "mesh": true, "waiters": true, "idle": true},
 	}
 	ints := map[string]*int{
 		"ZPBENCH_RUNS": &s.runs, "ZPBENCH_MESH_RUNS": &s.meshRuns, "ZPBENCH_WAITERS": &s.waiters,
+		"ZPBENCH_WAIT_ROUNDS": &s.waitRounds,
 		"ZPBENCH_IDLE_AGENTS": &s.idleAgents, "ZPBENCH_HEAVY_RUNS": &s.heavyRuns,
 	}
 	for k, p := range ints {
@@ -92,8 +94,8 @@ func loadSettings() (settings, error) {
 		}
 		s.explicitSet = append(s.explicitSet, "ZPBENCH_FIGURES="+v)
 	}
-	if s.waitWindow < 2*time.Second || s.idleWindow < time.Second {
-		return s, fmt.Errorf("ZPBENCH_WAIT_WINDOW must be ≥ 2s and ZPBENCH_IDLE_WINDOW ≥ 1s")
+	if s.waitWindow < 2*time.Second || s.idleWindow < time.Second || s.waitRounds < 1 || s.waiters < 1 {
+		return s, fmt.Errorf("ZPBENCH_WAIT_WINDOW must be ≥ 2s, ZPBENCH_IDLE_WINDOW ≥ 1s, ZPBENCH_WAITERS and ZPBENCH_WAIT_ROUNDS ≥ 1")
 	}
 	return s, nil
 }
