@@ -34,7 +34,8 @@ func FreePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// Readiness is what GET /ready on the agent answers.
+// Readiness is what GET /ready on the agent answers: the status and the
+// state word on the body's first line.
 func Readiness(port int) (int, string) {
 	c := http.Client{Timeout: 2 * time.Second}
 	resp, err := c.Get("http://127.0.0.1:" + strconv.Itoa(port) + "/ready")
@@ -46,7 +47,8 @@ func Readiness(port int) (int, string) {
 	buf := make([]byte, 512)
 	n, _ := resp.Body.Read(buf)
 	b.Write(buf[:n])
-	return resp.StatusCode, strings.TrimSpace(b.String())
+	word, _, _ := strings.Cut(strings.TrimSpace(b.String()), "\n")
+	return resp.StatusCode, word
 }
 
 // ProcessGone reports whether pid no longer exists (or is a zombie
