@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -291,5 +292,27 @@ func TestAdminSocketIsPrivate(t *testing.T) {
 	}
 	if fi.Mode().Perm()&0o077 != 0 {
 		t.Fatalf("admin socket mode %v", fi.Mode().Perm())
+	}
+}
+
+func TestDiskFullIsReportedWithPathAndCause(t *testing.T) {
+	t.Parallel()
+	zone := harness.NewZone(t, bins, "payments")
+	p := zone.NewProxy("payments", "egress")
+	// A 4 KiB file system: the lock file fits, Envoy's bootstrap does not.
+	if err := os.MkdirAll(p.WorkDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4k,mode=0700", "tmpfs", p.WorkDir).CombinedOutput(); err != nil {
+		t.Fatalf("mounting a tiny tmpfs needs root: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", p.WorkDir).Run() })
+	code, out := harness.Run(t, bins.Zoneproxy, nil, zone.Args(p)...)
+	if code == 0 || !strings.Contains(out, filepath.Join(p.WorkDir, "bootstrap.yaml")) || !strings.Contains(out, "no space left on device") {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	entries, _ := os.ReadDir(p.WorkDir)
+	if len(entries) != 0 {
+		t.Errorf("left behind in the work dir: %v", names(entries))
 	}
 }
