@@ -54,13 +54,11 @@ func (b *bed) newProxy(mesh, name string) (proxy, error) {
 	id := fmt.Sprintf("%03d", b.seq)
 	p := proxy{mesh: mesh, name: name, workDir: filepath.Join(b.dir, "wd"+id), stamp: filepath.Join(b.dir, "stamp"+id)}
 	var err error
-	if p.readiness, err = freePort(); err != nil {
+	if p.readiness, err = b.ports.next(); err != nil {
 		return p, err
 	}
-	for p.egress == 0 || p.egress == p.readiness {
-		if p.egress, err = freePort(); err != nil {
-			return p, err
-		}
+	if p.egress, err = b.ports.next(); err != nil {
+		return p, err
 	}
 	tok, err := b.tokenFile(mesh)
 	if err != nil {
@@ -395,7 +393,8 @@ type waitersResult struct {
 	perProxyAll    []float64 // requests/s from start, per proxy
 	buckets        []int     // requests per second from start
 	exitedOK       int
-	missing        int // proxies with no request at all
+	missing        int      // proxies with no request at all
+	problems       []string // why an agent sent nothing or did not exit 0
 }
 
 func (w waitersResult) windowBuckets() []int {
@@ -490,10 +489,16 @@ func (b *bed) waitersRound(round int) (waitersResult, error) {
 	for _, a := range agents {
 		a.signal(syscall.SIGTERM)
 	}
-	for _, a := range agents {
-		if code, err := a.wait(15 * time.Second); err == nil && code == 0 {
+	for i, a := range agents {
+		code, err := a.wait(15 * time.Second)
+		if err == nil && code == 0 && len(byName[names[i]]) > 0 {
+			res.exitedOK++
+			continue
+		}
+		if err == nil && code == 0 {
 			res.exitedOK++
 		}
+		res.problems = append(res.problems, fmt.Sprintf("%s: exit %d, %d requests; last lines:\n%s", names[i], code, len(byName[names[i]]), a.tail(3)))
 	}
 	return res, nil
 }

@@ -169,6 +169,7 @@ type bed struct {
 	versionLine string
 	cp          *controlplane.Server
 	seq         int
+	ports       portPicker
 	started     time.Time
 	loadStart   string
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -158,14 +159,38 @@ func processesMentioning(s string) []int {
 	return out
 }
 
-// freePort returns a loopback TCP port nobody listens on right now.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// Ports are picked below the kernel's ephemeral range (32768 and up by
+// default): the agents' own client connections take ephemeral ports and
+// could otherwise grab a port chosen for another agent before it binds it.
+const (
+	portLow  = 20000
+	portHigh = 32000
+)
+
+// portPicker hands out loopback ports nobody listens on, never the same
+// one twice in a run.
+type portPicker struct {
+	used map[int]bool
+}
+
+func (pp *portPicker) next() (int, error) {
+	if pp.used == nil {
+		pp.used = map[int]bool{}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	for range 1000 {
+		port := portLow + rand.IntN(portHigh-portLow)
+		if pp.used[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		pp.used[port] = true
+		return port, nil
+	}
+	return 0, fmt.Errorf("no free port in %d-%d", portLow, portHigh)
 }
 
 // loadAvg is /proc/loadavg's first three fields: how busy the machine was.

@@ -318,6 +318,12 @@ func writeWaitersDetails(w io.Writer, rounds []waitersResult) {
 			"%d requests, %d of %d agents exited 0 on SIGTERM, %d sent none.",
 			i+1, ms(r.startSpan), mean(r.perProxy), summarize(r.perProxy).Min, summarize(r.perProxy).Max, mean(r.perProxyAll),
 			mean(xs), summarize(xs).Min, summarize(xs).Max, stddev(xs), r.peakToMean(), total, r.exitedOK, r.n, r.missing)
+		for _, pr := range r.problems {
+			p("")
+			p("```")
+			p("%s", pr)
+			p("```")
+		}
 		p("")
 		p("```")
 		from := int(r.warmup / time.Second)
