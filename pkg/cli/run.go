@@ -122,6 +122,9 @@ func (r *runningEnvoy) healthy(ctx context.Context) bool {
 func runAgent(cfg *config.Config, log *zap.Logger, level zap.AtomicLevel) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// A journald restart breaks stderr; without this the next log line
+	// would kill the agent (and so Envoy) with SIGPIPE.
+	signal.Ignore(syscall.SIGPIPE)
 	hurry := make(chan struct{})
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
