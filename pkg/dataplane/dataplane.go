@@ -131,11 +131,15 @@ func (d Dataplane) JSON() string {
 }
 
 // YAML is the form an operator reviews or applies with kumactl.
-func (d Dataplane) YAML() string {
+func (d Dataplane) YAML() string { return toYAML(d) }
+
+// toYAML encodes resources with kumactl's two-space indent; plain structs
+// of strings and numbers cannot fail to encode.
+func toYAML(v any) string {
 	var b strings.Builder
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)
-	if err := enc.Encode(d); err != nil {
+	if err := enc.Encode(v); err != nil {
 		panic(err)
 	}
 	return b.String()

@@ -1,11 +1,6 @@
 package dataplane
 
-import (
-	"fmt"
-	"strings"
-
-	yaml "go.yaml.in/yaml/v3"
-)
+import "fmt"
 
 // MeshZoneAddress publishes a zone ingress's public address to other zones.
 // On Universal the operator creates it; its kuma.io/zone label names the
@@ -49,11 +44,5 @@ func (m MeshZoneAddress) YAML() string {
 	d := mzaDoc{Type: "MeshZoneAddress", Mesh: m.Mesh, Name: m.Name,
 		Labels: map[string]string{"kuma.io/origin": "zone", "kuma.io/zone": m.Zone}}
 	d.Spec.Address, d.Spec.Port = m.Address, m.Port
-	var b strings.Builder
-	enc := yaml.NewEncoder(&b)
-	enc.SetIndent(2)
-	if err := enc.Encode(d); err != nil {
-		panic(err)
-	}
-	return b.String()
+	return toYAML(d)
 }
