@@ -84,8 +84,11 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, doc
 // awaitLive polls Envoy's /ready until LIVE. It returns an error only when
 // Envoy exits; a cancelled ctx returns nil.
 func (a *Agent) awaitLive(ctx context.Context, admin *envoy.Admin, proc *envoy.Process) error {
-	tick := time.NewTicker(100 * time.Millisecond)
+	// Envoy usually turns LIVE within a few hundred milliseconds: ask often
+	// at first (READY reaches systemd sooner), then settle to a slower pace.
+	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
+	settled := time.After(2 * time.Second)
 	start := time.Now()
 	nextHint := 15 * time.Second
 	for {
@@ -94,6 +97,9 @@ func (a *Agent) awaitLive(ctx context.Context, admin *envoy.Admin, proc *envoy.P
 			return a.envoyExited(proc)
 		case <-ctx.Done():
 			return nil
+		case <-settled:
+			tick.Reset(200 * time.Millisecond)
+			continue
 		case <-tick.C:
 		}
 		word, live, err := admin.Ready(ctx)

@@ -209,7 +209,8 @@ func TestLoopBackoffSchedule(t *testing.T) {
 		want []time.Duration
 	}{
 		{"no jitter drawn", 0, []time.Duration{1 * time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second}},
-		{"most jitter drawn", 0.5, []time.Duration{875 * time.Millisecond, 1750 * time.Millisecond, 3500 * time.Millisecond, 4375 * time.Millisecond, 4375 * time.Millisecond}},
+		// Growing: (¼d, d]; at the maximum: (¾max, max].
+		{"half the jitter drawn", 0.5, []time.Duration{625 * time.Millisecond, 1250 * time.Millisecond, 2500 * time.Millisecond, 4375 * time.Millisecond, 4375 * time.Millisecond}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -21,9 +21,11 @@ func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) 
 // RealClock is the wall clock.
 var RealClock Clock = realClock{}
 
-// Backoff doubles from Initial to Max. Each delay is drawn from (¾d, d] so
-// that many proxies waiting for one mesh spread out instead of polling the
-// control plane in lock-step, while the wait never exceeds Max.
+// Backoff doubles from Initial to Max. While it grows, each delay is drawn
+// from (¼d, d], so proxies that started together (a fleet rebooting, a
+// new mesh rolled out) drift apart instead of polling the control plane in
+// waves; at Max it is drawn from (¾Max, Max], which keeps the request rate
+// low and the wait for a new mesh under Max.
 type Backoff struct {
 	Initial, Max time.Duration
 	// Rand returns a number in [0, 1); nil uses math/rand.
@@ -36,14 +38,14 @@ func (b Backoff) Delay(n int) time.Duration {
 	for i := 1; i < n && d < b.Max; i++ {
 		d *= 2
 	}
-	if d > b.Max {
-		d = b.Max
-	}
 	r := b.Rand
 	if r == nil {
 		r = rand.Float64
 	}
-	return d - time.Duration(r()*float64(d)/4)
+	if d >= b.Max {
+		return b.Max - time.Duration(r()*float64(b.Max)/4)
+	}
+	return d - time.Duration(r()*float64(d)*3/4)
 }
 
 // Wait describes one pause between attempts, for logs and status lines.

@@ -6,22 +6,23 @@ import (
 	"net"
 	"strconv"
 
-	"sigs.k8s.io/yaml"
+	yaml "go.yaml.in/yaml/v3"
 )
 
 // AdminFromBootstrap finds the admin address in an Envoy bootstrap (YAML or
 // JSON; protojson camelCase as the control plane writes it, or snake_case).
+// yaml.v3 is already linked for the config file; the agent needs no more.
 func AdminFromBootstrap(doc []byte) (AdminAddress, error) {
 	var b struct {
 		Admin *struct {
 			Address *struct {
 				Pipe *struct {
-					Path string `json:"path"`
-				} `json:"pipe"`
-				SocketAddress  *socketAddress `json:"socketAddress"`
-				SocketAddress2 *socketAddress `json:"socket_address"`
-			} `json:"address"`
-		} `json:"admin"`
+					Path string `yaml:"path"`
+				} `yaml:"pipe"`
+				SocketAddress  *socketAddress `yaml:"socketAddress"`
+				SocketAddress2 *socketAddress `yaml:"socket_address"`
+			} `yaml:"address"`
+		} `yaml:"admin"`
 	}
 	if err := yaml.Unmarshal(doc, &b); err != nil {
 		return AdminAddress{}, fmt.Errorf("bootstrap is not valid YAML: %w", err)
@@ -52,7 +53,7 @@ func AdminFromBootstrap(doc []byte) (AdminAddress, error) {
 }
 
 type socketAddress struct {
-	Address    string `json:"address"`
-	PortValue  uint32 `json:"portValue"`
-	PortValue2 uint32 `json:"port_value"`
+	Address    string `yaml:"address"`
+	PortValue  uint32 `yaml:"portValue"`
+	PortValue2 uint32 `yaml:"port_value"`
 }
