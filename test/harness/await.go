@@ -66,7 +66,7 @@ func ProcessGone(pid int) bool {
 	return false
 }
 
-// Children lists the pids whose parent is pid.
+// Children lists the live (not zombie) pids whose parent is pid.
 func Children(pid int) []int {
 	entries, _ := os.ReadDir("/proc")
 	var out []int
@@ -85,7 +85,7 @@ func Children(pid int) []int {
 			continue
 		}
 		fields := strings.Fields(s[i+1:])
-		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
+		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) && fields[0] != "Z" {
 			out = append(out, child)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/test/controlplane"
+	"github.com/zoneproxy/zoneproxy/test/harness"
 )
 
 // Targets, from the issue.
@@ -174,7 +175,7 @@ func (b *bed) startupRun(bin string) (startupRun, error) {
 	// A downstream connection held open keeps the drain going for the
 	// whole --drain-time: the slow path of a stop.
 	envoyPID := 0
-	if kids := children(a.pid()); len(kids) > 0 {
+	if kids := harness.Children(a.pid()); len(kids) > 0 {
 		envoyPID = kids[0]
 	}
 	conn, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(p.egress))
@@ -193,7 +194,7 @@ func (b *bed) startupRun(bin string) (startupRun, error) {
 			r.fullDrain = true
 		}
 	}
-	if envoyPID != 0 && !processGone(envoyPID) {
+	if envoyPID != 0 && !harness.ProcessGone(envoyPID) {
 		r.envoyLeft = append(r.envoyLeft, envoyPID)
 	}
 	r.other = processesMentioning(p.workDir)

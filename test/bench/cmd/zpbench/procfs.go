@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/zoneproxy/zoneproxy/test/harness"
 )
 
 // userHZ is the unit of utime/stime in /proc/<pid>/stat; fixed at 100 on
@@ -99,46 +101,6 @@ func cpuNanos(pid int) (int64, error) {
 	return sum, nil
 }
 
-// processGone reports whether pid no longer exists or is a zombie.
-func processGone(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && len(s) > i+2 {
-		return s[i+2] == 'Z'
-	}
-	return false
-}
-
-// children lists the live pids whose parent is pid.
-func children(pid int) []int {
-	entries, _ := os.ReadDir("/proc")
-	var out []int
-	want := strconv.Itoa(pid)
-	for _, e := range entries {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) > 1 && f[1] == want && f[0] != "Z" {
-			out = append(out, child)
-		}
-	}
-	return out
-}
-
 // processesMentioning lists live pids whose command line contains s (a
 // run's unique work dir), to find anything a run left behind.
 func processesMentioning(s string) []int {
@@ -151,7 +113,7 @@ func processesMentioning(s string) []int {
 			continue
 		}
 		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || !strings.Contains(string(b), s) || processGone(pid) {
+		if err != nil || !strings.Contains(string(b), s) || harness.ProcessGone(pid) {
 			continue
 		}
 		out = append(out, pid)
