@@ -136,8 +136,13 @@ say "booting systemd in systemd-nspawn"
 systemd-nspawn --register=no --keep-unit -D "$root" -b --console=read-only \
 	>"$logs/boot.log" 2>&1 &
 nspawn_pid=$!
+# The container's PID 1 is nspawn's child named systemd; on a first boot
+# nspawn may have short-lived helper children before it.
+C=""
 for _ in $(seq 1 300); do
-	C=$(pgrep -P "$nspawn_pid" | head -n1 || true)
+	for c in $(pgrep -P "$nspawn_pid" || true); do
+		[ "$(cat "/proc/$c/comm" 2>/dev/null)" = systemd ] && C=$c
+	done
 	[ -n "$C" ] && break
 	kill -0 "$nspawn_pid" 2>/dev/null || {
 		cat "$logs/boot.log" >&2
@@ -153,7 +158,7 @@ prop() { ct systemctl show -P "$2" "$1"; }
 
 state=""
 for _ in $(seq 1 600); do
-	state=$(ct systemctl is-system-running 2>/dev/null || true)
+	state=$(ct systemctl is-system-running 2>>"$logs/is-system-running.log" || true)
 	case "$state" in running | degraded) break ;; esac
 	sleep 0.1
 done
