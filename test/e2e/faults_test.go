@@ -316,3 +316,24 @@ func TestDiskFullIsReportedWithPathAndCause(t *testing.T) {
 		t.Errorf("left behind in the work dir: %v", names(entries))
 	}
 }
+
+func TestSANMismatchIsAConfigErrorWithoutRetries(t *testing.T) {
+	t.Parallel()
+	// The control plane's certificate lists localhost, 127.0.0.1 and ::1;
+	// reached as 127.0.0.2 it does not match.
+	dir := harness.ShortTempDir(t)
+	cp, err := controlplane.Start(controlplane.Options{Dir: dir, Addr: "127.0.0.2:0", Meshes: []string{"payments"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cp.Close()
+	zone := harness.NewZone(t, bins, "payments")
+	p := zone.NewProxy("payments", "egress")
+	code, out := harness.Run(t, bins.Zoneproxy, nil, zone.Args(p, "--cp-address", cp.URL(), "--ca-cert-file", cp.CACertFile())...)
+	if code != 78 || !strings.Contains(out, "not valid for the host in --cp-address") || !strings.Contains(out, "127.0.0.1") {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	if n := len(cp.BootstrapRequests()); n != 0 || strings.Contains(out, "retrying") {
+		t.Fatalf("retried a SAN mismatch (%d requests)\n%s", n, out)
+	}
+}

@@ -161,11 +161,12 @@ func TestTokenNeverAppearsInLogsOrEnvoyCommandLine(t *testing.T) {
 	agent.AwaitReadiness(p.Readiness, 200, "READY", 20*time.Second)
 	envoyPID := agent.EnvoyPID(time.Second)
 	cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(envoyPID) + "/cmdline")
+	_, metrics := get(t, "http://127.0.0.1:"+strconv.Itoa(p.Readiness)+"/metrics")
 	environ, _ := os.ReadFile("/proc/" + strconv.Itoa(envoyPID) + "/environ")
 	agent.Signal(syscall.SIGTERM)
 	agent.Wait(15 * time.Second)
 	secret := strings.TrimSpace(string(tok))
-	for where, text := range map[string]string{"logs": agent.Output(), "Envoy argv": string(cmdline), "Envoy environment": string(environ)} {
+	for where, text := range map[string]string{"logs": agent.Output(), "Envoy argv": string(cmdline), "Envoy environment": string(environ), "/metrics": metrics} {
 		if strings.Contains(text, secret) {
 			t.Errorf("token found in %s", where)
 		}
