@@ -1,0 +1,70 @@
+package readiness
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"testing"
+
+	"github.com/zoneproxy/zoneproxy/pkg/state"
+)
+
+func TestStatus(t *testing.T) {
+	live := func(context.Context) (string, bool, error) { return "LIVE", true, nil }
+	draining := func(context.Context) (string, bool, error) { return "DRAINING", false, nil }
+	down := func(context.Context) (string, bool, error) { return "", false, errors.New("refused") }
+	cases := []struct {
+		name   string
+		phase  state.Phase
+		detail string
+		probe  EnvoyProbe
+		code   int
+		body   string
+	}{
+		{"waiting says why", state.WaitingForMesh, `waiting for mesh "payments" (attempt 2, next in 2s)`, nil, 503, "WAITING_FOR_MESH\nwaiting for mesh \"payments\" (attempt 2, next in 2s)"},
+		{"control plane down", state.WaitingForControlPlane, "cannot reach", nil, 503, "WAITING_FOR_CONTROL_PLANE\ncannot reach"},
+		{"ready and Envoy live", state.Ready, "Envoy ready", live, 200, "READY"},
+		{"ready but no probe yet", state.Ready, "", nil, 503, "ENVOY_STARTING"},
+		{"Envoy reports another state", state.Ready, "", draining, 503, "ENVOY_DRAINING"},
+		{"Envoy's admin does not answer", state.Ready, "", down, 503, "ENVOY_UNREACHABLE"},
+		{"terminating", state.Terminating, "draining (3s left)", live, 503, "TERMINATING\ndraining (3s left)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := state.NewTracker()
+			tr.Set(tc.phase, tc.detail)
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := New(ln, tr)
+			defer ln.Close()
+			if tc.probe != nil {
+				s.SetEnvoyProbe(tc.probe)
+			}
+			code, body := s.Status(context.Background())
+			if code != tc.code || body != tc.body {
+				t.Fatalf("got %d %q, want %d %q", code, body, tc.code, tc.body)
+			}
+		})
+	}
+}
+
+func TestOnlyGetAndHead(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(ln, state.NewTracker())
+	go s.Serve()
+	defer s.Shutdown(context.Background())
+	resp, err := http.Post("http://"+ln.Addr().String()+"/ready", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("POST /ready: %d", resp.StatusCode)
+	}
+}
