@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -106,7 +107,7 @@ func (m *Metrics) write(w io.Writer) {
 	fmt.Fprint(w, "# HELP zoneproxy_bootstrap_attempts_total Bootstrap requests by outcome.\n# TYPE zoneproxy_bootstrap_attempts_total counter\n")
 	outcomes := []string{"success", "mesh_not_found", "retryable", "permanent"}
 	for k := range m.attempts {
-		if !contains(outcomes, k) {
+		if !slices.Contains(outcomes, k) {
 			outcomes = append(outcomes, k)
 		}
 	}
@@ -127,13 +128,4 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
