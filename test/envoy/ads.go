@@ -169,15 +169,7 @@ func (c *adsClient) session(ctx context.Context) (received bool) {
 			return false
 		}
 		st.send = func(m proto.Message) error { return stream.Send(m.(*discoverygrpc.DeltaDiscoveryRequest)) }
-		go func() {
-			for {
-				m, err := stream.Recv()
-				recv <- recvResult{m, err}
-				if err != nil {
-					return
-				}
-			}
-		}()
+		go pump(stream.Recv, recv)
 	} else {
 		stream, err := client.StreamAggregatedResources(sctx)
 		if err != nil {
@@ -186,15 +178,7 @@ func (c *adsClient) session(ctx context.Context) (received bool) {
 			return false
 		}
 		st.send = func(m proto.Message) error { return stream.Send(m.(*discoverygrpc.DiscoveryRequest)) }
-		go func() {
-			for {
-				m, err := stream.Recv()
-				recv <- recvResult{m, err}
-				if err != nil {
-					return
-				}
-			}
-		}()
+		go pump(stream.Recv, recv)
 	}
 	s.stats.gauge("control_plane.connected_state").set(1)
 	s.log.config(lvlInfo, "source/extensions/config_subscription/grpc/grpc_stream.h:70", "%s gRPC config stream to %s established", c.method(), c.target.name)
@@ -470,4 +454,15 @@ func (c *adsClient) handleSotw(st *streamState, resp *discoverygrpc.DiscoveryRes
 
 func withMD(ctx context.Context, md metadata.MD) context.Context {
 	return metadata.NewOutgoingContext(ctx, md)
+}
+
+// pump forwards a stream's messages to recv until the stream fails.
+func pump[M proto.Message](next func() (M, error), recv chan<- recvResult) {
+	for {
+		m, err := next()
+		recv <- recvResult{m, err}
+		if err != nil {
+			return
+		}
+	}
 }

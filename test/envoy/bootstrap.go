@@ -267,18 +267,9 @@ func checkCluster(c *clusterv3.Cluster, staticSecrets map[string]*tlsv3.Secret) 
 }
 
 func checkTransportSocket(ts *corev3.TransportSocket, staticSecrets map[string]*tlsv3.Secret) error {
-	msg, err := unpackAny(ts.GetTypedConfig())
-	if err != nil || msg == nil {
+	common, err := commonTLSContext(ts)
+	if err != nil || common == nil {
 		return err
-	}
-	var common *tlsv3.CommonTlsContext
-	switch t := msg.(type) {
-	case *tlsv3.UpstreamTlsContext:
-		common = t.GetCommonTlsContext()
-	case *tlsv3.DownstreamTlsContext:
-		common = t.GetCommonTlsContext()
-	default:
-		return nil
 	}
 	for _, sc := range common.GetTlsCertificateSdsSecretConfigs() {
 		if sc.GetSdsConfig() == nil {
@@ -348,4 +339,20 @@ func tagSpecs(b *bootstrapv3.Bootstrap) []tagSpec {
 func useDefaultTags(b *bootstrapv3.Bootstrap) bool {
 	u := b.GetStatsConfig().GetUseAllDefaultTags()
 	return u == nil || u.GetValue()
+}
+
+// commonTLSContext is the TLS context of a transport socket, nil when the
+// socket is not TLS.
+func commonTLSContext(ts *corev3.TransportSocket) (*tlsv3.CommonTlsContext, error) {
+	msg, err := unpackAny(ts.GetTypedConfig())
+	if err != nil || msg == nil {
+		return nil, err
+	}
+	switch t := msg.(type) {
+	case *tlsv3.UpstreamTlsContext:
+		return t.GetCommonTlsContext(), nil
+	case *tlsv3.DownstreamTlsContext:
+		return t.GetCommonTlsContext(), nil
+	}
+	return nil, nil
 }

@@ -35,17 +35,8 @@ func socketDeps(ts *corev3.TransportSocket) []depRef {
 	if ts == nil {
 		return nil
 	}
-	msg, err := unpackAny(ts.GetTypedConfig())
-	if err != nil || msg == nil {
-		return nil
-	}
-	var common *tlsv3.CommonTlsContext
-	switch t := msg.(type) {
-	case *tlsv3.UpstreamTlsContext:
-		common = t.GetCommonTlsContext()
-	case *tlsv3.DownstreamTlsContext:
-		common = t.GetCommonTlsContext()
-	default:
+	common, err := commonTLSContext(ts)
+	if err != nil || common == nil {
 		return nil
 	}
 	var out []depRef
