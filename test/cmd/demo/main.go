@@ -108,15 +108,23 @@ func run() error {
 		case err := <-exited:
 			return fmt.Errorf("zoneproxy exited by itself: %v", err)
 		case <-stop:
-			return shutdown(agent, exited)
+			return shutdown(agent, exited, egress)
 		case <-deadline:
-			return shutdown(agent, exited)
+			return shutdown(agent, exited, egress)
 		}
 	}
 }
 
-func shutdown(agent *exec.Cmd, exited <-chan error) error {
+func shutdown(agent *exec.Cmd, exited <-chan error, egress int) error {
 	children := harness.Children(agent.Process.Pid)
+	// A client still connected through the egress: the drain waits for it.
+	if conn, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(egress))); err == nil {
+		say("a client holds a connection through the egress; it leaves 1.5s into the drain")
+		time.AfterFunc(1500*time.Millisecond, func() {
+			say("the client closes its connection")
+			conn.Close()
+		})
+	}
 	say("sending SIGTERM to zoneproxy (pid %d)", agent.Process.Pid)
 	_ = agent.Process.Signal(syscall.SIGTERM)
 	err := <-exited
