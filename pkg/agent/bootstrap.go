@@ -37,6 +37,7 @@ type Fetcher struct {
 	req       bootstrap.Request
 	tokenPath string
 	inline    string
+	sent      string // the token the last request carried
 }
 
 // NewFetcher prepares the request. tokenPath overrides the configured token
@@ -77,18 +78,13 @@ func (f *Fetcher) Attempt(ctx context.Context) ([]byte, error) {
 		r.DataplaneToken = strings.TrimSpace(string(tok))
 		r.DataplaneTokenPath = f.tokenPath
 	}
+	f.sent = r.DataplaneToken
 	return f.client.Fetch(ctx, &r)
 }
 
-// Token is the credential the last request carried, for redaction.
-func (f *Fetcher) Token() string {
-	if f.tokenPath != "" {
-		if b, err := os.ReadFile(f.tokenPath); err == nil {
-			return strings.TrimSpace(string(b))
-		}
-	}
-	return f.inline
-}
+// Token is the credential the last request carried (and so the one in
+// Envoy's bootstrap), for redaction.
+func (f *Fetcher) Token() string { return f.sent }
 
 // Close drops idle connections.
 func (f *Fetcher) Close() { f.client.CloseIdle() }
@@ -110,10 +106,9 @@ func (a *Agent) bootstrap(ctx context.Context, wd *workDir, ev envoy.Version) ([
 		return nil, err
 	}
 	defer f.Close()
-	dp := a.cfg.Dataplane()
 	a.tracker.Set(state.WaitingForControlPlane, fmt.Sprintf("contacting the control plane at %s", a.cfg.CPAddress))
-	a.log.Info("requesting bootstrap", zap.String("cp", a.cfg.CPAddress), zap.String("mesh", dp.Mesh),
-		zap.String("name", dp.Name), zap.String("role", string(a.cfg.Role)))
+	a.log.Info("requesting bootstrap", zap.String("cp", a.cfg.CPAddress), zap.String("mesh", a.cfg.Mesh),
+		zap.String("name", a.cfg.Name), zap.String("role", string(a.cfg.Role)))
 
 	loop := bootstrap.Loop{
 		Backoff: bootstrap.Backoff{Initial: a.cfg.RetryInitial, Max: a.cfg.RetryMax},
