@@ -380,22 +380,24 @@ func (as *adminServer) prometheus(r *http.Request, q url.Values) adminResponse {
 }
 
 func (as *adminServer) healthcheckFail(*http.Request, url.Values) adminResponse {
-	s := as.s
-	s.mu.Lock()
-	s.healthFailed = true
-	s.updateGaugesLocked()
-	s.mu.Unlock()
-	s.stats.gauge("server.live").set(0)
-	return text(200, "OK\n")
+	return as.setHealthFailed(true)
 }
 
 func (as *adminServer) healthcheckOK(*http.Request, url.Values) adminResponse {
+	return as.setHealthFailed(false)
+}
+
+func (as *adminServer) setHealthFailed(failed bool) adminResponse {
 	s := as.s
 	s.mu.Lock()
-	s.healthFailed = false
+	s.healthFailed = failed
 	s.updateGaugesLocked()
 	s.mu.Unlock()
-	s.stats.gauge("server.live").set(1)
+	live := int64(1)
+	if failed {
+		live = 0
+	}
+	s.stats.gauge("server.live").set(live)
 	return text(200, "OK\n")
 }
 
