@@ -1,0 +1,247 @@
+// Package dynconf polls Envoy's system_dynamicconfig listener, which the
+// control plane serves on kuma-mesh-metric-config.sock in the work dir, and
+// hands each path's body (/meshmetric, /otel) to a handler.
+//
+// Like kuma-dp it sends If-None-Match with the last accepted ETag, applies a
+// 200, ignores a 304, and treats a 404 as "no config". Unlike kuma-dp, a
+// missing socket or a refused connection also means "no config": the
+// control plane removes the listener when the last policy needing it goes,
+// so the agent reverts to no policy instead of keeping the last config
+// until it restarts.
+package dynconf
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// DefaultInterval is kuma-dp's default refresh interval.
+const DefaultInterval = time.Second
+
+// maxBody bounds what one path may return; real bodies are a few KiB.
+const maxBody = 1 << 20
+
+// Handler applies one path's config. A nil body means there is no config
+// (404, or the listener is gone). An error keeps the previous config in
+// force and the body is offered again on the next poll.
+type Handler func(body []byte) error
+
+// Options configure a Poller.
+type Options struct {
+	// Socket is kumasock.DynamicConfig(workDir).
+	Socket string
+	// Interval between polls; DefaultInterval when zero. It also bounds each request.
+	Interval time.Duration
+	// Handlers by path, each starting with "/", e.g. "/meshmetric".
+	Handlers map[string]Handler
+	Log      *zap.Logger
+}
+
+// Poller fetches every path once per interval, in path order.
+type Poller struct {
+	interval time.Duration
+	client   *http.Client
+	log      *zap.Logger
+	paths    []*pathState
+
+	mu sync.Mutex // guards the counters in paths
+}
+
+type pathState struct {
+	path    string
+	handler Handler
+	etag    string
+	applied bool // the handler holds a config (so "no config" must be told once)
+	warn    rateLimited
+
+	calls, handlerErrors, fetchErrors uint64
+}
+
+// New checks the options; it starts nothing.
+func New(o Options) (*Poller, error) {
+	if o.Socket == "" {
+		return nil, errors.New("dynconf: Socket is empty; pass kumasock.DynamicConfig(workDir)")
+	}
+	if o.Interval < 0 {
+		return nil, fmt.Errorf("dynconf: Interval %s is negative; use a positive duration or zero for %s", o.Interval, DefaultInterval)
+	}
+	if o.Interval == 0 {
+		o.Interval = DefaultInterval
+	}
+	if len(o.Handlers) == 0 {
+		return nil, errors.New("dynconf: no Handlers; register at least /meshmetric")
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	p := &Poller{interval: o.Interval, log: o.Log, client: unixClient(o.Socket)}
+	for path, h := range o.Handlers {
+		if !strings.HasPrefix(path, "/") || h == nil {
+			return nil, fmt.Errorf("dynconf: handler path %q must start with \"/\" and have a non-nil handler", path)
+		}
+		p.paths = append(p.paths, &pathState{path: path, handler: h})
+	}
+	slices.SortFunc(p.paths, func(a, b *pathState) int { return strings.Compare(a.path, b.path) })
+	return p, nil
+}
+
+// unixClient dials the socket afresh for every request: Envoy may remove
+// and re-add the listener, and a kept-alive connection would outlive it.
+func unixClient(socket string) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+	}}
+}
+
+// Run polls at once and then every interval until ctx ends.
+func (p *Poller) Run(ctx context.Context) error {
+	t := time.NewTicker(p.interval)
+	defer t.Stop()
+	for {
+		p.poll(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (p *Poller) poll(ctx context.Context) {
+	for _, ps := range p.paths {
+		if ctx.Err() != nil {
+			return
+		}
+		p.pollPath(ctx, ps)
+	}
+}
+
+func (p *Poller) pollPath(ctx context.Context, ps *pathState) {
+	status, etag, body, err := p.fetch(ctx, ps)
+	switch {
+	case err != nil && listenerGone(err):
+		p.revert(ps, "listener gone")
+	case err != nil:
+		if ctx.Err() != nil {
+			return
+		}
+		p.count(&ps.fetchErrors)
+		ps.warn.log(p.log, "cannot fetch dynamic config; keeping the last one", zap.String("path", ps.path), zap.Error(err))
+	case status == http.StatusOK:
+		p.apply(ps, etag, body)
+	case status == http.StatusNotModified:
+	case status == http.StatusNotFound:
+		p.revert(ps, "not found")
+	default:
+		p.count(&ps.fetchErrors)
+		ps.warn.log(p.log, "unexpected status from the dynamic config listener; keeping the last config",
+			zap.String("path", ps.path), zap.Int("status", status))
+	}
+}
+
+func (p *Poller) fetch(ctx context.Context, ps *pathState) (status int, etag string, body []byte, err error) {
+	ctx, cancel := context.WithTimeout(ctx, p.interval)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://localhost"+ps.path, nil)
+	if err != nil {
+		return 0, "", nil, err
+	}
+	if ps.etag != "" {
+		req.Header.Set("If-None-Match", ps.etag)
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return 0, "", nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return resp.StatusCode, "", nil, nil
+	}
+	body, err = io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	if err != nil {
+		return 0, "", nil, fmt.Errorf("reading %s: %w", ps.path, err)
+	}
+	if len(body) > maxBody {
+		return 0, "", nil, fmt.Errorf("%s body exceeds %d bytes", ps.path, maxBody)
+	}
+	return resp.StatusCode, resp.Header.Get("Etag"), body, nil
+}
+
+// listenerGone is a dial that found no socket or nobody listening on it.
+func listenerGone(err error) bool {
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "dial" {
+		return false
+	}
+	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED)
+}
+
+func (p *Poller) apply(ps *pathState, etag string, body []byte) {
+	p.count(&ps.calls)
+	if err := ps.handler(body); err != nil {
+		p.count(&ps.handlerErrors)
+		ps.warn.log(p.log, "dynamic config rejected; keeping the last one", zap.String("path", ps.path), zap.Error(err))
+		return
+	}
+	p.log.Info("applied dynamic config", zap.String("path", ps.path), zap.String("etag", etag))
+	ps.etag, ps.applied = etag, true
+}
+
+func (p *Poller) revert(ps *pathState, why string) {
+	ps.etag = ""
+	if !ps.applied {
+		return
+	}
+	p.count(&ps.calls)
+	if err := ps.handler(nil); err != nil {
+		p.count(&ps.handlerErrors)
+		ps.warn.log(p.log, "cannot remove dynamic config; will retry", zap.String("path", ps.path), zap.Error(err))
+		return
+	}
+	p.log.Info("dynamic config removed", zap.String("path", ps.path), zap.String("reason", why))
+	ps.applied = false
+}
+
+func (p *Poller) count(c *uint64) {
+	p.mu.Lock()
+	*c++
+	p.mu.Unlock()
+}
+
+// WriteMetrics writes the poller's counters in Prometheus text format.
+func (p *Poller) WriteMetrics(w io.Writer) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	family := func(name, help string, value func(*pathState) uint64) {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n", name, help, name)
+		for _, ps := range p.paths {
+			fmt.Fprintf(w, "%s{path=\"%s\"} %d\n", name, escapeLabel(ps.path), value(ps))
+		}
+	}
+	family("zoneproxy_dynconf_handler_calls_total", "Dynamic config changes handed to a handler, by path.",
+		func(ps *pathState) uint64 { return ps.calls })
+	family("zoneproxy_dynconf_handler_errors_total", "Dynamic config changes a handler rejected, by path.",
+		func(ps *pathState) uint64 { return ps.handlerErrors })
+	family("zoneproxy_dynconf_fetch_errors_total", "Polls that failed for a reason other than a missing listener, by path.",
+		func(ps *pathState) uint64 { return ps.fetchErrors })
+}
+
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+
+// escapeLabel escapes a label value as the Prometheus text format requires.
+func escapeLabel(v string) string { return labelEscaper.Replace(v) }
