@@ -74,7 +74,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 
 	wd, err := openWorkDir(a.cfg.WorkDir)
 	if err != nil {
-		return exitcode.AsConfig(err)
+		return err
 	}
 	defer wd.cleanup()
 
@@ -103,6 +103,10 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		return exitcode.AsConfig(err)
 	}
 	envoyPath, envoyVersion, err := a.findEnvoy(ctx)
+	if ctx.Err() != nil {
+		a.log.Info("stopped while checking Envoy's version")
+		return nil // a stop signal is not a broken --envoy-binary
+	}
 	if err != nil {
 		return exitcode.AsConfig(err)
 	}

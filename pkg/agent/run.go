@@ -27,7 +27,7 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, doc
 	}
 	cfgPath, err := wd.write(bootstrapFile, doc)
 	if err != nil {
-		return exitcode.AsConfig(err)
+		return err
 	}
 	admin := envoy.NewAdmin(adminAddr)
 	defer admin.Close()
@@ -48,7 +48,7 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, doc
 	}
 	// Whatever happens below, Envoy does not outlive this function.
 	defer func() {
-		if proc.State() != envoy.Exited {
+		if !proc.Exited() {
 			proc.Stop(StopGrace)
 		}
 	}()
@@ -73,7 +73,7 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, doc
 
 	select {
 	case <-proc.Done():
-		return a.envoyExited(proc)
+		return a.envoyExited(ctx, proc)
 	case <-ctx.Done():
 	}
 	a.drain(admin, proc)
@@ -81,20 +81,24 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, doc
 	return nil
 }
 
+// envoyWaitHint is how long Envoy may stay short of LIVE before the agent
+// says it waits for the control plane.
+const envoyWaitHint = 15 * time.Second
+
 // awaitLive polls Envoy's /ready until LIVE. It returns an error only when
-// Envoy exits; a cancelled ctx returns nil.
-func (a *Agent) awaitLive(ctx context.Context, admin *envoy.Admin, proc *envoy.Process) error {
+// Envoy exits by itself; a cancelled ctx returns nil.
+func (a *Agent) awaitLive(ctx context.Context, admin envoyAdmin, proc envoyProcess) error {
 	// Envoy usually turns LIVE within a few hundred milliseconds: ask often
 	// at first (READY reaches systemd sooner), then settle to a slower pace.
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	settled := time.After(2 * time.Second)
 	start := time.Now()
-	nextHint := 15 * time.Second
+	nextHint := envoyWaitHint
 	for {
 		select {
 		case <-proc.Done():
-			return a.envoyExited(proc)
+			return a.envoyExited(ctx, proc)
 		case <-ctx.Done():
 			return nil
 		case <-settled:
@@ -111,73 +115,47 @@ func (a *Agent) awaitLive(ctx context.Context, admin *envoy.Admin, proc *envoy.P
 			reason := "its admin API does not answer yet"
 			if err == nil {
 				reason = "it reports " + word + "; it waits for its first configuration from the control plane over ADS (check the control plane's log for this proxy, e.g. a rejected token)"
+				a.tracker.Set(state.WaitingForControlPlane, fmt.Sprintf("Envoy is running but waits for its configuration from the control plane (%s for %s)", word, waited.Round(time.Second)))
 			}
 			a.log.Warn("Envoy is not ready yet", zap.Duration("waited", waited.Round(time.Second)), zap.String("reason", reason))
 		}
 	}
 }
 
-func (a *Agent) envoyExited(proc *envoy.Process) error {
+// stopSignalGrace is how long an Envoy that exited cleanly or on SIGTERM
+// waits for the agent's own stop signal: `systemctl kill` and a terminal's
+// process group signal both processes at once, in no set order.
+const stopSignalGrace = time.Second
+
+// envoyExited decides what Envoy's exit means. During a stop it is a clean
+// stop; otherwise the agent fails so that systemd restarts both.
+func (a *Agent) envoyExited(ctx context.Context, proc envoyProcess) error {
+	if stopping(ctx, proc) {
+		a.log.Info("Envoy stopped before the drain finished", zap.String("status", proc.ExitDescription()))
+		a.tracker.Set(state.Terminating, "Envoy stopped")
+		return nil
+	}
 	desc := proc.ExitDescription()
 	a.log.Error("Envoy exited unexpectedly; zoneproxy stops too so that its supervisor (systemd) restarts both",
 		zap.String("status", desc), zap.Int("pid", proc.PID()))
 	return fmt.Errorf("%w (%s)", ErrEnvoyExited, desc)
 }
 
-// drain fails Envoy's health checks, drains its listeners and waits for
-// --drain-time, ending early once no downstream connection is left or on
-// a second stop signal.
-func (a *Agent) drain(admin *envoy.Admin, proc *envoy.Process) {
-	deadline := time.Now().Add(a.cfg.DrainTime)
-	a.tracker.SetDraining(drainDetail(deadline), deadline)
-	a.log.Info("draining Envoy", zap.Duration("drain-time", a.cfg.DrainTime))
-	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(time.Second))
-	defer cancel()
-	if err := admin.FailHealthChecks(ctx); err != nil {
-		a.log.Warn("cannot start the drain through Envoy's admin API; stopping Envoy now", zap.Error(err))
-		return
+func stopping(ctx context.Context, proc envoyProcess) bool {
+	if ctx.Err() != nil {
+		return true
 	}
-	if err := admin.DrainListeners(ctx); err != nil {
-		a.log.Warn("cannot drain Envoy's listeners; waiting the drain time anyway", zap.Error(err))
+	if !proc.StoppedBySignal() {
+		return false
 	}
-	tick := time.NewTicker(500 * time.Millisecond)
-	defer tick.Stop()
-	end := time.NewTimer(time.Until(deadline))
-	defer end.Stop()
-	for {
-		if n, err := admin.DownstreamConnections(ctx); err == nil && n == 0 {
-			a.log.Info("no downstream connections left; ending the drain early")
-			return
-		}
-		select {
-		case <-end.C:
-			a.log.Info("drain time is over")
-			return
-		case <-a.opts.Hurry:
-			a.log.Info("second stop signal: skipping the rest of the drain")
-			return
-		case <-proc.Done():
-			a.log.Info("Envoy exited during the drain", zap.String("status", proc.ExitDescription()))
-			return
-		case <-tick.C:
-			a.tracker.SetDraining(drainDetail(deadline), deadline)
-		}
+	t := time.NewTimer(stopSignalGrace)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return true
+	case <-t.C:
+		return false
 	}
-}
-
-func drainDetail(deadline time.Time) string {
-	return fmt.Sprintf("draining (%s left)", time.Until(deadline).Round(time.Second))
-}
-
-func (a *Agent) stop(proc *envoy.Process, why string) {
-	a.tracker.Set(state.Terminating, "stopping Envoy")
-	if proc.State() == envoy.Exited {
-		return
-	}
-	if proc.Stop(StopGrace) {
-		a.log.Warn("Envoy ignored SIGTERM; killed it", zap.Duration("after", StopGrace))
-	}
-	a.log.Info("Envoy "+why, zap.String("status", proc.ExitDescription()))
 }
 
 // envoyEnv is the agent's environment minus what Envoy must not inherit:

@@ -3,11 +3,14 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 )
 
 // File names inside the work dir. The admin socket name is the control
@@ -27,23 +30,19 @@ type workDir struct {
 }
 
 // openWorkDir creates (0700) and locks dir, or a private temp dir when dir
-// is empty. Files left by an agent that was killed are removed.
+// is empty. An existing dir is used only if it is this user's and nobody
+// else can write it: the agent never changes the mode of a directory it did
+// not create. Files left by an agent that was killed are removed.
 func openWorkDir(dir string) (*workDir, error) {
 	w := &workDir{path: dir}
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "zoneproxy-")
 		if err != nil {
-			return nil, fmt.Errorf("cannot create a temporary work dir: %w; set --work-dir", err)
+			return nil, classify(fmt.Errorf("cannot create a temporary work dir: %w; set --work-dir", unwrap(err)))
 		}
 		w.path, w.temporary = tmp, true
-	} else if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("cannot create work dir %s: %v; set --work-dir to a writable directory", dir, unwrap(err))
-	}
-	if fi, err := os.Stat(w.path); err != nil || !fi.IsDir() {
-		return nil, fmt.Errorf("work dir %s is not a directory; set --work-dir to a directory", w.path)
-	}
-	if err := os.Chmod(w.path, 0o700); err != nil {
-		return nil, fmt.Errorf("cannot restrict work dir %s to mode 0700: %v", w.path, unwrap(err))
+	} else if err := ensureOwnDir(dir); err != nil {
+		return nil, err
 	}
 	if err := w.acquire(); err != nil {
 		w.removeTemp()
@@ -55,30 +54,74 @@ func openWorkDir(dir string) (*workDir, error) {
 	return w, nil
 }
 
+// ensureOwnDir creates dir with mode 0700, or checks that an existing one
+// is a directory owned by this user and writable by nobody else.
+func ensureOwnDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return classify(fmt.Errorf("cannot create work dir %s: %w; set --work-dir to a writable directory", dir, unwrap(err)))
+		}
+		return nil
+	}
+	if err != nil {
+		return classify(fmt.Errorf("cannot use work dir %s: %w", dir, unwrap(err)))
+	}
+	if !fi.IsDir() {
+		return exitcode.AsConfig(fmt.Errorf("work dir %s is not a directory; set --work-dir to a directory", dir))
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if ok && int(st.Uid) != os.Geteuid() {
+		return exitcode.AsConfig(fmt.Errorf("work dir %s is owned by uid %d, not by this user (uid %d): give the zone proxy a directory of its own with --work-dir (the systemd unit uses $RUNTIME_DIRECTORY)", dir, st.Uid, os.Geteuid()))
+	}
+	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
+		return exitcode.AsConfig(fmt.Errorf("work dir %s is writable by other users (mode %04o): the agent does not change a directory it did not create; use a private directory (mode 0700) with --work-dir, e.g. a new one it can create", dir, perm))
+	}
+	return nil
+}
+
+// acquire locks the work dir. The lock file is unlinked on cleanup, so an
+// agent that locked a file which was unlinked meanwhile retries on the one
+// now at the path: two agents never hold locks on different inodes.
 func (w *workDir) acquire() error {
 	path := w.file(lockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return fmt.Errorf("work dir %s is not writable: %v; set --work-dir to a directory this user can write", w.path, unwrap(err))
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		owner, _ := os.ReadFile(path)
-		f.Close()
-		pid := strings.TrimSpace(string(owner))
-		if pid == "" {
-			pid = "unknown"
-		}
-		return fmt.Errorf("work dir %s is in use by another zoneproxy (pid %s); give each zone proxy its own --work-dir", w.path, pid)
-	}
-	if err := f.Truncate(0); err == nil {
-		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	for {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 		if err != nil {
-			f.Close()
-			return fmt.Errorf("cannot write in work dir %s: %v", w.path, unwrap(err))
+			return classify(fmt.Errorf("work dir %s is not writable: %w; set --work-dir to a directory this user can write", w.path, unwrap(err)))
 		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			owner, _ := os.ReadFile(path)
+			f.Close()
+			pid := strings.TrimSpace(string(owner))
+			if pid == "" {
+				pid = "unknown"
+			}
+			return exitcode.AsConfig(fmt.Errorf("work dir %s is in use by another zoneproxy (pid %s); give each zone proxy its own --work-dir", w.path, pid))
+		}
+		if !samePath(f, path) {
+			f.Close() // lost a race with the previous holder's cleanup
+			continue
+		}
+		if err := f.Truncate(0); err == nil {
+			if _, err := f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0); err != nil {
+				f.Close()
+				return classify(fmt.Errorf("cannot write in work dir %s: %w", w.path, unwrap(err)))
+			}
+		}
+		w.lock = f
+		return nil
 	}
-	w.lock = f
-	return nil
+}
+
+// samePath reports whether f is still the file at path.
+func samePath(f *os.File, path string) bool {
+	open, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	now, err := os.Stat(path)
+	return err == nil && os.SameFile(open, now)
 }
 
 func (w *workDir) file(name string) string { return filepath.Join(w.path, name) }
@@ -89,16 +132,17 @@ func (w *workDir) write(name string, data []byte) (string, error) {
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {
 		_ = os.Remove(tmp)
-		return "", fmt.Errorf("cannot write %s: %v", path, unwrap(err))
+		return "", classify(fmt.Errorf("cannot write %s: %w", path, unwrap(err)))
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		_ = os.Remove(tmp)
-		return "", fmt.Errorf("cannot write %s: %v", path, unwrap(err))
+		return "", classify(fmt.Errorf("cannot write %s: %w", path, unwrap(err)))
 	}
 	return path, nil
 }
 
-// cleanup removes what the agent wrote and releases the lock.
+// cleanup removes what the agent wrote and releases the lock: unlink while
+// still holding it, then close (see acquire).
 func (w *workDir) cleanup() {
 	for _, name := range []string{bootstrapFile, tokenFile, adminSocket} {
 		_ = os.Remove(w.file(name))
@@ -114,6 +158,28 @@ func (w *workDir) removeTemp() {
 	if w.temporary {
 		_ = os.RemoveAll(w.path)
 	}
+}
+
+// transientIO are the I/O failures a restart (or an operator freeing disk
+// space) can cure: systemd should keep trying.
+var transientIO = []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT, syscall.EIO, syscall.EROFS, syscall.ENOMEM, syscall.EMFILE, syscall.ENFILE}
+
+// classify marks a file-system error as a configuration problem (exit 78),
+// unless it is one a restart may cure (exit 1).
+func classify(err error) error {
+	if ioTransient(err) {
+		return err
+	}
+	return exitcode.AsConfig(err)
+}
+
+func ioTransient(err error) bool {
+	for _, e := range transientIO {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 func unwrap(err error) error {

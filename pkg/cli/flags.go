@@ -48,6 +48,7 @@ func addRunFlags(fs *pflag.FlagSet) {
 	fs.String("work-dir", "", "directory for Envoy's bootstrap and admin socket (default $RUNTIME_DIRECTORY, else a private temp dir removed at exit)")
 	intFlag(fs, "readiness-port", config.DefaultReadinessPort, "loopback port serving /ready")
 	durationFlag(fs, "drain-time", config.DefaultDrainTime, "how long to drain Envoy on stop")
+	durationFlag(fs, "drain-min", config.DefaultDrainMin, "least time between failing health checks and the end of a drain, so a load balancer sees it (capped at --drain-time)")
 	fs.String("envoy-log-level", config.DefaultEnvoyLogLevel, "Envoy's log level")
 	intFlag(fs, "concurrency", 0, "Envoy worker threads (0 = Envoy's default)")
 	durationFlag(fs, "retry-initial", config.DefaultRetryInitial, "first bootstrap retry delay")

@@ -104,6 +104,7 @@ func loadConfig(fs *pflag.FlagSet) (*config.Config, error) {
 	c.WorkDir = str("work-dir")
 	c.ReadinessPort = num("readiness-port")
 	c.DrainTime = dur("drain-time")
+	c.DrainMin = dur("drain-min")
 	c.EnvoyLogLevel = str("envoy-log-level")
 	c.Concurrency = num("concurrency")
 	c.RetryInitial = dur("retry-initial")

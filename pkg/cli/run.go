@@ -31,6 +31,19 @@ func newRunCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the zone proxy: bootstrap against the control plane and supervise Envoy",
+		Long: `Run the zone proxy: bootstrap against the control plane (waiting while the
+mesh does not exist or the control plane is unreachable), then start and
+supervise Envoy until stopped.
+
+Signals: SIGTERM, SIGINT (Ctrl-C) and SIGHUP (the terminal or ssh session
+closing) all stop the zone proxy gracefully: health checks fail, listeners
+drain for at least --drain-min and at most --drain-time, Envoy stops and the
+work dir is cleaned. A second signal skips the rest of the drain. Under nohup
+(SIGHUP ignored at start) SIGHUP stays ignored.
+
+Exit codes: 0 clean stop; 1 a failure a restart may fix (Envoy died, a full
+disk, --bootstrap-timeout); 78 a configuration problem or a permanent refusal
+that a restart cannot fix.`,
 		Example: `  zoneproxy run --mesh payments --role egress \
     --cp-address https://cp.zone-1.internal:5678 --ca-cert-file /etc/zoneproxy/cp-ca.pem \
     --dataplane-token-file /etc/zoneproxy/tokens/payments-egress`,
@@ -119,6 +132,17 @@ func (r *runningEnvoy) healthy(ctx context.Context) bool {
 	return err == nil
 }
 
+// stopSignals end the agent with a drain. SIGHUP (the terminal or ssh
+// session closing) is one of them, so it never kills the agent outright —
+// unless it was already ignored when the agent started (nohup).
+func stopSignals() []os.Signal {
+	sigs := []os.Signal{syscall.SIGINT, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	return sigs
+}
+
 func runAgent(cfg *config.Config, log *zap.Logger, level zap.AtomicLevel) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -127,7 +151,7 @@ func runAgent(cfg *config.Config, log *zap.Logger, level zap.AtomicLevel) error 
 	signal.Ignore(syscall.SIGPIPE)
 	hurry := make(chan struct{})
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sigs, stopSignals()...)
 	defer signal.Stop(sigs)
 	go func() {
 		sig := <-sigs

@@ -43,6 +43,7 @@ type Config struct {
 	WorkDir       string
 	ReadinessPort int
 	DrainTime     time.Duration
+	DrainMin      time.Duration
 	EnvoyLogLevel string
 	Concurrency   int
 
@@ -64,6 +65,7 @@ const (
 	DefaultEnvoyBinary   = "envoy"
 	DefaultReadinessPort = 9902
 	DefaultDrainTime     = 30 * time.Second
+	DefaultDrainMin      = 5 * time.Second
 	DefaultEnvoyLogLevel = "info"
 	DefaultRetryInitial  = time.Second
 	DefaultRetryMax      = 5 * time.Second

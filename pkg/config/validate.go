@@ -131,6 +131,9 @@ func (c *Config) validate(now time.Time, files bool) (warnings []Warning, err er
 	if c.DrainTime < 0 {
 		add("drain-time", "%s is negative: use a duration such as 30s", c.DrainTime)
 	}
+	if c.DrainMin < 0 {
+		add("drain-min", "%s is negative: use a duration such as 5s (it is capped at --drain-time)", c.DrainMin)
+	}
 	if !slices.Contains(EnvoyLogLevels, c.EnvoyLogLevel) {
 		add("envoy-log-level", "%q is not an Envoy log level: use one of %s", c.EnvoyLogLevel, strings.Join(EnvoyLogLevels, ", "))
 	}

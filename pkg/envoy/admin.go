@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -92,9 +93,16 @@ func (a *Admin) DrainListeners(ctx context.Context) error {
 	return a.post(ctx, "/drain_listeners?graceful")
 }
 
-// SetLogLevel changes Envoy's log level at runtime.
-func (a *Admin) SetLogLevel(ctx context.Context, level string) error {
-	return a.post(ctx, "/logging?level="+level)
+// SetLogLevel changes Envoy's log level at runtime: a level for every
+// logger, or (with component set) for one.
+func (a *Admin) SetLogLevel(ctx context.Context, component, level string) error {
+	q := url.Values{}
+	if component == "" {
+		q.Set("level", level)
+	} else {
+		q.Set(component, level)
+	}
+	return a.post(ctx, "/logging?"+q.Encode())
 }
 
 func (a *Admin) post(ctx context.Context, path string) error {
@@ -108,10 +116,12 @@ func (a *Admin) post(ctx context.Context, path string) error {
 	return nil
 }
 
-// DownstreamConnections sums active downstream connections over Envoy's
-// listeners, not counting its admin listener.
+// DownstreamConnections counts what a drain waits for: connections open
+// on Envoy's listeners plus sockets still in a listener filter (the TLS
+// inspector), not counting the admin listener.
 func (a *Admin) DownstreamConnections(ctx context.Context) (int, error) {
-	code, body, err := a.do(ctx, http.MethodGet, "/stats?filter=downstream_cx_active", 2*time.Second)
+	q := url.Values{"filter": {`^listener\..*\.downstream_(pre_)?cx_active$`}}
+	code, body, err := a.do(ctx, http.MethodGet, "/stats?"+q.Encode(), 2*time.Second)
 	if err != nil {
 		return 0, err
 	}
@@ -121,15 +131,16 @@ func (a *Admin) DownstreamConnections(ctx context.Context) (int, error) {
 	return SumListenerConnections(body)
 }
 
-// SumListenerConnections reads `listener.<name>.downstream_cx_active: N`
-// lines of Envoy's text stats.
+// SumListenerConnections reads `listener.<name>.downstream_cx_active: N` and
+// `….downstream_pre_cx_active: N` lines of Envoy's text stats. Envoy also
+// reports each listener per worker (`listener.<name>.worker_<n>.…`) and the
+// admin listener's main thread; those repeat the totals and are skipped.
 func SumListenerConnections(stats string) (int, error) {
 	total := 0
 	sc := bufio.NewScanner(strings.NewReader(stats))
 	for sc.Scan() {
 		name, val, ok := strings.Cut(sc.Text(), ":")
-		if !ok || !strings.HasPrefix(name, "listener.") || !strings.HasSuffix(name, ".downstream_cx_active") ||
-			strings.HasPrefix(name, "listener.admin.") {
+		if !ok || !countedListenerStat(name) {
 			continue
 		}
 		n, err := strconv.Atoi(strings.TrimSpace(val))
@@ -139,6 +150,30 @@ func SumListenerConnections(stats string) (int, error) {
 		total += n
 	}
 	return total, sc.Err()
+}
+
+func countedListenerStat(name string) bool {
+	rest, ok := strings.CutPrefix(name, "listener.")
+	if !ok || strings.HasPrefix(rest, "admin.") {
+		return false
+	}
+	scope, ok := strings.CutSuffix(rest, ".downstream_cx_active")
+	if !ok {
+		scope, ok = strings.CutSuffix(rest, ".downstream_pre_cx_active")
+	}
+	if !ok {
+		return false
+	}
+	last := scope[strings.LastIndexByte(scope, '.')+1:]
+	if last == "main_thread" {
+		return false
+	}
+	if n, isWorker := strings.CutPrefix(last, "worker_"); isWorker {
+		if _, err := strconv.Atoi(n); err == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // PrometheusStats returns Envoy's own metrics in Prometheus text format.

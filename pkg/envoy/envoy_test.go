@@ -58,15 +58,23 @@ func TestArgs(t *testing.T) {
 }
 
 func TestSumListenerConnections(t *testing.T) {
-	stats := `listener.127.0.0.1_10002.downstream_cx_active: 3
-listener.admin.downstream_cx_active: 1
-listener.10.0.0.5_10001.downstream_cx_active: 2
-http.admin.downstream_cx_active: 1
-server.total_connections: 5
-`
-	n, err := SumListenerConnections(stats)
-	if err != nil || n != 5 {
-		t.Fatalf("got %d, %v; want 5", n, err)
+	tests := []struct {
+		name  string
+		stats string
+		want  int
+	}{
+		{"listeners, admin skipped", "listener.127.0.0.1_10002.downstream_cx_active: 3\nlistener.admin.downstream_cx_active: 1\nlistener.10.0.0.5_10001.downstream_cx_active: 2\nhttp.admin.downstream_cx_active: 1\nserver.total_connections: 5\n", 5},
+		{"per-worker lines repeat the total", "listener.127.0.0.1_10002.downstream_cx_active: 3\nlistener.127.0.0.1_10002.worker_0.downstream_cx_active: 1\nlistener.127.0.0.1_10002.worker_1.downstream_cx_active: 2\n", 3},
+		{"sockets in the TLS inspector count", "listener.127.0.0.1_10001.downstream_cx_active: 0\nlistener.127.0.0.1_10001.downstream_pre_cx_active: 2\nlistener.127.0.0.1_10001.worker_0.downstream_pre_cx_active: 2\n", 2},
+		{"admin's main thread skipped", "listener.admin.main_thread.downstream_cx_active: 1\nlistener.admin.downstream_pre_cx_active: 1\n", 0},
+		{"a listener named by stat_prefix", "listener.ze-port.downstream_cx_active: 4\n", 4},
+		{"other stats ignored", "listener.127.0.0.1_10001.downstream_cx_total: 9\nlistener.127.0.0.1_10001.downstream_cx_active_x: 1\n", 0},
+	}
+	for _, tt := range tests {
+		n, err := SumListenerConnections(tt.stats)
+		if err != nil || n != tt.want {
+			t.Errorf("%s: got %d, %v; want %d", tt.name, n, err, tt.want)
+		}
 	}
 	if _, err := SumListenerConnections("listener.x.downstream_cx_active: nope"); err == nil {
 		t.Fatal("want an error for a non-number")

@@ -84,6 +84,26 @@ func (p *Process) State() State {
 	return p.state
 }
 
+// Exited reports whether the process has ended.
+func (p *Process) Exited() bool { return p.State() == Exited }
+
+// StoppedBySignal reports whether the process ended the way Envoy ends when
+// asked to stop: exit status 0, or killed by SIGTERM or SIGINT. A crash
+// (another signal, a non-zero status) is not. Valid after Done.
+func (p *Process) StoppedBySignal() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.waitErr == nil {
+		return true
+	}
+	var ee *exec.ExitError
+	if !errors.As(p.waitErr, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && (ws.Signal() == syscall.SIGTERM || ws.Signal() == syscall.SIGINT)
+}
+
 // ExitDescription says how the process ended, e.g. "exit status 1" or
 // "killed by signal segmentation fault". Valid after Done.
 func (p *Process) ExitDescription() string {

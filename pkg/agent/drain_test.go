@@ -1,0 +1,189 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/zoneproxy/zoneproxy/pkg/config"
+	"github.com/zoneproxy/zoneproxy/pkg/state"
+)
+
+// fakeAdmin answers the drain's questions from a script of counts.
+type fakeAdmin struct {
+	mu      sync.Mutex
+	counts  func(call int) (int, error)
+	calls   int
+	failErr error
+	failed  time.Time
+}
+
+func (f *fakeAdmin) Ready(context.Context) (string, bool, error) { return "LIVE", true, nil }
+func (f *fakeAdmin) FailHealthChecks(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failed = time.Now()
+	return f.failErr
+}
+func (f *fakeAdmin) DrainListeners(context.Context) error { return nil }
+func (f *fakeAdmin) DownstreamConnections(context.Context) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	return f.counts(f.calls)
+}
+
+// fakeProc is an Envoy that exits when told to.
+type fakeProc struct {
+	done     chan struct{}
+	once     sync.Once
+	bySignal bool
+	stops    int
+	onAsked  func() // called when the agent asks how Envoy ended
+}
+
+func newFakeProc() *fakeProc { return &fakeProc{done: make(chan struct{})} }
+
+func (p *fakeProc) PID() int                { return 4242 }
+func (p *fakeProc) Done() <-chan struct{}   { return p.done }
+func (p *fakeProc) ExitDescription() string { return "exit status 0" }
+func (p *fakeProc) StoppedBySignal() bool {
+	if p.onAsked != nil {
+		go p.onAsked()
+	}
+	return p.bySignal
+}
+func (p *fakeProc) exit() { p.once.Do(func() { close(p.done) }) }
+func (p *fakeProc) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+func (p *fakeProc) Stop(time.Duration) bool { p.stops++; p.exit(); return false }
+
+func testAgent(t *testing.T, cfg *config.Config, hurry chan struct{}) (*Agent, *observer.ObservedLogs) {
+	core, logs := observer.New(zap.DebugLevel)
+	return New(Options{Config: cfg, Log: zap.New(core), Tracker: state.NewTracker(), Hurry: hurry}), logs
+}
+
+func TestDrainDecisions(t *testing.T) {
+	never := func(int) (int, error) { return 1, nil }
+	idle := func(int) (int, error) { return 0, nil }
+	tests := []struct {
+		name      string
+		drainTime time.Duration
+		drainMin  time.Duration
+		counts    func(call int) (int, error)
+		failErr   error
+		hurry     bool
+		exit      bool
+		want      drainEnd
+		atLeast   time.Duration // the drain may not end sooner
+	}{
+		{name: "idle listeners end the drain after the quiet period", drainTime: time.Minute, counts: idle, want: drainIdle, atLeast: drainQuiet},
+		{name: "but not before --drain-min", drainTime: time.Minute, drainMin: 3 * time.Second, counts: idle, want: drainIdle, atLeast: 3 * time.Second},
+		{name: "--drain-min is capped at --drain-time", drainTime: 1500 * time.Millisecond, drainMin: time.Hour, counts: never, want: drainTimeUp, atLeast: 1500 * time.Millisecond},
+		{name: "a connection keeps it open until the drain time is over", drainTime: 2 * time.Second, counts: never, want: drainTimeUp, atLeast: 2 * time.Second},
+		{name: "a single zero between connections is not idle", drainTime: 2 * time.Second, counts: func(c int) (int, error) { return c % 2, nil }, want: drainTimeUp, atLeast: 2 * time.Second},
+		{name: "an unreadable count is not idle", drainTime: 2 * time.Second, counts: func(int) (int, error) { return 0, errors.New("admin gone") }, want: drainTimeUp, atLeast: 2 * time.Second},
+		{name: "connections that close end it once quiet", drainTime: time.Minute, counts: func(c int) (int, error) { return max(0, 3-c), nil }, want: drainIdle, atLeast: drainQuiet},
+		{name: "a second signal skips the rest", drainTime: time.Minute, counts: never, hurry: true, want: drainHurried},
+		{name: "Envoy exiting ends it", drainTime: time.Minute, counts: never, exit: true, want: drainEnvoyExited},
+		{name: "no admin API: stop now", drainTime: time.Minute, counts: never, failErr: errors.New("refused"), want: drainNoAdmin},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			hurry := make(chan struct{})
+			if tt.hurry {
+				close(hurry)
+			}
+			a, _ := testAgent(t, &config.Config{DrainTime: tt.drainTime, DrainMin: tt.drainMin}, hurry)
+			admin := &fakeAdmin{counts: tt.counts, failErr: tt.failErr}
+			proc := newFakeProc()
+			if tt.exit {
+				proc.exit()
+			}
+			start := time.Now()
+			got := a.drain(admin, proc)
+			took := time.Since(start)
+			if got != tt.want {
+				t.Fatalf("drain ended with %q, want %q", got, tt.want)
+			}
+			if took < tt.atLeast {
+				t.Fatalf("drain ended after %s, before %s", took, tt.atLeast)
+			}
+			if snap := a.tracker.Current(); snap.Phase != state.Terminating {
+				t.Fatalf("phase %s during the drain, want TERMINATING", snap.Phase)
+			}
+		})
+	}
+}
+
+func TestDrainLogsCountsAtDebugAndErrorsOnceAtWarn(t *testing.T) {
+	a, logs := testAgent(t, &config.Config{DrainTime: 1200 * time.Millisecond}, make(chan struct{}))
+	admin := &fakeAdmin{counts: func(c int) (int, error) {
+		if c <= 3 {
+			return 0, errors.New("connection refused")
+		}
+		return 2, nil
+	}}
+	a.drain(admin, newFakeProc())
+	if n := logs.FilterMessage("cannot read Envoy's connection count during the drain").Len(); n != 1 {
+		t.Errorf("%d warnings for one repeated error, want 1", n)
+	}
+	if logs.FilterMessage("draining").FilterField(zap.Int("connections", 2)).Len() == 0 {
+		t.Error("the connection count is not logged at debug")
+	}
+}
+
+func TestEnvoyExitDuringAStopIsACleanStop(t *testing.T) {
+	tests := []struct {
+		name       string
+		cancelled  bool // the agent's stop signal came first
+		lateSignal bool // it comes just after Envoy's exit
+		bySignal   bool // Envoy ended as if told to stop
+		wantErr    bool
+	}{
+		{name: "stop signal first", cancelled: true, wantErr: false},
+		{name: "Envoy stopped first, signal follows", lateSignal: true, bySignal: true, wantErr: false},
+		{name: "Envoy stopped by an outside SIGTERM, no stop signal", bySignal: true, wantErr: true},
+		{name: "Envoy crashed", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			a, logs := testAgent(t, &config.Config{}, make(chan struct{}))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tt.cancelled {
+				cancel()
+			}
+			proc := newFakeProc()
+			if tt.lateSignal {
+				proc.onAsked = cancel
+			}
+			proc.bySignal = tt.bySignal
+			proc.exit()
+			err := a.envoyExited(ctx, proc)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tt.wantErr)
+			}
+			clean := logs.FilterMessage("Envoy stopped before the drain finished").Len() == 1
+			if clean == tt.wantErr {
+				t.Fatalf("clean-stop log line present = %v\n%v", clean, logs.All())
+			}
+			if tt.wantErr && !errors.Is(err, ErrEnvoyExited) {
+				t.Fatalf("err = %v, want ErrEnvoyExited", err)
+			}
+		})
+	}
+}
