@@ -1,5 +1,10 @@
 // Package sdnotify tells systemd about the agent's lifecycle (Type=notify).
 // It only observes pkg/state; it never drives the agent.
+//
+// READY=1 means "the agent is up and supervising": it is sent once, when
+// Envoy is live or when the agent settles into waiting for the mesh or the
+// control plane, so a missing mesh does not hold up boot. STATUS= always
+// says which of these it is.
 package sdnotify
 
 import (
@@ -51,8 +56,9 @@ func Run(ctx context.Context, tr *state.Tracker, opts Options) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	var phase atomic.Value
-	phase.Store(state.Starting)
+	// Set once Envoy has been started; from then on its health gates the
+	// watchdog, whatever the phase says.
+	var envoyStarted atomic.Bool
 
 	interval, err := daemon.SdWatchdogEnabled(false)
 	if err != nil {
@@ -64,7 +70,7 @@ func Run(ctx context.Context, tr *state.Tracker, opts Options) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			watchdog(ctx, n, interval, &phase, opts.Healthy)
+			watchdog(ctx, n, interval, &envoyStarted, opts.Healthy)
 		}()
 	}
 
@@ -87,15 +93,10 @@ func Run(ctx context.Context, tr *state.Tracker, opts Options) error {
 
 	// handle reports one snapshot; true means the agent is done.
 	handle := func(s state.Snapshot) bool {
-		phase.Store(s.Phase)
+		if s.Phase == state.EnvoyStarting || s.Phase == state.Ready {
+			envoyStarted.Store(true)
+		}
 		switch s.Phase {
-		case state.Ready:
-			if !readySent {
-				readySent = true
-				n.send(daemon.SdNotifyReady + "\nSTATUS=" + statusOr(s.Detail, "Envoy ready"))
-			} else {
-				n.send("STATUS=" + statusOr(s.Detail, "Envoy ready"))
-			}
 		case state.Terminating:
 			first := !draining
 			draining = true
@@ -118,7 +119,12 @@ func Run(ctx context.Context, tr *state.Tracker, opts Options) error {
 			n.send("STATUS=" + statusOr(s.Detail, strings.ToLower(string(s.Phase))))
 			return true
 		default:
-			n.send("STATUS=" + statusOr(s.Detail, strings.ToLower(string(s.Phase))))
+			msg := "STATUS=" + statusOr(s.Detail, fallbackStatus(s.Phase))
+			if !readySent && settled(s.Phase) {
+				readySent = true
+				msg = daemon.SdNotifyReady + "\n" + msg
+			}
+			n.send(msg)
 		}
 		return false
 	}
@@ -154,6 +160,23 @@ func Run(ctx context.Context, tr *state.Tracker, opts Options) error {
 	}
 }
 
+// settled reports whether the agent is up and supervising: Envoy is live,
+// or the agent waits and retries by itself. Boot need not wait for more.
+func settled(p state.Phase) bool {
+	switch p {
+	case state.Ready, state.WaitingForMesh, state.WaitingForControlPlane:
+		return true
+	}
+	return false
+}
+
+func fallbackStatus(p state.Phase) string {
+	if p == state.Ready {
+		return "Envoy ready"
+	}
+	return strings.ToLower(string(p))
+}
+
 // stopMessage is the progress line sent while terminating: how long systemd
 // must wait for us and how much drain time is left.
 func stopMessage(now time.Time, s state.Snapshot, drainEnd time.Time, grace time.Duration) string {
@@ -186,10 +209,11 @@ func statusOr(detail, fallback string) string {
 	return detail
 }
 
-// watchdog pings at half the interval. Before Envoy runs, the agent being
-// alive is enough; from READY on, a wedged or dead Envoy stops the pings so
-// systemd restarts the unit.
-func watchdog(ctx context.Context, n *notifier, interval time.Duration, phase *atomic.Value, healthy func(context.Context) bool) {
+// watchdog pings at half the interval. Before Envoy runs (while the agent
+// waits for the mesh or the control plane) the agent being alive is enough;
+// once Envoy has started, a wedged or dead Envoy stops the pings so systemd
+// restarts the unit.
+func watchdog(ctx context.Context, n *notifier, interval time.Duration, envoyStarted *atomic.Bool, healthy func(context.Context) bool) {
 	t := time.NewTicker(interval / 2)
 	defer t.Stop()
 	// Leave half of the ping period for the send itself.
@@ -202,7 +226,7 @@ func watchdog(ctx context.Context, n *notifier, interval time.Duration, phase *a
 		case <-t.C:
 		}
 		ok := true
-		if healthy != nil && envoyRuns(phase.Load().(state.Phase)) {
+		if healthy != nil && envoyStarted.Load() {
 			cctx, cancel := context.WithTimeout(ctx, checkTimeout)
 			ok = healthy(cctx)
 			cancel()
@@ -222,15 +246,6 @@ func watchdog(ctx context.Context, n *notifier, interval time.Duration, phase *a
 			n.send(daemon.SdNotifyWatchdog)
 		}
 	}
-}
-
-// envoyRuns reports whether the phase has an Envoy whose health matters.
-func envoyRuns(p state.Phase) bool {
-	switch p {
-	case state.Ready, state.Terminating:
-		return true
-	}
-	return false
 }
 
 type notifier struct {

@@ -3,6 +3,7 @@ package sdnotify
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -144,22 +145,21 @@ func TestLifecycle(t *testing.T) {
 	steps := []struct {
 		phase  state.Phase
 		detail string
+		want   string
 	}{
-		{state.WaitingForMesh, `waiting for mesh "payments" (attempt 1, next in 1s)`},
-		{state.WaitingForMesh, `waiting for mesh "payments" (attempt 4, next in 3.2s)`},
-		{state.Bootstrapped, "bootstrapped"},
-		{state.EnvoyStarting, "Envoy starting"},
+		{state.WaitingForMesh, `waiting for mesh "payments" (attempt 1, next in 1s)`,
+			"READY=1\nSTATUS=waiting for mesh \"payments\" (attempt 1, next in 1s)"},
+		{state.WaitingForMesh, `waiting for mesh "payments" (attempt 4, next in 3.2s)`,
+			`STATUS=waiting for mesh "payments" (attempt 4, next in 3.2s)`},
+		{state.Bootstrapped, "bootstrapped", "STATUS=bootstrapped"},
+		{state.EnvoyStarting, "Envoy starting", "STATUS=Envoy starting"},
+		{state.Ready, "Envoy ready", "STATUS=Envoy ready"},
 	}
 	for _, st := range steps {
 		tr.Set(st.phase, st.detail)
-		if got, want := s.next(), "STATUS="+st.detail; got != want {
-			t.Fatalf("in %s got %q, want %q", st.phase, got, want)
+		if got := s.next(); got != st.want {
+			t.Fatalf("in %s got %q, want %q", st.phase, got, st.want)
 		}
-	}
-
-	tr.Set(state.Ready, "Envoy ready")
-	if got, want := s.next(), "READY=1\nSTATUS=Envoy ready"; got != want {
-		t.Fatalf("got %q, want %q", got, want)
 	}
 
 	deadline := time.Now().Add(25 * time.Second)
@@ -211,6 +211,54 @@ func TestLifecycle(t *testing.T) {
 		}
 	case <-time.After(wait):
 		t.Fatal("Run did not return after STOPPED")
+	}
+}
+
+// READY=1 goes out once, at the first phase in which the agent is up and
+// supervising: Envoy live, or settled into a wait that it retries by itself.
+func TestReadyRule(t *testing.T) {
+	const never = -1
+	cases := []struct {
+		name      string
+		phases    []state.Phase
+		readyAtIx int // index into phases of the message carrying READY=1
+	}{
+		{"mesh exists, control plane up",
+			[]state.Phase{state.Bootstrapped, state.EnvoyStarting, state.Ready}, 2},
+		{"mesh missing, then created",
+			[]state.Phase{state.WaitingForMesh, state.WaitingForMesh, state.Bootstrapped, state.EnvoyStarting, state.Ready}, 0},
+		{"control plane down, then up",
+			[]state.Phase{state.WaitingForControlPlane, state.WaitingForMesh, state.Bootstrapped, state.EnvoyStarting, state.Ready}, 0},
+		{"first attempt succeeds only after a retry",
+			[]state.Phase{state.Starting, state.WaitingForControlPlane, state.Bootstrapped}, 1},
+		{"Envoy waits for its first configuration",
+			[]state.Phase{state.Bootstrapped, state.EnvoyStarting, state.WaitingForControlPlane, state.Ready}, 2},
+		{"stopped while waiting for the mesh",
+			[]state.Phase{state.WaitingForMesh, state.Terminating, state.Stopped}, 0},
+		{"stopped before Envoy was live",
+			[]state.Phase{state.Bootstrapped, state.EnvoyStarting, state.Terminating, state.Stopped}, never},
+		{"refused for good",
+			[]state.Phase{state.Failed}, never},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := listen(t)
+			tr := state.NewTracker()
+			start(t, tr, Options{StopGrace: time.Second})
+			s.next() // STATUS=starting
+			for i, p := range tc.phases {
+				detail := fmt.Sprintf("step %d: %s", i, p)
+				tr.Set(p, detail)
+				f := fields(s.next())
+				if f["STATUS"] != detail {
+					t.Fatalf("step %d (%s): STATUS=%q, want %q", i, p, f["STATUS"], detail)
+				}
+				_, ready := f["READY"]
+				if want := i == tc.readyAtIx; ready != want {
+					t.Fatalf("step %d (%s): READY=1 sent: %v, want %v", i, p, ready, want)
+				}
+			}
+		})
 	}
 }
 
@@ -363,21 +411,27 @@ func TestWatchdog(t *testing.T) {
 	}})
 	s.next() // STATUS=starting
 
-	// Waiting for the mesh there is no Envoy: the agent alone keeps the
-	// watchdog fed, whatever Envoy's health says.
+	// Waiting for the mesh (already READY=1) there is no Envoy: the agent
+	// alone keeps the watchdog fed, whatever Envoy's health says.
 	tr.Set(state.WaitingForMesh, "waiting for mesh")
-	s.until(func(m string) bool { return m == "WATCHDOG=1" })
+	s.until(func(m string) bool { return strings.HasPrefix(m, "READY=1") })
+	for i := 0; i < 2; i++ {
+		s.until(func(m string) bool { return m == "WATCHDOG=1" })
+	}
 	if len(calls) != 0 {
 		t.Fatal("Healthy consulted before Envoy runs")
 	}
 
-	tr.Set(state.Ready, "Envoy ready")
-	s.until(func(m string) bool { return strings.HasPrefix(m, "READY=1") })
+	tr.Set(state.EnvoyStarting, "Envoy starting")
 	healthy.Store(true)
+	awaitCall(t, calls, true)
 	s.until(func(m string) bool { return m == "WATCHDOG=1" })
 
-	// Unhealthy: once a check has returned false, every earlier ping is
-	// already queued; between the markers there must be none.
+	// Envoy waiting for its first configuration puts the agent back into
+	// WAITING_FOR_CONTROL_PLANE, but Envoy runs: its health still counts.
+	// Once a check has returned false, every earlier ping is already queued;
+	// between the markers there must be none.
+	tr.Set(state.WaitingForControlPlane, "Envoy waits for its first configuration")
 	healthy.Store(false)
 	awaitCall(t, calls, false)
 	s.mark("MARK1")
@@ -394,6 +448,7 @@ func TestWatchdog(t *testing.T) {
 	}
 
 	// Healthy again: the pings resume.
+	tr.Set(state.Ready, "Envoy ready")
 	healthy.Store(true)
 	awaitCall(t, calls, true)
 	s.until(func(m string) bool { return m == "WATCHDOG=1" })
