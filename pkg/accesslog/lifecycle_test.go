@@ -1,0 +1,202 @@
+package accesslog
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestStartReplacesWhatIsAtThePath(t *testing.T) {
+	tests := []struct {
+		name  string
+		umask int
+		place func(t *testing.T, path string)
+	}{
+		{"nothing", 0o022, func(*testing.T, string) {}},
+		{"a regular file Envoy created", 0o022, func(t *testing.T, path string) {
+			if err := os.WriteFile(path, []byte("stale\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a stale FIFO", 0o022, func(t *testing.T, path string) {
+			if err := syscall.Mkfifo(path, 0o666); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a dangling symlink", 0o022, func(t *testing.T, path string) {
+			if err := os.Symlink(filepath.Join(t.TempDir(), "gone"), path); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"nothing, under a umask that takes the owner's write bit", 0o277, func(*testing.T, string) {}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := testOptions(t)
+			tt.place(t, opts.Path)
+			before, _ := os.Lstat(opts.Path)
+			held := before != nil && before.Mode().Type() != fs.ModeSymlink
+			if held {
+				// Held open, the old inode cannot be reused for the new FIFO.
+				old, err := os.OpenFile(opts.Path, os.O_RDWR, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer old.Close()
+			}
+			old := syscall.Umask(tt.umask)
+			s, err := Start(opts)
+			syscall.Umask(old)
+			if err != nil {
+				t.Fatalf("Start: %v", err)
+			}
+			t.Cleanup(func() { s.Close() })
+
+			fi, err := os.Lstat(opts.Path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Mode().Type() != fs.ModeNamedPipe || fi.Mode().Perm() != 0o600 {
+				t.Errorf("path is %v, want a FIFO with mode 0600", fi.Mode())
+			}
+			if held && os.SameFile(before, fi) {
+				t.Error("the old file at the path was kept")
+			}
+			a := startSink(t, "127.0.0.1:0")
+			openAsEnvoy(t, opts.Path).write(a.addr + ";through\n")
+			a.awaitText("through\n")
+		})
+	}
+}
+
+func TestStartRefusesWhatItCannotUse(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"a directory at the path", Options{Path: dir}, dir + ": a directory is in the way"},
+		{"a missing parent directory", Options{Path: filepath.Join(dir, "missing", "al.sock")}, filepath.Join(dir, "missing", "al.sock") + ": cannot create it: no such file or directory"},
+		{"no path", Options{}, "Options.Path is empty"},
+		{"negative queue", Options{Path: filepath.Join(dir, "q.sock"), QueueLines: -1}, "Options.QueueLines is -1"},
+		{"negative write timeout", Options{Path: filepath.Join(dir, "w.sock"), WriteTimeout: -time.Second}, "Options.WriteTimeout is -1s"},
+		{"backoff bounds inverted", Options{Path: filepath.Join(dir, "b.sock"), BackoffMin: time.Second, BackoffMax: time.Millisecond}, "Options.BackoffMax (1ms) is below BackoffMin (1s)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := Start(tt.opts)
+			if err == nil {
+				s.Close()
+				t.Fatal("Start succeeded")
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q does not say %q", err, tt.want)
+			}
+		})
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		t.Errorf("the directory in the way was touched: %v", err)
+	}
+}
+
+func TestCloseFlushesWhatEnvoyWroteAndRemovesTheFIFO(t *testing.T) {
+	a := startSink(t, "127.0.0.1:0")
+	s := startStreamer(t, testOptions(t))
+	w := openAsEnvoy(t, s.opts.Path)
+	var want strings.Builder
+	for i := range 200 {
+		line := strings.Repeat("x", i) + "\n"
+		w.write(a.addr + ";" + line)
+		want.WriteString(line)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	a.awaitText(want.String())
+	if _, err := os.Lstat(s.opts.Path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("FIFO still there after Close: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+func TestStalledBackendNeverBlocksTheFIFO(t *testing.T) {
+	stalled := startStalledSink(t)
+	healthy := startSink(t, "127.0.0.1:0")
+	opts := testOptions(t)
+	opts.QueueLines = 100
+	opts.WriteTimeout = 100 * time.Millisecond
+	opts.Dial = (&net.Dialer{Control: smallBuffer(syscall.SO_SNDBUF)}).DialContext
+	s := startStreamer(t, opts)
+	w := openAsEnvoy(t, s.opts.Path)
+
+	const lines = 5000
+	line := stalled.addr + ";" + strings.Repeat("x", 1000) + "\n"
+	var burst bytes.Buffer
+	for range 50 {
+		burst.WriteString(line)
+	}
+	for range lines / 50 {
+		w.write(burst.String()) // fails the test if the FIFO stops draining
+	}
+	w.write(healthy.addr + ";not held up\n")
+	healthy.awaitText("not held up\n")
+
+	await(t, "every line read", func() bool { return metric(s, "zoneproxy_accesslog_lines_read_total") == "5001" })
+	for _, reason := range []string{"queue_full", "write_failed"} {
+		sample := `zoneproxy_accesslog_lines_dropped_total{backend="` + stalled.addr + `",reason="` + reason + `"}`
+		await(t, reason+" drops counted", func() bool { v := metric(s, sample); return v != "" && v != "0" })
+	}
+}
+
+func TestMetricsNameEveryBackendOnceUnderOneHeader(t *testing.T) {
+	a, b := startSink(t, "127.0.0.1:0"), startSink(t, "127.0.0.1:0")
+	s := startStreamer(t, testOptions(t))
+	w := openAsEnvoy(t, s.opts.Path)
+	w.write(b.addr + ";1\n" + a.addr + ";2\ngarbage\n")
+	a.awaitText("2\n")
+	b.awaitText("1\n")
+	first, second := a.addr, b.addr
+	if second < first {
+		first, second = second, first
+	}
+	await(t, "both backends connected", func() bool {
+		return metric(s, `zoneproxy_accesslog_backend_connected{backend="`+first+`"}`) == "1" &&
+			metric(s, `zoneproxy_accesslog_backend_connected{backend="`+second+`"}`) == "1"
+	})
+	var out bytes.Buffer
+	s.WriteMetrics(&out)
+	want := `# HELP zoneproxy_accesslog_lines_read_total Lines read from the access-log FIFO.
+# TYPE zoneproxy_accesslog_lines_read_total counter
+zoneproxy_accesslog_lines_read_total 3
+# HELP zoneproxy_accesslog_lines_forwarded_total Lines written to an access-log backend.
+# TYPE zoneproxy_accesslog_lines_forwarded_total counter
+zoneproxy_accesslog_lines_forwarded_total{backend="FIRST"} 1
+zoneproxy_accesslog_lines_forwarded_total{backend="SECOND"} 1
+# HELP zoneproxy_accesslog_lines_dropped_total Lines dropped, by backend ("" when the line could not be parsed) and reason.
+# TYPE zoneproxy_accesslog_lines_dropped_total counter
+zoneproxy_accesslog_lines_dropped_total{backend="",reason="invalid"} 1
+zoneproxy_accesslog_lines_dropped_total{backend="",reason="too_long"} 0
+zoneproxy_accesslog_lines_dropped_total{backend="FIRST",reason="queue_full"} 0
+zoneproxy_accesslog_lines_dropped_total{backend="FIRST",reason="write_failed"} 0
+zoneproxy_accesslog_lines_dropped_total{backend="SECOND",reason="queue_full"} 0
+zoneproxy_accesslog_lines_dropped_total{backend="SECOND",reason="write_failed"} 0
+# HELP zoneproxy_accesslog_backend_connected 1 while a connection to the access-log backend is open.
+# TYPE zoneproxy_accesslog_backend_connected gauge
+zoneproxy_accesslog_backend_connected{backend="FIRST"} 1
+zoneproxy_accesslog_backend_connected{backend="SECOND"} 1
+`
+	want = strings.NewReplacer("FIRST", first, "SECOND", second).Replace(want)
+	if out.String() != want {
+		t.Errorf("metrics:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
