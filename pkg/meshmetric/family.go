@@ -1,0 +1,70 @@
+// Package meshmetric serves MeshMetric's Prometheus side on a zone proxy:
+// the "metrics hijacker" socket Envoy forwards scrapes to. Each scrape
+// reads Envoy's admin stats, applies the profile and labels the control
+// plane sent over dynconf (/meshmetric), and answers Prometheus text or
+// OpenMetrics. The parsed families, the dynconf Config and its filter are
+// exported for the OTLP push, which sends the same data.
+//
+// Hand-written on the standard library, like pkg/metrics: a Prometheus
+// client library would cost more binary than this whole package.
+package meshmetric
+
+// Type is a metric family's type as its # TYPE line declares it.
+type Type uint8
+
+const (
+	Untyped Type = iota
+	Counter
+	Gauge
+	Histogram
+	Summary
+)
+
+func (t Type) String() string {
+	switch t {
+	case Counter:
+		return "counter"
+	case Gauge:
+		return "gauge"
+	case Histogram:
+		return "histogram"
+	case Summary:
+		return "summary"
+	}
+	return "untyped"
+}
+
+// Label is one name="value" pair, unescaped.
+type Label struct {
+	Name, Value string
+}
+
+// Sample is one line of the exposition.
+type Sample struct {
+	// Name is the series name: the family's name, or for histograms and
+	// summaries the family's name plus _bucket, _sum or _count.
+	Name   string
+	Labels []Label
+	Value  float64
+	// Timestamp is in milliseconds; 0 when the line carried none (Envoy
+	// never sends one).
+	Timestamp int64
+}
+
+// Family is a metric family: every sample under one # TYPE line.
+type Family struct {
+	Name    string
+	Type    Type
+	Help    string
+	Samples []Sample
+}
+
+// Label returns the value of the named label and whether it is present.
+func (s *Sample) Label(name string) (string, bool) {
+	for _, l := range s.Labels {
+		if l.Name == name {
+			return l.Value, true
+		}
+	}
+	return "", false
+}
