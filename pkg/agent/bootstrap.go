@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -65,21 +64,37 @@ func NewFetcher(cfg *config.Config, workDir, tokenPath string, ev envoy.Version)
 	}, nil
 }
 
-// Attempt sends one request. The token file is read each time, so a
-// rotated token is picked up.
+// Attempt sends one request.
 func (f *Fetcher) Attempt(ctx context.Context) ([]byte, error) {
 	r := f.req
 	r.DataplaneToken = f.inline
 	if f.tokenPath != "" {
-		tok, err := os.ReadFile(f.tokenPath)
+		tok, err := f.readToken()
 		if err != nil {
-			return nil, &bootstrap.Error{Kind: bootstrap.Permanent, Msg: fmt.Sprintf("--dataplane-token-file: cannot read %s", f.tokenPath), Err: unwrap(err)}
+			return nil, err
 		}
-		r.DataplaneToken = strings.TrimSpace(string(tok))
+		r.DataplaneToken = tok
 		r.DataplaneTokenPath = f.tokenPath
 	}
 	f.sent = r.DataplaneToken
 	return f.client.Fetch(ctx, &r)
+}
+
+// readToken reads the token file each time, so a rotated token is picked
+// up. Validation found it usable at start-up: missing or empty now, it is
+// being replaced (not atomically), so the attempt is retried.
+func (f *Fetcher) readToken() (string, error) {
+	b, err := os.ReadFile(f.tokenPath)
+	if err != nil {
+		return "", &bootstrap.Error{Kind: bootstrap.Retryable, Err: unwrap(err),
+			Msg: fmt.Sprintf("--dataplane-token-file: cannot read %s (is it being rotated?); retrying", f.tokenPath)}
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", &bootstrap.Error{Kind: bootstrap.Retryable,
+			Msg: fmt.Sprintf("--dataplane-token-file: %s is empty (is it being rotated?); retrying once it holds the token", f.tokenPath)}
+	}
+	return tok, nil
 }
 
 // Token is the credential the last request carried (and so the one in
@@ -97,7 +112,7 @@ func (a *Agent) bootstrap(ctx context.Context, wd *workDir, ev envoy.Version) ([
 	if a.cfg.DataplaneToken != "" {
 		p, err := wd.write(tokenFile, []byte(strings.TrimSpace(a.cfg.DataplaneToken)))
 		if err != nil {
-			return nil, exitcode.AsConfig(err)
+			return nil, err
 		}
 		tokenPath = p
 	}
@@ -106,7 +121,8 @@ func (a *Agent) bootstrap(ctx context.Context, wd *workDir, ev envoy.Version) ([
 		return nil, err
 	}
 	defer f.Close()
-	a.tracker.Set(state.WaitingForControlPlane, fmt.Sprintf("contacting the control plane at %s", a.cfg.CPAddress))
+	// Starting, not Waiting*: those mean an attempt failed.
+	a.tracker.Set(state.Starting, fmt.Sprintf("contacting the control plane at %s", a.cfg.CPAddress))
 	a.log.Info("requesting bootstrap", zap.String("cp", a.cfg.CPAddress), zap.String("mesh", a.cfg.Mesh),
 		zap.String("name", a.cfg.Name), zap.String("role", string(a.cfg.Role)))
 
@@ -136,16 +152,9 @@ func (a *Agent) bootstrap(ctx context.Context, wd *workDir, ev envoy.Version) ([
 	case ctx.Err() != nil:
 		a.log.Info("stopped while waiting for the control plane")
 		return nil, nil
-	case bootstrap.KindOf(err) == bootstrap.Permanent && !isTimeout(err):
-		return nil, exitcode.AsConfig(err)
 	default:
-		return nil, err
+		return nil, bootstrap.ExitError(err)
 	}
-}
-
-func isTimeout(err error) bool {
-	var te *bootstrap.TimeoutError
-	return errors.As(err, &te)
 }
 
 func (a *Agent) logWait(w bootstrap.Wait) {

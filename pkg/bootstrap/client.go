@@ -11,8 +11,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/zoneproxy/zoneproxy/pkg/timesync"
 )
 
 // AttemptTimeout bounds one request, as kuma-dp does.
@@ -26,6 +29,8 @@ type Client struct {
 	cpAddress string
 	endpoint  string
 	http      *http.Client
+	now       func() time.Time
+	clock     timesync.Checker // is the system clock synchronised?
 }
 
 // NewClient verifies the control plane with caPEM when given, else with
@@ -46,6 +51,8 @@ func NewClient(cpAddress string, caPEM []byte) (*Client, error) {
 		cpAddress: cpAddress,
 		endpoint:  strings.TrimRight(cpAddress, "/") + "/bootstrap",
 		http:      &http.Client{Transport: tr, Timeout: AttemptTimeout},
+		now:       time.Now,
+		clock:     timesync.Check,
 	}, nil
 }
 
@@ -69,7 +76,7 @@ func (c *Client) Fetch(ctx context.Context, req *Request) ([]byte, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, classifyTransport(err, c.cpAddress)
+		return nil, classifyTransport(err, c.cpAddress, c.now(), c.clock)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
@@ -77,13 +84,36 @@ func (c *Client) Fetch(ctx context.Context, req *Request) ([]byte, error) {
 		return nil, &Error{Kind: Retryable, Status: resp.StatusCode, Msg: fmt.Sprintf("reading the control plane's %d answer failed", resp.StatusCode), Err: err}
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, classifyStatus(resp.StatusCode, string(data), req.Mesh, c.cpAddress)
+		body := string(data)
+		if req.DataplaneToken != "" { // a proxy may echo the request
+			body = strings.ReplaceAll(body, req.DataplaneToken, "REDACTED")
+		}
+		e := classifyStatus(resp.StatusCode, body, req.Mesh, c.cpAddress)
+		if e.Kind != Permanent {
+			e.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), c.now())
+		}
+		return nil, e
 	}
 	yaml, err := DecodeResponse(data)
 	if err != nil {
 		return nil, &Error{Kind: Permanent, Status: 200, Msg: "the control plane's answer is not a Kuma bootstrap response (is --cp-address a Kuma zone control plane?)", Err: err}
 	}
 	return yaml, nil
+}
+
+// retryAfter reads Retry-After, seconds or an HTTP date; 0 if absent or unusable.
+func retryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseUint(v, 10, 32); err == nil {
+		return time.Duration(secs) * time.Second
+	}
+	if at, err := http.ParseTime(v); err == nil && at.After(now) {
+		return at.Sub(now)
+	}
+	return 0
 }
 
 // DecodeResponse extracts Envoy's bootstrap from the JSON answer

@@ -5,7 +5,13 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/zoneproxy/zoneproxy/pkg/timesync"
 )
 
 // Kind classifies one failed attempt.
@@ -38,6 +44,8 @@ type Error struct {
 	Body   string // control plane's answer, trimmed
 	Msg    string
 	Err    error
+	// RetryAfter is the server's Retry-After, 0 when it sent none.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {
@@ -58,58 +66,72 @@ func KindOf(err error) Kind {
 	return Retryable
 }
 
-// Exact texts of the control plane (kuma-cp) this classification relies on.
+// Exact texts of kuma-cp this classification relies on. The bootstrap
+// handler never answers 401, 403, 407, 408, 425 or 429, so those always come
+// from something in front of it and are retried like any unknown answer:
+// only kuma-cp's own refusals are final.
 const (
 	meshMissingPrefix = `mesh: mesh "`
 	meshMissingSuffix = `" does not exist`
-	apiServer404      = "404: Page Not Found"
 	tokenRequired     = "Dataplane Token is required"
+	sanMismatch       = "A data plane proxy is trying to connect to the control plane using "
+	caNotCA           = "A data plane proxy is trying to verify the control plane using the certificate which is not a certificate authority"
+	apiServer404      = "404: Page Not Found" // go-restful, the API server port
 )
+
+// validationBody is kuma's ValidationError: "<field>: <message>" joined by "; ".
+var validationBody = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.\[\]"-]*: \S`)
 
 // classifyStatus turns a non-200 answer into an Error.
 func classifyStatus(status int, body, mesh, cpAddress string) *Error {
 	b := strings.TrimSpace(body)
-	e := &Error{Status: status, Body: b}
+	e := &Error{Status: status, Body: b, Kind: Permanent}
 	switch {
 	case status == 422 && strings.HasPrefix(b, meshMissingPrefix) && strings.HasSuffix(b, meshMissingSuffix):
 		e.Kind = MeshNotFound
 		e.Msg = fmt.Sprintf("mesh %q does not exist on the control plane yet: create it (kumactl apply or the API); zoneproxy keeps waiting", mesh)
 	case status == 422 && strings.HasPrefix(b, tokenRequired):
-		e.Kind = Permanent
 		e.Msg = "the control plane requires a dataplane token: generate one with `kumactl generate dataplane-token --mesh " + mesh + "` and pass it with --dataplane-token-file"
-	case status == 422:
-		e.Kind = Permanent
+	case status == 422 && validationBody.MatchString(b):
 		e.Msg = "the control plane rejected this zone proxy's Dataplane (422): " + b
+	case status == 400 && strings.HasPrefix(b, sanMismatch):
+		e.Msg = "the control plane's certificate does not cover the host in --cp-address; use a host it lists or reissue its certificate. The control plane says: " + b
+	case status == 400 && strings.HasPrefix(b, caNotCA):
+		e.Msg = "--ca-cert-file is not a CA certificate (basic constraint CA:false): give the CA that signed the control plane's certificate"
+	case status == 400 && b == "":
+		e.Msg = "the control plane could not parse the bootstrap request (400): the agent and control plane versions may not match"
+	case status == 404 && b == apiServer404:
+		e.Msg = fmt.Sprintf("%s has no /bootstrap endpoint: this is the Kuma API server port (5681/5682); point --cp-address at the DP server port, 5678 by default", cpAddress)
 	case status == 404 && b == "":
 		e.Kind = Retryable
 		e.Msg = "the control plane does not know this Dataplane yet (404)"
-	case status == 404 && b == apiServer404:
-		e.Kind = Permanent
-		e.Msg = fmt.Sprintf("%s has no /bootstrap endpoint: this is the Kuma API server port (5681/5682); point --cp-address at the DP server port, 5678 by default", cpAddress)
-	case status == 404:
-		e.Kind = Permanent
-		e.Msg = fmt.Sprintf("%s has no /bootstrap endpoint (404 %q): check that --cp-address is the zone control plane's DP server (port 5678 by default)", cpAddress, b)
-	case status == 400 && strings.Contains(b, "SANs"):
-		e.Kind = Permanent
-		e.Msg = "the control plane's certificate does not cover the host in --cp-address; use a host it lists or reissue its certificate. The control plane says: " + b
-	case status == 400 && b == "":
-		e.Kind = Permanent
-		e.Msg = "the control plane could not parse the bootstrap request (400): the agent and control plane versions may not match"
-	case status >= 400 && status < 500:
-		e.Kind = Permanent
-		e.Msg = fmt.Sprintf("the control plane refused the bootstrap request (%d): %s", status, b)
 	default:
 		e.Kind = Retryable
-		e.Msg = fmt.Sprintf("the control plane answered %d", status)
-		if b != "" {
-			e.Msg += ": " + truncate(b, 200)
+		e.Msg = fmt.Sprintf("%s answered %d%s", cpAddress, status, quoteBody(b))
+		if status >= 400 && status < 500 {
+			e.Msg += ": not an answer of the Kuma control plane's DP server (a proxy or load balancer in front of it?)"
 		}
 	}
 	return e
 }
 
+// quoteBody shows an unknown answer's start on one line.
+func quoteBody(b string) string {
+	if b == "" {
+		return " with an empty body"
+	}
+	b = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, b)
+	return fmt.Sprintf(" %q", truncate(b, 200))
+}
+
 // classifyTransport decides whether a failed round trip is worth retrying.
-func classifyTransport(err error, cpAddress string) *Error {
+// clock is asked only when a certificate looks expired.
+func classifyTransport(err error, cpAddress string, now time.Time, clock timesync.Checker) *Error {
 	var (
 		unknownCA *x509.UnknownAuthorityError
 		hostErr   x509.HostnameError
@@ -123,8 +145,10 @@ func classifyTransport(err error, cpAddress string) *Error {
 			"the control plane's certificate is not valid for the host in --cp-address %s (%s): use a host name or IP in its SANs", cpAddress, sanList(hostErr.Certificate))}
 	case errors.As(err, &unknownCA):
 		return &Error{Kind: Permanent, Err: err, Msg: "the control plane's certificate is not signed by a trusted CA: set --ca-cert-file to the control plane's CA certificate"}
+	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
+		return certTime(err, invalid.Cert, now, clock)
 	case errors.As(err, &invalid):
-		return &Error{Kind: Permanent, Err: err, Msg: "the control plane's certificate is not acceptable (expired or not valid for serving): check the control plane's TLS certificate and --ca-cert-file"}
+		return &Error{Kind: Permanent, Err: err, Msg: "the control plane's certificate is not acceptable (not valid for serving): check the control plane's TLS certificate and --ca-cert-file"}
 	case errors.As(err, &verifyErr):
 		return &Error{Kind: Permanent, Err: err, Msg: "the control plane's certificate could not be verified: check --ca-cert-file"}
 	case errors.As(err, &recHeader) || strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
@@ -132,6 +156,28 @@ func classifyTransport(err error, cpAddress string) *Error {
 	}
 	return &Error{Kind: Retryable, Err: err, Msg: "cannot reach the control plane at " + cpAddress}
 }
+
+// certTime: a certificate not valid yet becomes valid with time; an
+// expired one is final only if this host's clock can be trusted.
+func certTime(err error, cert *x509.Certificate, now time.Time, clock timesync.Checker) *Error {
+	if cert != nil && now.Before(cert.NotBefore) {
+		msg := fmt.Sprintf("the control plane's certificate is not valid before %s and the clock says %s", stamp(cert.NotBefore), stamp(now))
+		if p := clock().Problem(); p != "" {
+			msg = p + "; " + msg
+		}
+		return &Error{Kind: Retryable, Err: err, Msg: msg + ": zoneproxy retries until it is"}
+	}
+	expired := "the control plane's certificate has expired"
+	if cert != nil {
+		expired = fmt.Sprintf("the control plane's certificate expired at %s (the clock says %s)", stamp(cert.NotAfter), stamp(now))
+	}
+	if p := clock().Problem(); p != "" {
+		return &Error{Kind: Retryable, Err: err, Msg: p + "; " + expired + ": zoneproxy retries until the clock is right"}
+	}
+	return &Error{Kind: Permanent, Err: err, Msg: expired + ": renew the control plane's TLS certificate"}
+}
+
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 func sanList(c *x509.Certificate) string {
 	if c == nil {
@@ -148,6 +194,9 @@ func sanList(c *x509.Certificate) string {
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "…"
 }

@@ -2,9 +2,12 @@ package bootstrap
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 )
 
 // Clock is the time source of the retry loop; tests inject a fake one.
@@ -47,6 +50,10 @@ func (b Backoff) Delay(n int) time.Duration {
 	}
 	return d - time.Duration(r()*float64(d)*3/4)
 }
+
+// MaxRetryAfter caps a server's Retry-After, so that a proxy asking for
+// hours does not keep the zone proxy down that long once it recovers.
+const MaxRetryAfter = 5 * time.Minute
 
 // Wait describes one pause between attempts, for logs and status lines.
 type Wait struct {
@@ -91,6 +98,9 @@ func (l Loop) Run(ctx context.Context) ([]byte, error) {
 		}
 		waited := clock.Now().Sub(start)
 		delay := l.Backoff.Delay(n)
+		if be.RetryAfter > 0 {
+			delay = max(delay, min(be.RetryAfter, MaxRetryAfter))
+		}
 		if l.Timeout > 0 {
 			left := l.Timeout - waited
 			if left <= 0 {
@@ -121,3 +131,14 @@ func (e *TimeoutError) Error() string {
 }
 
 func (e *TimeoutError) Unwrap() error { return e.Last }
+
+// ExitError is what `run` returns once Run failed: a permanent refusal is a
+// configuration error (exit 78: systemd does not restart the unit); a
+// --bootstrap-timeout expiry stays a runtime error (exit 1).
+func ExitError(err error) error {
+	var te *TimeoutError
+	if KindOf(err) == Permanent && !errors.As(err, &te) {
+		return exitcode.AsConfig(err)
+	}
+	return err
+}

@@ -284,8 +284,11 @@ func (c *Config) validateToken(now time.Time, add, warn func(key, format string,
 		add(key, "%s is %v; generate one with `kumactl generate dataplane-token --mesh %s`", where, err, c.Mesh)
 		return
 	}
-	if err := claims.Check(c.Mesh, c.Name, c.Workload, now); err != nil {
+	if err := claims.Check(c.Mesh, c.Name, c.Workload); err != nil {
 		add(key, "%s cannot be used: %v", where, err)
+	}
+	if te := claims.CheckTime(now); te != nil {
+		tokenTime(key, where, te, add, warn)
 	}
 }
 

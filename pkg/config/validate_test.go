@@ -2,11 +2,14 @@ package config
 
 import (
 	"encoding/base64"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zoneproxy/zoneproxy/pkg/timesync"
 )
 
 func valid() Config {
@@ -21,10 +24,14 @@ func valid() Config {
 	return c
 }
 
+func tokenFileContent(claims string) string {
+	enc := base64.RawURLEncoding.EncodeToString
+	return enc([]byte(`{"alg":"RS256","kid":"1"}`)) + "." + enc([]byte(claims)) + ".sig"
+}
+
 func tokenFile(t *testing.T, claims string, mode os.FileMode) string {
 	t.Helper()
-	enc := base64.RawURLEncoding.EncodeToString
-	raw := enc([]byte(`{"alg":"RS256","kid":"1"}`)) + "." + enc([]byte(claims)) + ".sig"
+	raw := tokenFileContent(claims)
 	path := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(path, []byte(raw+"\n"), mode); err != nil {
 		t.Fatal(err)
@@ -77,7 +84,22 @@ func TestValidate(t *testing.T) {
 		}, []string{"is empty"}, nil},
 		{"token for another mesh", func(t *testing.T, c *Config) { c.DataplaneTokenFile = tokenFile(t, `{"Mesh":"billing"}`, 0o600) },
 			[]string{`token is for mesh "billing"`}, nil},
-		{"token expired", func(t *testing.T, c *Config) { c.DataplaneTokenFile = tokenFile(t, `{"exp":1700000000}`, 0o600) }, []string{"expired"}, nil},
+		{"token expired, clock synchronised", func(t *testing.T, c *Config) { c.DataplaneTokenFile = tokenFile(t, `{"exp":1700000000}`, 0o600) },
+			[]string{"--dataplane-token-file: the token in", "token expired at 2023-11-14T22:13:20Z", "issue a new one"}, nil},
+		{"token expired, clock not synchronised", func(t *testing.T, c *Config) {
+			clockStatus = func() timesync.Status { return timesync.Status{} }
+			c.DataplaneTokenFile = tokenFile(t, `{"exp":1700000000}`, 0o600)
+		}, nil, []string{"--dataplane-token-file: the system clock is not synchronised (NTP); the token in", "expired at 2023-11-14T22:13:20Z", "keeps going"}},
+		{"token expired, clock unknown", func(t *testing.T, c *Config) {
+			clockStatus = func() timesync.Status { return timesync.Status{Err: errors.New("adjtimex: operation not permitted")} }
+			c.DataplaneTokenFile = tokenFile(t, `{"exp":1700000000}`, 0o600)
+		}, nil, []string{"may not be synchronised (NTP): zoneproxy cannot tell (adjtimex: operation not permitted)", "expired"}},
+		{"token not valid yet, clock synchronised", func(t *testing.T, c *Config) { c.DataplaneTokenFile = tokenFile(t, `{"nbf":1800000600}`, 0o600) },
+			nil, []string{"is not valid yet: token is not valid before 2027-01-15T08:10:00Z", "refuses Envoy until then"}},
+		{"token not valid yet, clock not synchronised", func(t *testing.T, c *Config) {
+			clockStatus = func() timesync.Status { return timesync.Status{} }
+			c.DataplaneToken = tokenFileContent(`{"nbf":1800000600}`)
+		}, nil, []string{"--dataplane-token: the system clock is not synchronised (NTP); the token looks unusable: token is not valid before"}},
 		{"token readable by others", func(t *testing.T, c *Config) { c.DataplaneTokenFile = tokenFile(t, `{"Mesh":"payments"}`, 0o644) },
 			nil, []string{"mode 0644"}},
 		{"inline token warns", func(t *testing.T, c *Config) {
@@ -90,6 +112,8 @@ func TestValidate(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := valid()
+			clockStatus = func() timesync.Status { return timesync.Status{Synced: true} }
+			t.Cleanup(func() { clockStatus = timesync.Check })
 			tc.mutate(t, &c)
 			warns, err := c.Validate(now)
 			msg := ""

@@ -18,6 +18,7 @@ type Claims struct {
 	Mesh      string `json:"Mesh"`
 	Workload  string `json:"Workload"`
 	ExpiresAt *int64 `json:"exp"`
+	NotBefore *int64 `json:"nbf"`
 }
 
 // Parse decodes a JWT's header and claims without checking the signature
@@ -51,15 +52,9 @@ func decodeSegment(seg string, v any) error {
 	return json.Unmarshal(b, v)
 }
 
-// Check returns why the token cannot work for mesh/name/workload at now,
-// or nil. Empty claims mean "not bound", as on the control plane.
-func (c Claims) Check(mesh, name, workload string, now time.Time) error {
-	if c.ExpiresAt != nil {
-		exp := time.Unix(*c.ExpiresAt, 0)
-		if !now.Before(exp) {
-			return fmt.Errorf("token expired at %s; issue a new one", exp.UTC().Format(time.RFC3339))
-		}
-	}
+// Check returns why the token cannot work for mesh/name/workload, or nil.
+// Empty claims mean "not bound", as on the control plane.
+func (c Claims) Check(mesh, name, workload string) error {
 	if c.Mesh != "" && c.Mesh != mesh {
 		return fmt.Errorf("token is for mesh %q, not %q; issue one with --mesh %s", c.Mesh, mesh, mesh)
 	}
@@ -68,6 +63,36 @@ func (c Claims) Check(mesh, name, workload string, now time.Time) error {
 	}
 	if c.Workload != "" && c.Workload != workload {
 		return fmt.Errorf("token is bound to workload %q, but this proxy's workload is %q; set --workload %s or issue a token for this workload", c.Workload, workload, c.Workload)
+	}
+	return nil
+}
+
+// TimeError says the token is not valid at the time the local clock gives,
+// which may itself be wrong.
+type TimeError struct {
+	NotYetValid bool      // else expired
+	At          time.Time // nbf or exp
+	Now         time.Time
+}
+
+func (e *TimeError) Error() string {
+	if e.NotYetValid {
+		return fmt.Sprintf("token is not valid before %s (the clock says %s)", e.At.UTC().Format(time.RFC3339), e.Now.UTC().Format(time.RFC3339))
+	}
+	return fmt.Sprintf("token expired at %s (the clock says %s)", e.At.UTC().Format(time.RFC3339), e.Now.UTC().Format(time.RFC3339))
+}
+
+// CheckTime returns a *TimeError if the token is not valid at now, or nil.
+func (c Claims) CheckTime(now time.Time) *TimeError {
+	if c.NotBefore != nil {
+		if nbf := time.Unix(*c.NotBefore, 0); now.Before(nbf) {
+			return &TimeError{NotYetValid: true, At: nbf, Now: now}
+		}
+	}
+	if c.ExpiresAt != nil {
+		if exp := time.Unix(*c.ExpiresAt, 0); !now.Before(exp) {
+			return &TimeError{At: exp, Now: now}
+		}
 	}
 	return nil
 }

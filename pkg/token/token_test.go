@@ -17,10 +17,12 @@ func TestCheck(t *testing.T) {
 	cases := []struct {
 		name, raw, want string
 	}{
-		{"mesh-wide token", jwt(`{"Mesh":"payments","exp":1900000000}`), ""},
+		{"mesh-wide token", jwt(`{"Mesh":"payments","exp":1900000000,"nbf":1700000000}`), ""},
 		{"workload-bound", jwt(`{"Mesh":"payments","Workload":"zp-egress"}`), ""},
 		{"unbound", jwt(`{}`), ""},
-		{"expired", jwt(`{"Mesh":"payments","exp":1700000000}`), "expired"},
+		{"expired", jwt(`{"Mesh":"payments","exp":1700000000}`), "token expired at 2023-11-14T22:13:20Z (the clock says 2027-01-15T08:00:00Z)"},
+		{"expires this second", jwt(`{"exp":1800000000}`), "expired"},
+		{"not yet valid", jwt(`{"Mesh":"payments","nbf":1800000001}`), "not valid before 2027-01-15T08:00:01Z"},
 		{"other mesh", jwt(`{"Mesh":"billing"}`), `for mesh "billing"`},
 		{"other workload", jwt(`{"Workload":"zp-ingress"}`), `workload "zp-ingress"`},
 		{"other name", jwt(`{"Name":"other"}`), `name "other"`},
@@ -32,7 +34,10 @@ func TestCheck(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Parse(tc.raw + "\n")
 			if err == nil {
-				err = c.Check("payments", "zp-1", "zp-egress", now)
+				err = c.Check("payments", "zp-1", "zp-egress")
+			}
+			if te := c.CheckTime(now); err == nil && te != nil {
+				err = te
 			}
 			if tc.want == "" {
 				if err != nil {

@@ -1,0 +1,25 @@
+package config
+
+import (
+	"github.com/zoneproxy/zoneproxy/pkg/timesync"
+	"github.com/zoneproxy/zoneproxy/pkg/token"
+)
+
+// clockStatus is asked only when a token's times look wrong; tests fake it.
+var clockStatus timesync.Checker = timesync.Check
+
+// tokenTime decides what a token that is not valid at the local time means.
+// Only an expired token on a synchronised clock is a configuration error:
+// a token not valid yet becomes valid by itself, and on a clock that may be
+// wrong (a VM at boot, before NTP) the control plane has the last word.
+func tokenTime(key, where string, te *token.TimeError, add, warn func(key, format string, args ...any)) {
+	clock := clockStatus()
+	switch {
+	case clock.Problem() != "":
+		warn(key, "%s; %s looks unusable: %v. zoneproxy keeps going: the control plane decides, and accepts it once the clock is right", clock.Problem(), where, te)
+	case te.NotYetValid:
+		warn(key, "%s is not valid yet: %v. zoneproxy keeps going, but the control plane refuses Envoy until then (its clock may be ahead of this host's)", where, te)
+	default:
+		add(key, "%s cannot be used: %v; issue a new one", where, te)
+	}
+}
