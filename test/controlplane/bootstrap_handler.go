@@ -94,6 +94,9 @@ func (s *Server) handleBootstrap(w http.ResponseWriter, r *http.Request) {
 	}
 	if f.BootstrapStatus != 0 {
 		s.log.printf("bootstrap %d (fault injected)", f.BootstrapStatus)
+		if f.BootstrapRetryAfter != "" {
+			sr.Header().Set("Retry-After", f.BootstrapRetryAfter)
+		}
 		writeText(sr, f.BootstrapStatus, fmt.Sprintf("fault injected: status %d", f.BootstrapStatus))
 		return
 	}

@@ -21,6 +21,8 @@ type Faults struct {
 	// BootstrapStatus, when non-zero, answers every /bootstrap with this
 	// status and a short text body.
 	BootstrapStatus int
+	// BootstrapRetryAfter is sent as Retry-After with BootstrapStatus.
+	BootstrapRetryAfter string
 	// BootstrapDelay delays every /bootstrap answer.
 	BootstrapDelay time.Duration
 	// RejectADSAuth rejects every ADS/HDS stream with an authentication error.
@@ -156,6 +158,7 @@ func (s *Server) serveDP(w http.ResponseWriter, r *http.Request) {
 type faultsJSON struct {
 	RefuseConnections bool   `json:"refuseConnections"`
 	BootstrapStatus   int    `json:"bootstrapStatus"`
+	RetryAfter        string `json:"bootstrapRetryAfter,omitempty"`
 	BootstrapDelay    string `json:"bootstrapDelay"`
 	RejectADSAuth     bool   `json:"rejectADSAuth"`
 }
@@ -165,6 +168,7 @@ func (f Faults) MarshalJSON() ([]byte, error) {
 	return json.Marshal(faultsJSON{
 		RefuseConnections: f.RefuseConnections,
 		BootstrapStatus:   f.BootstrapStatus,
+		RetryAfter:        f.BootstrapRetryAfter,
 		BootstrapDelay:    f.BootstrapDelay.String(),
 		RejectADSAuth:     f.RejectADSAuth,
 	})
@@ -190,10 +194,11 @@ func (f *Faults) UnmarshalJSON(data []byte) error {
 		return fmt.Errorf("bootstrapStatus: %d is not an HTTP status", w.BootstrapStatus)
 	}
 	*f = Faults{
-		RefuseConnections: w.RefuseConnections,
-		BootstrapStatus:   w.BootstrapStatus,
-		BootstrapDelay:    d,
-		RejectADSAuth:     w.RejectADSAuth,
+		RefuseConnections:   w.RefuseConnections,
+		BootstrapStatus:     w.BootstrapStatus,
+		BootstrapRetryAfter: w.RetryAfter,
+		BootstrapDelay:      d,
+		RejectADSAuth:       w.RejectADSAuth,
 	}
 	return nil
 }
