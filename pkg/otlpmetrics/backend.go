@@ -1,0 +1,193 @@
+package otlpmetrics
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	metricspb "go.opentelemetry.io/proto/otlp/metrics/v1"
+	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/zoneproxy/zoneproxy/pkg/meshmetric"
+	"github.com/zoneproxy/zoneproxy/pkg/version"
+)
+
+const exportMethod = "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export"
+
+// backend pushes to one endpoint every interval until stopped.
+type backend struct {
+	target
+	name   string
+	p      *Pusher
+	conn   *grpc.ClientConn
+	cancel context.CancelFunc
+	done   chan struct{}
+	warn   rateLimited
+}
+
+func (p *Pusher) start(name string, t target) (*backend, error) {
+	endpoint := t.endpoint
+	// passthrough keeps the socket path away from URL parsing; the local
+	// socket needs no TLS, and a short backoff lets a listener that shows
+	// up late be used on the next push.
+	conn, err := grpc.NewClient("passthrough:///localhost",
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", endpoint)
+		}),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: time.Second,
+		}),
+	)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &backend{target: t, name: name, p: p, conn: conn, cancel: cancel, done: make(chan struct{})}
+	go b.run(ctx)
+	return b, nil
+}
+
+func (b *backend) stop() {
+	b.cancel()
+	<-b.done
+	b.conn.Close()
+}
+
+func (b *backend) run(ctx context.Context) {
+	defer close(b.done)
+	t := time.NewTicker(b.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := b.push(ctx); err != nil && ctx.Err() == nil {
+				b.p.counted(b.name, false)
+				b.warn.log(b.p.log, "cannot push metrics to OpenTelemetry backend; retrying next interval",
+					zap.String("backend", b.name), zap.String("endpoint", b.endpoint), zap.Error(err))
+			}
+		}
+	}
+}
+
+func (b *backend) push(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, b.interval)
+	defer cancel()
+	cfg := b.p.config()
+	if cfg == nil {
+		return nil
+	}
+	text, err := b.p.stats(ctx, statsQuery(cfg))
+	if err != nil {
+		return fmt.Errorf("reading Envoy stats: %w", err)
+	}
+	now := time.Now()
+	fams, err := meshmetric.ParseText(text)
+	if err != nil {
+		return fmt.Errorf("parsing Envoy stats: %w", err)
+	}
+	start := envoyStart(fams, now)
+	fams = cfg.Select(fams)
+	if len(fams) == 0 {
+		return nil
+	}
+	req := exportRequest(toMetrics(fams, newPoints(cfg.ExtraLabels, now, start)))
+	var resp emptypb.Empty
+	if err := b.conn.Invoke(ctx, exportMethod, req, &resp, grpc.WaitForReady(true)); err != nil {
+		return err
+	}
+	b.p.counted(b.name, true)
+	if rejected, msg := partialSuccess(resp.ProtoReflect().GetUnknown()); rejected > 0 || msg != "" {
+		b.warn.log(b.p.log, "OpenTelemetry backend rejected part of the metrics",
+			zap.String("backend", b.name), zap.Int64("rejected_data_points", rejected), zap.String("message", msg))
+	}
+	return nil
+}
+
+// statsQuery is kuma-dp's admin query, without usedonly when the policy
+// asks for unused stats (the hijacker's rule).
+func statsQuery(cfg *meshmetric.Config) string {
+	if cfg.IncludeUnused() {
+		return "format=prometheus&text_readouts="
+	}
+	return "format=prometheus&text_readouts=&usedonly="
+}
+
+func exportRequest(metrics []*metricspb.Metric) *metricspb.MetricsData {
+	return &metricspb.MetricsData{ResourceMetrics: []*metricspb.ResourceMetrics{{
+		Resource: &resourcepb.Resource{Attributes: []*commonpb.KeyValue{
+			stringAttr("service.name", "zoneproxy"),
+			stringAttr("service.version", version.Version),
+		}},
+		ScopeMetrics: []*metricspb.ScopeMetrics{{
+			Scope:   &commonpb.InstrumentationScope{Name: "kuma", Version: version.Version},
+			Metrics: metrics,
+		}},
+	}}}
+}
+
+// envoyStart is when Envoy's counters began, from its uptime gauge; zero
+// (unknown to the collector) when Envoy does not report it.
+func envoyStart(fams []meshmetric.Family, now time.Time) time.Time {
+	for i := range fams {
+		if fams[i].Name == "envoy_server_uptime" && len(fams[i].Samples) > 0 {
+			if up := fams[i].Samples[0].Value; up > 0 {
+				return now.Add(-time.Duration(up * float64(time.Second)))
+			}
+		}
+	}
+	return time.Time{}
+}
+
+// partialSuccess reads ExportMetricsServiceResponse.partial_success
+// (field 1: rejected_data_points = 1, error_message = 2) from the reply's
+// raw bytes.
+func partialSuccess(raw []byte) (rejected int64, msg string) {
+	eachField(raw, func(num protowire.Number, typ protowire.Type, v []byte) {
+		if num != 1 || typ != protowire.BytesType {
+			return
+		}
+		inner, _ := protowire.ConsumeBytes(v)
+		eachField(inner, func(num protowire.Number, typ protowire.Type, v []byte) {
+			switch {
+			case num == 1 && typ == protowire.VarintType:
+				n, _ := protowire.ConsumeVarint(v)
+				rejected = int64(n)
+			case num == 2 && typ == protowire.BytesType:
+				s, _ := protowire.ConsumeBytes(v)
+				msg = string(s)
+			}
+		})
+	})
+	return rejected, msg
+}
+
+// eachField calls f with every field's number, type and encoded value,
+// stopping at the first malformed one.
+func eachField(raw []byte, f func(protowire.Number, protowire.Type, []byte)) {
+	for len(raw) > 0 {
+		num, typ, n := protowire.ConsumeTag(raw)
+		if n < 0 {
+			return
+		}
+		raw = raw[n:]
+		m := protowire.ConsumeFieldValue(num, typ, raw)
+		if m < 0 {
+			return
+		}
+		f(num, typ, raw[:m])
+		raw = raw[m:]
+	}
+}

@@ -1,0 +1,193 @@
+// Package otlpmetrics pushes MeshMetric's OpenTelemetry backends in direct
+// mode: for each OpenTelemetry backend of the /meshmetric config, every
+// refreshInterval, it reads Envoy's stats, applies the config's profile and
+// sends OTLP/gRPC MetricsService/Export to the backend's endpoint, a Unix
+// socket where Envoy's listener forwards to the collector.
+//
+// As kuma-dp: scope "kuma" with the agent's version, extraLabels as
+// data-point attributes, cumulative temporality. Unlike kuma-dp there is no
+// second copy of the metrics through a Prometheus bridge, and the resource
+// names zoneproxy instead of the SDK's unknown_service.
+//
+// The request is opentelemetry.proto.metrics.v1.MetricsData, which is
+// wire-identical to ExportMetricsServiceRequest: the collector package
+// would link grpc-gateway for nothing.
+package otlpmetrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/zoneproxy/zoneproxy/pkg/meshmetric"
+)
+
+// DefaultRefreshInterval is MeshMetric's default for OpenTelemetry backends.
+const DefaultRefreshInterval = time.Minute
+
+// Options configure a Pusher.
+type Options struct {
+	// Stats performs GET /stats?<query> on Envoy's admin API and returns
+	// the body, as for meshmetric.Options.Stats.
+	Stats func(ctx context.Context, query string) (string, error)
+	Log   *zap.Logger
+}
+
+// Pusher runs one exporter per OpenTelemetry backend of the applied config.
+type Pusher struct {
+	stats func(ctx context.Context, query string) (string, error)
+	log   *zap.Logger
+
+	applying sync.Mutex // serialises Apply and Close; guards running and closed
+	running  map[string]*backend
+	closed   bool
+
+	mu      sync.Mutex // guards what exporters read: cfg and exports
+	cfg     *meshmetric.Config
+	exports map[string]*[2]uint64 // by backend: successes, failures
+}
+
+// New checks the options; nothing is pushed until Apply.
+func New(o Options) (*Pusher, error) {
+	if o.Stats == nil {
+		return nil, errors.New("otlpmetrics: Stats is nil; pass a function reading Envoy's admin /stats")
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	return &Pusher{stats: o.Stats, log: o.Log, running: map[string]*backend{}, exports: map[string]*[2]uint64{}}, nil
+}
+
+// target is what a running exporter was started with.
+type target struct {
+	endpoint string
+	interval time.Duration
+}
+
+// Apply makes the running exporters match cfg's OpenTelemetry backends:
+// new ones start, removed ones stop, changed ones restart. A nil cfg (no
+// policy) stops them all. The profile and labels apply from the next push.
+func (p *Pusher) Apply(cfg *meshmetric.Config) {
+	want := p.targets(cfg)
+	p.applying.Lock()
+	defer p.applying.Unlock()
+	if p.closed {
+		return
+	}
+	p.mu.Lock()
+	p.cfg = cfg
+	p.mu.Unlock()
+	for name, b := range p.running {
+		if t, ok := want[name]; !ok || t != b.target {
+			b.stop()
+			delete(p.running, name)
+			p.log.Info("stopped OpenTelemetry metrics backend", zap.String("backend", name))
+		}
+	}
+	for name, t := range want {
+		if p.running[name] != nil {
+			continue
+		}
+		b, err := p.start(name, t)
+		if err != nil {
+			p.log.Warn("cannot start OpenTelemetry metrics backend", zap.String("backend", name), zap.Error(err))
+			continue
+		}
+		p.running[name] = b
+		p.log.Info("pushing metrics to OpenTelemetry backend", zap.String("backend", name),
+			zap.String("endpoint", t.endpoint), zap.Duration("every", t.interval))
+	}
+}
+
+// targets are cfg's usable OpenTelemetry backends by name.
+func (p *Pusher) targets(cfg *meshmetric.Config) map[string]target {
+	want := map[string]target{}
+	if cfg == nil {
+		return want
+	}
+	for i, b := range cfg.Backends {
+		if b.Type != "OpenTelemetry" {
+			continue
+		}
+		name := ""
+		if b.Name != nil {
+			name = *b.Name
+		}
+		if b.OpenTelemetry == nil || b.OpenTelemetry.Endpoint == "" {
+			p.log.Warn("ignoring OpenTelemetry metrics backend without an endpoint",
+				zap.String("field", fmt.Sprintf("observability.metrics.backends[%d].openTelemetry.endpoint", i)), zap.String("backend", name))
+			continue
+		}
+		if name == "" {
+			name = b.OpenTelemetry.Endpoint
+		}
+		interval := time.Duration(b.OpenTelemetry.RefreshInterval)
+		if interval <= 0 {
+			interval = DefaultRefreshInterval
+		}
+		want[name] = target{endpoint: b.OpenTelemetry.Endpoint, interval: interval}
+	}
+	return want
+}
+
+// config is the config the next push uses.
+func (p *Pusher) config() *meshmetric.Config {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cfg
+}
+
+func (p *Pusher) counted(name string, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.exports[name]
+	if c == nil {
+		c = new([2]uint64)
+		p.exports[name] = c
+	}
+	if ok {
+		c[0]++
+	} else {
+		c[1]++
+	}
+}
+
+// Close stops every exporter; Apply does nothing afterwards.
+func (p *Pusher) Close() {
+	p.applying.Lock()
+	defer p.applying.Unlock()
+	p.closed = true
+	for name, b := range p.running {
+		b.stop()
+		delete(p.running, name)
+	}
+}
+
+// WriteMetrics writes export counts by backend in Prometheus text format.
+func (p *Pusher) WriteMetrics(w io.Writer) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	names := make([]string, 0, len(p.exports))
+	for n := range p.exports {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	const name = "zoneproxy_otlp_exports_total"
+	fmt.Fprintf(w, "# HELP %s OTLP metric exports by OpenTelemetry backend and outcome.\n# TYPE %s counter\n", name, name)
+	for _, n := range names {
+		fmt.Fprintf(w, "%s{backend=\"%s\",outcome=\"success\"} %d\n", name, escapeLabel(n), p.exports[n][0])
+		fmt.Fprintf(w, "%s{backend=\"%s\",outcome=\"failure\"} %d\n", name, escapeLabel(n), p.exports[n][1])
+	}
+}
+
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+
+// escapeLabel escapes a label value as the Prometheus text format requires.
+func escapeLabel(v string) string { return labelEscaper.Replace(v) }
