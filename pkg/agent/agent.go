@@ -18,6 +18,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/preflight"
 	"github.com/zoneproxy/zoneproxy/pkg/readiness"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
+	"github.com/zoneproxy/zoneproxy/pkg/version"
 )
 
 // StopGrace is how long Envoy gets between SIGTERM and SIGKILL.
@@ -127,5 +128,9 @@ func (a *Agent) findEnvoy(ctx context.Context) (string, envoy.Version, error) {
 		a.log.Warn("cannot read Envoy's version; the control plane will see \"unknown\"", zap.String("path", path), zap.Error(warning))
 	}
 	a.log.Info("found Envoy", zap.String("path", path), zap.String("version", v.Version))
+	if warning == nil && !version.EnvoyCompatible(v.Version) {
+		a.log.Warn("Envoy "+v.Version+" is not the version Kuma "+version.Kuma+" is built and tested with ("+version.ExpectedEnvoy()+"); it may work, and the control plane shows it as incompatible",
+			zap.String("path", path))
+	}
 	return path, v, nil
 }

@@ -184,14 +184,17 @@ func newRequest(cfg *config.Config, workDir string, ev envoy.Version, caPEM []by
 		ProxyType:         "dataplane",
 		DataplaneResource: dp.JSON(),
 		Version: bootstrap.Version{
+			// The Kuma release this build speaks for, not zoneproxy's own
+			// version, which kuma-cp would judge incompatible with itself.
 			KumaDp: bootstrap.KumaDpVersion{
-				Version: version.Version, GitTag: version.Version,
+				Version: version.Kuma, GitTag: "zoneproxy-" + version.Version,
 				GitCommit: version.Commit, BuildDate: version.BuildDate,
 			},
-			Envoy: bootstrap.EnvoyVersion{Version: ev.Version, Build: ev.Build, KumaDpCompatible: true},
+			Envoy: bootstrap.EnvoyVersion{Version: ev.Version, Build: ev.Build, KumaDpCompatible: version.EnvoyCompatible(ev.Version)},
 		},
-		CACert:          string(caPEM),
-		DynamicMetadata: map[string]string{},
+		CACert: string(caPEM),
+		// Shown in the DataplaneInsight's version dependencies.
+		DynamicMetadata: map[string]string{"version.dependencies.zoneproxy": version.Version},
 		ReadinessPort:   uint32(cfg.ReadinessPort),
 		OperatingSystem: runtime.GOOS,
 		Features:        []string{bootstrap.FeatureReusePort},

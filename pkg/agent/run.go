@@ -68,14 +68,25 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, doc
 		a.stop(proc, "stopped before Envoy was ready")
 		return nil
 	}
-	a.tracker.Set(state.Ready, "Envoy ready")
 	a.log.Info("Envoy ready", zap.Duration("after", time.Since(started).Round(time.Millisecond)))
+	watch := &listenerWatch{a: a, admin: admin, want: expectedListeners(a.cfg)}
+	watch.check(ctx)
+	wctx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() { defer close(watched); watch.run(wctx) }()
+	// The watcher sets READY/NO_ZONE_LISTENER; it is gone before the stop
+	// path sets TERMINATING.
+	defer func() { stopWatch(); <-watched }()
 
 	select {
 	case <-proc.Done():
+		stopWatch()
+		<-watched
 		return a.envoyExited(ctx, proc)
 	case <-ctx.Done():
 	}
+	stopWatch()
+	<-watched
 	a.drain(admin, proc)
 	a.stop(proc, "stopped")
 	return nil

@@ -176,6 +176,25 @@ func countedListenerStat(name string) bool {
 	return true
 }
 
+// Listeners names the listeners Envoy has now (GET /listeners, whose text
+// form is one `name::address` a line).
+func (a *Admin) Listeners(ctx context.Context) ([]string, error) {
+	code, body, err := a.do(ctx, http.MethodGet, "/listeners", 2*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	if code != http.StatusOK {
+		return nil, fmt.Errorf("GET /listeners: %d", code)
+	}
+	var names []string
+	for _, line := range strings.Split(body, "\n") {
+		if name, _, ok := strings.Cut(strings.TrimSpace(line), "::"); ok && name != "" {
+			names = append(names, name)
+		}
+	}
+	return names, nil
+}
+
 // PrometheusStats returns Envoy's own metrics in Prometheus text format.
 func (a *Admin) PrometheusStats(ctx context.Context) (string, error) {
 	code, body, err := a.do(ctx, http.MethodGet, "/stats/prometheus", 5*time.Second)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +24,7 @@ type Metrics struct {
 	meshWait   time.Duration
 	envoyUp    bool
 	envoyExits uint64
+	listeners  map[string]bool
 	tracker    *state.Tracker
 	envoyStats func(ctx context.Context) (string, error)
 }
@@ -50,6 +52,19 @@ func (m *Metrics) WaitedForMesh(d time.Duration) {
 	}
 	m.mu.Lock()
 	m.meshWait += d
+	m.mu.Unlock()
+}
+
+// ZoneListener records whether Envoy has the zone listener name.
+func (m *Metrics) ZoneListener(name string, present bool) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	if m.listeners == nil {
+		m.listeners = map[string]bool{}
+	}
+	m.listeners[name] = present
 	m.mu.Unlock()
 }
 
@@ -121,7 +136,24 @@ func (m *Metrics) write(w io.Writer) {
 	gauge("zoneproxy_ready", "1 while the agent reports READY.", b2f(snap.Phase == state.Ready))
 	fmt.Fprint(w, "# HELP zoneproxy_phase The agent's lifecycle phase.\n# TYPE zoneproxy_phase gauge\n")
 	fmt.Fprintf(w, "zoneproxy_phase{phase=%q} 1\n", snap.Phase)
+	if len(m.listeners) > 0 {
+		fmt.Fprint(w, "# HELP zoneproxy_zone_listener_present 1 while Envoy has the zone listener the proxy is configured for.\n# TYPE zoneproxy_zone_listener_present gauge\n")
+		names := make([]string, 0, len(m.listeners))
+		for n := range m.listeners {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			fmt.Fprintf(w, "zoneproxy_zone_listener_present{listener=\"%s\"} %g\n", LabelValue(n), b2f(m.listeners[n]))
+		}
+	}
 }
+
+// LabelValue escapes a Prometheus label value as the text format requires:
+// backslash, double quote and newline.
+func LabelValue(v string) string { return labelEscaper.Replace(v) }
+
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
 
 func b2f(b bool) float64 {
 	if b {

@@ -164,7 +164,7 @@ func Run(ctx context.Context, tr *state.Tracker, opts Options) error {
 // or the agent waits and retries by itself. Boot need not wait for more.
 func settled(p state.Phase) bool {
 	switch p {
-	case state.Ready, state.WaitingForMesh, state.WaitingForControlPlane:
+	case state.Ready, state.NoZoneListener, state.WaitingForMesh, state.WaitingForControlPlane:
 		return true
 	}
 	return false

@@ -233,6 +233,8 @@ func TestReadyRule(t *testing.T) {
 			[]state.Phase{state.Starting, state.WaitingForControlPlane, state.Bootstrapped}, 1},
 		{"Envoy waits for its first configuration",
 			[]state.Phase{state.Bootstrapped, state.EnvoyStarting, state.WaitingForControlPlane, state.Ready}, 2},
+		{"Envoy live but no zone listener yet",
+			[]state.Phase{state.Bootstrapped, state.EnvoyStarting, state.NoZoneListener, state.Ready}, 2},
 		{"stopped while waiting for the mesh",
 			[]state.Phase{state.WaitingForMesh, state.Terminating, state.Stopped}, 0},
 		{"stopped before Envoy was live",

@@ -18,9 +18,12 @@ const (
 	Bootstrapped           Phase = "BOOTSTRAPPED"
 	EnvoyStarting          Phase = "ENVOY_STARTING"
 	Ready                  Phase = "READY"
-	Terminating            Phase = "TERMINATING"
-	Stopped                Phase = "STOPPED"
-	Failed                 Phase = "FAILED"
+	// NoZoneListener: Envoy is live but the control plane sent no zone
+	// listener yet, so nothing is served.
+	NoZoneListener Phase = "NO_ZONE_LISTENER"
+	Terminating    Phase = "TERMINATING"
+	Stopped        Phase = "STOPPED"
+	Failed         Phase = "FAILED"
 )
 
 // Snapshot is one observation of the agent.

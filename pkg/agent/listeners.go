@@ -1,0 +1,123 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/zoneproxy/zoneproxy/pkg/config"
+	"github.com/zoneproxy/zoneproxy/pkg/dataplane"
+	"github.com/zoneproxy/zoneproxy/pkg/state"
+)
+
+// listenerCheckEvery paces the check that Envoy really has its zone
+// listeners: Envoy goes LIVE without them when the control plane has
+// nothing for this proxy to serve yet.
+const listenerCheckEvery = time.Second
+
+// zoneListener is one listener the control plane should send.
+type zoneListener struct {
+	name string // Envoy's listener name, e.g. self_zoneegress_dp_ze-port
+	addr string
+	why  string // when the control plane sends it, for the operator
+}
+
+func expectedListeners(cfg *config.Config) []zoneListener {
+	var out []zoneListener
+	for _, l := range cfg.Dataplane().Networking.Listeners {
+		zl := zoneListener{name: l.EnvoyListenerName(), addr: fmt.Sprintf("%s:%d", l.Address, l.Port)}
+		switch l.Type {
+		case dataplane.TypeZoneIngress:
+			zl.why = "the control plane sends the ingress listener only when this zone has a MeshService: create one (or deploy a service in this zone)"
+		case dataplane.TypeZoneEgress:
+			zl.why = "the control plane sends the egress listener only when a MeshIdentity selects this proxy and the mesh has a MeshExternalService: create them"
+		}
+		out = append(out, zl)
+	}
+	return out
+}
+
+type listenerLister interface {
+	Listeners(ctx context.Context) ([]string, error)
+}
+
+// listenerWatch keeps READY honest: READY while every zone listener is in
+// Envoy, NO_ZONE_LISTENER (with the reason and the fix) while one is not.
+type listenerWatch struct {
+	a       *Agent
+	admin   listenerLister
+	want    []zoneListener
+	missing []string // nil until the first successful check
+	checked bool
+}
+
+// check asks Envoy once and publishes the result when it changed. An
+// unanswered question changes nothing.
+func (w *listenerWatch) check(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, adminBudget)
+	defer cancel()
+	have, err := w.admin.Listeners(ctx)
+	if err != nil {
+		w.a.log.Debug("cannot list Envoy's listeners", zap.Error(err))
+		if !w.checked {
+			w.a.tracker.Set(state.Ready, "Envoy ready")
+		}
+		return
+	}
+	var missing []zoneListener
+	var names []string
+	for _, zl := range w.want {
+		present := slices.Contains(have, zl.name)
+		w.a.opts.Metrics.ZoneListener(zl.name, present)
+		if !present {
+			missing = append(missing, zl)
+			names = append(names, zl.name)
+		}
+	}
+	if w.checked && slices.Equal(names, w.missing) {
+		return
+	}
+	w.checked, w.missing = true, names
+	if len(missing) == 0 {
+		w.a.tracker.Set(state.Ready, "Envoy ready")
+		if len(w.want) > 0 {
+			w.a.log.Info("zone listeners present", zap.Strings("listeners", listenerNames(w.want)))
+		}
+		return
+	}
+	var b strings.Builder
+	for i, zl := range missing {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "Envoy has no listener %s (%s): %s", zl.name, zl.addr, zl.why)
+	}
+	w.a.tracker.Set(state.NoZoneListener, b.String())
+	w.a.log.Warn("Envoy is live but serves nothing: "+b.String(), zap.Strings("missing", names))
+}
+
+// run checks until ctx ends.
+func (w *listenerWatch) run(ctx context.Context) {
+	tick := time.NewTicker(listenerCheckEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			w.check(ctx)
+		}
+	}
+}
+
+func listenerNames(ls []zoneListener) []string {
+	out := make([]string, len(ls))
+	for i, l := range ls {
+		out[i] = l.name
+	}
+	return out
+}
