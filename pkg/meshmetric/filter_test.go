@@ -90,6 +90,7 @@ func TestProfiles(t *testing.T) {
 		profiles string
 		want     []string
 	}{
+		{`no sidecar`, basic},
 		{``, basic},
 		{`[]`, basic},
 		{`[{"name":"Basic"}]`, basic},
@@ -102,7 +103,9 @@ func TestProfiles(t *testing.T) {
 	}
 	for _, tt := range tests {
 		body := `{"observability":{"metrics":{"sidecar":{"profiles":{}}}}}`
-		if tt.profiles != "" {
+		if tt.profiles == "no sidecar" {
+			body = `{"observability":{"metrics":{"backends":[]}}}`
+		} else if tt.profiles != "" {
 			body = `{"observability":{"metrics":{"sidecar":{"profiles":{"appendProfiles":` + tt.profiles + `}}}}}`
 		}
 		var fams []Family
@@ -220,5 +223,20 @@ func TestBasicDropsAnIncludedFamilyLeftEmpty(t *testing.T) {
 	}
 	if got := c.Select(fams); len(got) != 0 {
 		t.Errorf("kept %+v, want nothing", got)
+	}
+}
+
+// Only Basic drops internal samples: what None includes or All keeps
+// stays whole.
+func TestOnlyBasicDropsInternalSamples(t *testing.T) {
+	for _, profile := range []string{"None", "All"} {
+		c := mustParse(t, `{"observability":{"metrics":{"sidecar":{"profiles":{"appendProfiles":[{"name":"`+profile+`"}],
+			"include":[{"type":"Exact","match":"envoy_cluster_upstream_rq_total"}]}}}}}`)
+		fams := []Family{{Name: "envoy_cluster_upstream_rq_total", Type: Counter, Samples: []Sample{
+			{Name: "envoy_cluster_upstream_rq_total", Labels: []Label{{"envoy_cluster_name", "system_envoy_admin"}}, Value: 1},
+		}}}
+		if got := c.Select(fams); len(got) != 1 || len(got[0].Samples) != 1 {
+			t.Errorf("%s: kept %+v, want the system_ sample", profile, got)
+		}
 	}
 }

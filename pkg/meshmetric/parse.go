@@ -47,8 +47,10 @@ type parser struct {
 }
 
 func (p *parser) line(line string) error {
-	line = strings.TrimRight(line, " \t\r")
-	line = strings.TrimLeft(line, " \t")
+	for line != "" && (line[len(line)-1] == ' ' || line[len(line)-1] == '\t' || line[len(line)-1] == '\r') {
+		line = line[:len(line)-1]
+	}
+	line = skipSpace(line)
 	switch {
 	case line == "":
 		return nil
@@ -119,7 +121,7 @@ func (p *parser) sample(line string) error {
 		}
 		s.Labels = p.labels[start:len(p.labels):len(p.labels)]
 	}
-	trimmed := strings.TrimLeft(rest, " \t")
+	trimmed := skipSpace(rest)
 	if len(trimmed) == len(rest) || trimmed == "" {
 		return fmt.Errorf("%s: want a space and a value in %q", s.Name, clip(line))
 	}
@@ -129,7 +131,7 @@ func (p *parser) sample(line string) error {
 		return fmt.Errorf("%s: invalid value %q", s.Name, value)
 	}
 	s.Value = v
-	if ts = strings.TrimLeft(ts, " \t"); ts != "" {
+	if ts = skipSpace(ts); ts != "" {
 		if s.Timestamp, err = strconv.ParseInt(ts, 10, 64); err != nil {
 			return fmt.Errorf("%s: invalid timestamp %q", s.Name, ts)
 		}
@@ -175,7 +177,7 @@ func belongs(f *Family, series string) bool {
 // parseLabels reads `name="value",...}` and returns what follows the brace.
 func (p *parser) parseLabels(s string) (string, error) {
 	for {
-		s = strings.TrimLeft(s, " \t")
+		s = skipSpace(s)
 		if s == "" {
 			return "", fmt.Errorf("labels not closed with }")
 		}
@@ -187,11 +189,11 @@ func (p *parser) parseLabels(s string) (string, error) {
 			return "", fmt.Errorf("invalid label name at %q", clip(s))
 		}
 		name := s[:n]
-		s = strings.TrimLeft(s[n:], " \t")
+		s = skipSpace(s[n:])
 		if !strings.HasPrefix(s, "=") {
 			return "", fmt.Errorf("label %s: want =", name)
 		}
-		s = strings.TrimLeft(s[1:], " \t")
+		s = skipSpace(s[1:])
 		if !strings.HasPrefix(s, `"`) {
 			return "", fmt.Errorf(`label %s: want a value in "quotes"`, name)
 		}
@@ -200,7 +202,7 @@ func (p *parser) parseLabels(s string) (string, error) {
 			return "", fmt.Errorf("label %s: value not closed with \"", name)
 		}
 		p.labels = append(p.labels, Label{Name: name, Value: value})
-		s = strings.TrimLeft(rest, " \t")
+		s = skipSpace(rest)
 		if strings.HasPrefix(s, ",") {
 			s = s[1:]
 		} else if !strings.HasPrefix(s, "}") {
@@ -305,6 +307,14 @@ func labelNameLen(s string) int {
 		return i
 	}
 	return len(s)
+}
+
+// skipSpace drops leading blanks; strings.TrimLeft costs a set per call.
+func skipSpace(s string) string {
+	for s != "" && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	return s
 }
 
 func validName(s string) bool { return s != "" && nameLen(s) == len(s) }

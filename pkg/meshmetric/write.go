@@ -165,7 +165,14 @@ func appendLabel(dst []byte, sep byte, l Label) []byte {
 // appendEscaped escapes \ and newlines, and " when quote is set (label
 // values; HELP text in OpenMetrics).
 func appendEscaped(dst []byte, s string, quote bool) []byte {
-	if !strings.ContainsAny(s, "\\\n\"") {
+	clean := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '\\' || c == '\n' || c == '"' {
+			clean = false
+			break
+		}
+	}
+	if clean {
 		return append(dst, s...)
 	}
 	for i := 0; i < len(s); i++ {
