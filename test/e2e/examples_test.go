@@ -113,9 +113,9 @@ func runExample(t *testing.T, ex exampleCase) {
 	}
 
 	agent := harness.StartAgent(t, bins.Zoneproxy, ex.env, append([]string{"run"}, overrides...)...)
-	agent.AwaitReadiness(readiness, 200, "READY", 5*time.Second)
+	agent.AwaitReadiness(readiness, 200, "READY", promptly)
 	nodeID := mesh + "." + dp.Name
-	harness.Eventually(t, 3*time.Second, fmt.Sprintf("the control plane to see %s with listeners %v", nodeID, wantListeners), func() bool {
+	harness.Eventually(t, promptly, fmt.Sprintf("the control plane to see %s with listeners %v", nodeID, wantListeners), func() bool {
 		for _, px := range zone.CP.Proxies() {
 			if px.NodeID == nodeID && px.Connected {
 				return slices.Equal(sorted(px.Listeners), wantListeners)
@@ -125,7 +125,7 @@ func runExample(t *testing.T, ex exampleCase) {
 	})
 
 	agent.Signal(syscall.SIGTERM)
-	if code := agent.Wait(10 * time.Second); code != 0 {
+	if code := agent.Wait(promptly); code != 0 {
 		t.Fatalf("exit code %d after SIGTERM, want 0", code)
 	}
 	if settings["log-format"] == "json" {
@@ -307,7 +307,7 @@ func runCommand(t *testing.T, env []string, args ...string) (code int, stdout, s
 				code = ee.ExitCode()
 			}
 		}
-	case <-time.After(15 * time.Second):
+	case <-time.After(promptly):
 		_ = cmd.Process.Kill()
 		<-done
 		t.Fatalf("zoneproxy %s did not finish", strings.Join(args, " "))

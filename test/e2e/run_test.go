@@ -8,7 +8,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/zoneproxy/zoneproxy/test/harness"
 )
@@ -31,8 +30,8 @@ func TestWaitForMeshThenServeThenDrain(t *testing.T) {
 			p := zone.NewProxy("payments", tc.role)
 			agent := zone.Start(p, nil)
 
-			agent.AwaitReadiness(p.Readiness, 503, "WAITING_FOR_MESH", 10*time.Second)
-			agent.AwaitLog(`waiting for mesh`, 10*time.Second)
+			agent.AwaitReadiness(p.Readiness, 503, "WAITING_FOR_MESH", promptly)
+			agent.AwaitLog(`waiting for mesh`, promptly)
 			if body := readyBody(t, p.Readiness); !strings.Contains(body, `waiting for mesh "payments" (attempt `) {
 				t.Errorf("503 body does not say why: %q", body)
 			}
@@ -41,11 +40,11 @@ func TestWaitForMeshThenServeThenDrain(t *testing.T) {
 			}
 
 			zone.CP.CreateMesh("payments")
-			agent.AwaitReadiness(p.Readiness, 200, "READY", 20*time.Second)
-			envoyPID := agent.EnvoyPID(time.Second)
+			agent.AwaitReadiness(p.Readiness, 200, "READY", promptly)
+			envoyPID := agent.EnvoyPID(promptly)
 
 			nodeID := "payments.zone-proxy-payments-" + tc.role + "-"
-			harness.Eventually(t, 5*time.Second, "the control plane to see the proxy's listeners", func() bool {
+			harness.Eventually(t, promptly, "the control plane to see the proxy's listeners", func() bool {
 				for _, px := range zone.CP.Proxies() {
 					if strings.HasPrefix(px.NodeID, nodeID) && px.Connected {
 						return slices.Equal(sorted(px.Listeners), sorted(tc.listeners))
@@ -62,7 +61,7 @@ func TestWaitForMeshThenServeThenDrain(t *testing.T) {
 			assertPrivate(t, p.WorkDir)
 
 			agent.Signal(syscall.SIGTERM)
-			if code := agent.Wait(15 * time.Second); code != 0 {
+			if code := agent.Wait(promptly); code != 0 {
 				t.Fatalf("exit code %d, want 0", code)
 			}
 			if !harness.ProcessGone(envoyPID) {
@@ -158,13 +157,13 @@ func TestTokenNeverAppearsInLogsOrEnvoyCommandLine(t *testing.T) {
 	p := zone.NewProxy("payments", "egress")
 	tok, _ := os.ReadFile(p.TokenFile)
 	agent := zone.Start(p, nil, "--log-level", "debug", "--envoy-log-level", "debug")
-	agent.AwaitReadiness(p.Readiness, 200, "READY", 20*time.Second)
-	envoyPID := agent.EnvoyPID(time.Second)
+	agent.AwaitReadiness(p.Readiness, 200, "READY", promptly)
+	envoyPID := agent.EnvoyPID(promptly)
 	cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(envoyPID) + "/cmdline")
 	_, metrics := get(t, "http://127.0.0.1:"+strconv.Itoa(p.Readiness)+"/metrics")
 	environ, _ := os.ReadFile("/proc/" + strconv.Itoa(envoyPID) + "/environ")
 	agent.Signal(syscall.SIGTERM)
-	agent.Wait(15 * time.Second)
+	agent.Wait(promptly)
 	secret := strings.TrimSpace(string(tok))
 	for where, text := range map[string]string{"logs": agent.Output(), "Envoy argv": string(cmdline), "Envoy environment": string(environ), "/metrics": metrics} {
 		if strings.Contains(text, secret) {

@@ -26,7 +26,7 @@ func TestClosedLogPipeDoesNotKillTheAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	harness.Eventually(t, 20*time.Second, "READY", func() bool {
+	harness.Eventually(t, promptly, "READY", func() bool {
 		code, _ := harness.Readiness(p.Readiness)
 		return code == 200
 	})
@@ -52,7 +52,7 @@ func TestClosedLogPipeDoesNotKillTheAgent(t *testing.T) {
 		if err != nil {
 			t.Fatalf("agent exit: %v", err)
 		}
-	case <-time.After(15 * time.Second):
+	case <-time.After(promptly):
 		t.Fatal("agent did not stop")
 	}
 }

@@ -117,7 +117,7 @@ func TestADSRejectsABadTokenSoEnvoyNeverGoesLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = envoy.Process.Kill(); _ = envoy.Wait() }()
-	harness.Eventually(t, 10*time.Second, "the ADS stream to be refused", func() bool {
+	harness.Eventually(t, promptly, "the ADS stream to be refused", func() bool {
 		return strings.Contains(mu.String(), "authentication failed")
 	})
 	admin := &http.Client{Transport: &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) {
