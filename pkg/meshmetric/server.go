@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -185,7 +186,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	*bp = out
 	w.Header().Set("Content-Type", ctype)
-	w.Header().Set("Content-Length", fmt.Sprint(len(out)))
+	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 	if r.Method == http.MethodGet {
 		w.Write(out)
 	}

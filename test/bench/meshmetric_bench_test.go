@@ -3,7 +3,9 @@ package bench
 import (
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/zoneproxy/zoneproxy/pkg/meshmetric"
 )
@@ -109,7 +111,6 @@ const benchPolicy = `{"observability":{"metrics":{"applications":null,"backends"
 // for 50k lines (docs/benchmarks.md).
 func BenchmarkMeshMetricScrape(b *testing.B) {
 	body := envoyStats(50_000)
-	b.Logf("stats body: %d lines, %d bytes", strings.Count(body, "\n"), len(body))
 	for _, tc := range []struct {
 		name, profile string
 		openMetrics   bool
@@ -126,6 +127,7 @@ func BenchmarkMeshMetricScrape(b *testing.B) {
 			var out []byte
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
+			cpu0 := cpuTime(b)
 			for b.Loop() {
 				fams, err := meshmetric.ParseText(body)
 				if err != nil {
@@ -138,7 +140,19 @@ func BenchmarkMeshMetricScrape(b *testing.B) {
 					out = meshmetric.AppendText(out[:0], fams, cfg.Labels())
 				}
 			}
+			// CPU time (all threads, GC included) next to ns/op, which
+			// a shared machine inflates.
+			b.ReportMetric(float64((cpuTime(b)-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+			b.ReportMetric(float64(strings.Count(body, "\n")), "lines-in")
 			b.ReportMetric(float64(strings.Count(string(out), "\n")), "lines-out")
 		})
 	}
+}
+
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
