@@ -41,6 +41,7 @@ func (s *Server) startAdmin() error {
 	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, r *http.Request) {
 		writeText(w, http.StatusOK, "READY")
 	})
+	s.registerPolicyAdmin(mux)
 	s.adminListener = ln
 	s.adminServer = &http.Server{
 		Handler:           mux,

@@ -219,16 +219,8 @@ func (s *Server) connect(id int64, st *adsStream, node *corev3.Node) error {
 	s.mu.Unlock()
 	s.log.printf("ads: stream %d connected node=%s", id, nodeID)
 
-	snap, err := buildSnapshot(dp, node)
-	if err != nil {
-		// Like kuma-cp: xDS generation fails, the stream stays open, no config.
-		s.xdsCache.ClearSnapshot(nodeID)
-		s.log.printf("ads: could not generate xDS for node=%s: %v", nodeID, err)
-		return nil
-	}
-	if err := s.xdsCache.SetSnapshot(s.ctx, nodeID, snap); err != nil {
-		s.log.printf("ads: could not set snapshot for node=%s: %v", nodeID, err)
-	}
+	// Like kuma-cp: if xDS generation fails, the stream stays open, no config.
+	s.setSnapshotFor(nodeID, dp, node, true)
 	return nil
 }
 

@@ -65,6 +65,8 @@ type Server struct {
 	streams map[int64]*adsStream
 	active  map[string]int64 // node id -> stream id holding it
 
+	obs observabilityState // policies attached to proxies, zone listeners withheld
+
 	dp dpServerState
 
 	grpcServer *grpc.Server

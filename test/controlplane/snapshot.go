@@ -37,7 +37,7 @@ type validator interface{ ValidateAll() error }
 // tcp_proxy), the clusters they use, and the admin/readiness clusters.
 // Ingress pretends a local MeshService "backend" (port "http") exists and
 // egress a MeshExternalService "httpbin" on port 80.
-func buildSnapshot(dp *dataplane, node *corev3.Node) (*cachev3.Snapshot, error) {
+func buildSnapshot(dp *dataplane, node *corev3.Node, pol ProxyPolicies) (*cachev3.Snapshot, error) {
 	fields := node.GetMetadata().GetFields()
 	adminPort, err := metaPort(node, "dataplane.admin.port")
 	if err != nil {
@@ -63,7 +63,7 @@ func buildSnapshot(dp *dataplane, node *corev3.Node) (*cachev3.Snapshot, error) 
 		}
 	}
 
-	for _, l := range dp.Networking.Listeners {
+	for _, l := range pol.zoneListeners(dp) {
 		var name, sni, clusterName string
 		switch l.Type {
 		case listenerZoneIngress:
@@ -119,6 +119,14 @@ func buildSnapshot(dp *dataplane, node *corev3.Node) (*cachev3.Snapshot, error) 
 			lis.EnableReusePort = wrapperspb.Bool(false)
 		}
 		listeners = append(listeners, lis)
+	}
+	obsListeners, obsClusters, err := pol.observabilityResources(dp, node, listeners, reusePort)
+	if err != nil {
+		return nil, err
+	}
+	listeners = append(listeners, obsListeners...)
+	for _, c := range obsClusters {
+		addCluster(c)
 	}
 
 	// kuma's AdminProxyGenerator runs whenever an admin port is set, and
