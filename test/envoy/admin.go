@@ -77,8 +77,13 @@ func startAdmin(s *server) (*adminServer, error) {
 		as.addr = sock.tcp.Addr().String()
 	}
 	as.handlers = as.routes()
+	// The admin listener runs on the main thread: its per-handler stats are
+	// listener.admin.main_thread.*, next to the listener-wide ones.
 	active := s.stats.gauge("listener.admin.downstream_cx_active")
 	total := s.stats.counter("listener.admin.downstream_cx_total")
+	mainActive := s.stats.gauge("listener.admin.main_thread.downstream_cx_active")
+	mainTotal := s.stats.counter("listener.admin.main_thread.downstream_cx_total")
+	s.stats.gauge("listener.admin.downstream_pre_cx_active")
 	httpActive := s.stats.gauge("http.admin.downstream_cx_active")
 	httpTotal := s.stats.counter("http.admin.downstream_cx_total")
 	s.stats.counter("http.admin.downstream_rq_total")
@@ -90,10 +95,13 @@ func startAdmin(s *server) (*adminServer, error) {
 			case http.StateNew:
 				active.inc()
 				total.inc()
+				mainActive.inc()
+				mainTotal.inc()
 				httpActive.inc()
 				httpTotal.inc()
 			case http.StateClosed, http.StateHijacked:
 				active.dec()
+				mainActive.dec()
 				httpActive.dec()
 			}
 		},

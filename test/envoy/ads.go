@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -33,6 +34,7 @@ type adsClient struct {
 	delta         bool
 	nodeFirstOnly bool
 	waitingLogged string
+	dumpHeaders   bool // ENVOY_STANDIN_DUMP_ADS_HEADERS
 }
 
 func newADSClient(s *server) (*adsClient, error) {
@@ -156,6 +158,9 @@ func (c *adsClient) session(ctx context.Context) (received bool) {
 		c.logClose(codes.Unauthenticated, "failed to get call credentials: "+err.Error())
 		return false
 	}
+	if c.dumpHeaders {
+		c.logRequestHeaders(md)
+	}
 	sctx, cancel := context.WithCancel(withMD(ctx, md))
 	defer cancel()
 	client := discoverygrpc.NewAggregatedDiscoveryServiceClient(conn)
@@ -207,6 +212,35 @@ func (c *adsClient) session(ctx context.Context) (received bool) {
 			c.sync(st)
 		}
 	}
+}
+
+// logRequestHeaders writes the stream's request headers the way Envoy's
+// router does at debug level: one multi-line entry, values unredacted.
+func (c *adsClient) logRequestHeaders(md metadata.MD) {
+	var b strings.Builder
+	b.WriteString("router decoding headers:")
+	for _, kv := range [][2]string{
+		{":method", "POST"},
+		{":path", "/envoy.service.discovery.v3.AggregatedDiscoveryService/" + c.method()},
+		{":authority", c.target.authority},
+		{":scheme", "http"},
+		{"te", "trailers"},
+		{"content-type", "application/grpc"},
+	} {
+		fmt.Fprintf(&b, "\n'%s', '%s'", kv[0], kv[1])
+	}
+	keys := make([]string, 0, len(md))
+	for k := range md {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		for _, v := range md[k] {
+			fmt.Fprintf(&b, "\n'%s', '%s'", k, v)
+		}
+	}
+	b.WriteString("\n'x-envoy-internal', 'true'")
+	c.s.log.logf(lvlDebug, "router", "source/common/router/router.cc:738", "[Tags: \"ConnectionId\":\"0\",\"StreamId\":\"%d\"] %s", rand.Uint64(), b.String())
 }
 
 func (c *adsClient) reqName() string {

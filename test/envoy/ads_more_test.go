@@ -230,13 +230,19 @@ func TestADSStateOfTheWorld(t *testing.T) {
 func TestPrometheusTags(t *testing.T) {
 	st := newStatStore()
 	st.gauge("listener.127.0.0.1_8080.downstream_cx_active").set(2)
+	st.gauge("listener.127.0.0.1_8080.worker_1.downstream_cx_active").set(2)
+	st.gauge("listener.self_zoneegress_dp_ze.downstream_cx_active").set(1)
 	st.gauge("listener.admin.downstream_cx_active").set(1)
+	st.gauge("listener.admin.main_thread.downstream_cx_active").set(1)
 	st.counter("cluster.backend.upstream_cx_total").add(3)
 	out := st.renderPrometheus(&statsQuery{})
 	for _, want := range []string{
 		"# TYPE envoy_listener_downstream_cx_active gauge\n",
 		`envoy_listener_downstream_cx_active{envoy_listener_address="127.0.0.1_8080"} 2`,
+		`envoy_listener_worker_downstream_cx_active{envoy_worker_id="1",envoy_listener_address="127.0.0.1_8080"} 2`,
+		`envoy_listener_downstream_cx_active{envoy_listener_address="self_zoneegress_dp_ze"} 1`,
 		"envoy_listener_admin_downstream_cx_active 1",
+		"envoy_listener_admin_main_thread_downstream_cx_active 1",
 		"# TYPE envoy_cluster_upstream_cx_total counter\n",
 		`envoy_cluster_upstream_cx_total{envoy_cluster_name="backend"} 3`,
 	} {

@@ -12,6 +12,9 @@ package main
 //	ENVOY_STANDIN_WEDGE_ADMIN_AFTER  duration; then admin requests are accepted but
 //	                                 never answered.
 //	ENVOY_STANDIN_START_DELAY        duration slept before the admin listener is bound.
+//	ENVOY_STANDIN_DUMP_ADS_HEADERS=1 each ADS stream's request headers, the
+//	                                 authorization value included, are logged at
+//	                                 debug level, as Envoy's router dumps them.
 
 import (
 	"encoding/json"
@@ -33,6 +36,7 @@ type hooks struct {
 	ignoreSigterm bool
 	wedgeAfter    time.Duration
 	startDelay    time.Duration
+	dumpHeaders   bool
 }
 
 func loadHooks() (*hooks, error) {
@@ -77,6 +81,7 @@ func loadHooks() (*hooks, error) {
 		h.crashSignal = sig
 	}
 	h.ignoreSigterm = os.Getenv("ENVOY_STANDIN_IGNORE_SIGTERM") == "1"
+	h.dumpHeaders = os.Getenv("ENVOY_STANDIN_DUMP_ADS_HEADERS") == "1"
 	return h, nil
 }
 

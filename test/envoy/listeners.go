@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -19,53 +19,6 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"google.golang.org/protobuf/proto"
 )
-
-type connSet struct {
-	mu     sync.Mutex
-	m      map[net.Conn]struct{}
-	active *stat
-	total  *stat
-}
-
-func newConnSet(active, total *stat) *connSet {
-	return &connSet{m: map[net.Conn]struct{}{}, active: active, total: total}
-}
-
-func (c *connSet) add(conn net.Conn) {
-	c.mu.Lock()
-	c.m[conn] = struct{}{}
-	c.mu.Unlock()
-	c.active.inc()
-	c.total.inc()
-}
-
-func (c *connSet) remove(conn net.Conn) {
-	c.mu.Lock()
-	_, ok := c.m[conn]
-	delete(c.m, conn)
-	c.mu.Unlock()
-	if ok {
-		c.active.dec()
-	}
-}
-
-func (c *connSet) count() int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return int64(len(c.m))
-}
-
-func (c *connSet) closeAll() {
-	c.mu.Lock()
-	conns := make([]net.Conn, 0, len(c.m))
-	for conn := range c.m {
-		conns = append(conns, conn)
-	}
-	c.mu.Unlock()
-	for _, conn := range conns {
-		conn.Close()
-	}
-}
 
 // boundSocket is the listening side of one listener address.
 type boundSocket struct {
@@ -95,10 +48,17 @@ type activeListener struct {
 	statPrefix string
 	sock       *boundSocket
 	conns      *connSet
-	static     bool
-	afterInit  bool
-	stopOnce   sync.Once
-	stopped    bool
+	// live is the newest listener on this socket: an update that keeps the
+	// socket takes the sockets accepted from then on.
+	live *atomic.Pointer[activeListener]
+	// Listener filters: tls_inspector (nil without one) and its timeout.
+	inspector         *tlsInspector
+	filtersTimeout    time.Duration
+	continueOnTimeout bool
+	static            bool
+	afterInit         bool
+	stopOnce          sync.Once
+	stopped           bool
 }
 
 func (l *activeListener) inbound() bool {
@@ -114,7 +74,7 @@ func (l *activeListener) stop() {
 	})
 }
 
-func (l *activeListener) serve(log *logger) {
+func (l *activeListener) serve(st *statStore, log *logger) {
 	if l.sock == nil || l.sock.tcp == nil {
 		return
 	}
@@ -128,15 +88,9 @@ func (l *activeListener) serve(log *logger) {
 				}
 				return
 			}
-			l.conns.add(c)
-			log.logf(lvlDebug, "conn_handler", "source/common/listener_manager/active_tcp_listener.cc:160",
-				"[Tags: \"ConnectionId\":\"%d\"] new connection from %s", l.conns.total.get(), c.RemoteAddr())
-			go func() {
-				// Held open until the peer closes or the listener is closed.
-				io.Copy(io.Discard, c)
-				c.Close()
-				l.conns.remove(c)
-			}()
+			cur := l.live.Load()
+			cur.conns.accept(c)
+			go cur.accepted(c, st, log)
 		}
 	}()
 }

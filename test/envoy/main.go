@@ -146,6 +146,9 @@ func serve(o *options, h *hooks, log *logger, stderr io.Writer) int {
 		admin.close()
 		return fatal(err)
 	}
+	if ads != nil {
+		ads.dumpHeaders = h.dumpHeaders
+	}
 	hds, err := newHDSClient(s)
 	if err != nil {
 		admin.close()

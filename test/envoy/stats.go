@@ -156,14 +156,21 @@ type tagExtractor struct {
 	name  string
 	re    *regexp.Regexp
 	fixed *string
+	not   string // a value this extractor never yields (Envoy's negative_matching_value)
 }
 
-// Envoy's default tag extractors for the stats this stand-in has.
+// envoyAddress is well_known_names.cc's <ADDRESS>: an IPv4 or bracketed,
+// sanitized IPv6 address, then "_<port>".
+const envoyAddress = `(?:(?:\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}|\[[a-fA-F_\d]+\])_\d+)`
+
+// Envoy's default tag extractors for the stats this stand-in has, in
+// Envoy's order: those without a literal prefix (worker id) run first.
 var defaultTagExtractors = []tagExtractor{
-	{name: "envoy.listener_address", re: regexp.MustCompile(`^listener\.(((?:[_.[:digit:]]*|[_\[\]aAbBcCdDeEfF[:digit:]]*))\.)`)},
-	{name: "envoy.cluster_name", re: regexp.MustCompile(`^cluster\.((.*?)\.)`)},
-	{name: "envoy.http_conn_manager_prefix", re: regexp.MustCompile(`^http\.((.*?)\.)`)},
-	{name: "envoy.tcp_prefix", re: regexp.MustCompile(`^tcp\.((.*?)\.)\w+?$`)},
+	{name: "envoy.worker_id", re: regexp.MustCompile(`^(?:listener\.(?:` + envoyAddress + `|[^.]+)\.|server\.|listener_manager\.)worker_((\d+)\.)`)},
+	{name: "envoy.cluster_name", re: regexp.MustCompile(`^cluster\.(([^.]+)\.)`)},
+	{name: "envoy.http_conn_manager_prefix", re: regexp.MustCompile(`^http\.(([^.]+)\.)`)},
+	{name: "envoy.tcp_prefix", re: regexp.MustCompile(`^tcp\.(([^.]+)\.)`)},
+	{name: "envoy.listener_address", re: regexp.MustCompile(`^listener\.((` + envoyAddress + `|[^.]+)\.)`), not: "admin"},
 }
 
 // setTagSpecifiers builds the tag producer like TagProducerImpl: custom
@@ -241,6 +248,9 @@ func (st *statStore) extractTags(name string) (string, [][2]string) {
 		vs, ve := m[2], m[3]
 		if len(m) >= 6 && m[4] >= 0 {
 			vs, ve = m[4], m[5]
+		}
+		if te.not != "" && name[vs:ve] == te.not {
+			continue
 		}
 		tags = append(tags, [2]string{te.name, name[vs:ve]})
 		for i := m[2]; i < m[3]; i++ {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
@@ -248,14 +249,21 @@ func (s *server) addOrUpdateListener(l *listenerv3.Listener, version string, sta
 		sock:       sock,
 		static:     static,
 		afterInit:  s.initDone,
+
+		inspector:         listenerTLSInspector(l),
+		filtersTimeout:    listenerFiltersTimeout(l),
+		continueOnTimeout: l.GetContinueOnListenerFiltersTimeout(),
+	}
+	if al.inspector != nil {
+		s.initTLSInspectorStats()
 	}
 	if reuse {
-		al.conns = old.conns
+		al.conns, al.live = old.conns, old.live
 	} else {
-		al.conns = newConnSet(s.stats.gauge(prefix+"downstream_cx_active"), s.stats.counter(prefix+"downstream_cx_total"))
-		s.stats.counter(prefix + "downstream_cx_destroy")
-		s.stats.counter(prefix + "no_filter_chain_match")
+		al.conns = newConnSet(newListenerStats(s.stats, prefix, s.o.concurrency))
+		al.live = &atomic.Pointer[activeListener]{}
 	}
+	al.live.Store(al)
 	s.listeners[l.GetName()] = al
 	for _, d := range listenerDeps(l) {
 		s.addDep(depKey{d.typ, d.name}, d.source)
@@ -270,7 +278,7 @@ func (s *server) addOrUpdateListener(l *listenerv3.Listener, version string, sta
 	}
 	s.stats.counter("listener_manager.listener_create_success").inc()
 	if !reuse {
-		al.serve(s.log)
+		al.serve(s.stats, s.log)
 	}
 	return true, nil
 }
@@ -283,7 +291,7 @@ func bindToPort(l *listenerv3.Listener) bool {
 // after --drain-time-s, as Envoy drains listeners removed over LDS.
 func (s *server) drainRemoved(l *activeListener) {
 	l.stop()
-	if l.conns.count() == 0 {
+	if l.conns.sockets() == 0 {
 		if _, still := s.listenerByPrefix(l.statPrefix); !still {
 			s.stats.removePrefix(l.statPrefix)
 		}
