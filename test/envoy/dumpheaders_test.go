@@ -30,7 +30,9 @@ func TestDumpADSHeadersHook(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			proc := startEnvoy(t, tt.env, "--config-path", path, "--log-level", tt.level)
-			waitFor(t, 10*time.Second, "the ADS stream", func() bool { return cp.streamCount() > 0 && strings.Contains(proc.stderr.String(), "config stream to system_ads established") })
+			waitFor(t, 10*time.Second, "the ADS stream", func() bool {
+				return cp.streamCount() > 0 && strings.Contains(proc.stderr.String(), "config stream to system_ads established")
+			})
 			out := proc.stderr.String()
 			line := "\n'authorization', '" + testToken + "'\n"
 			if got := strings.Contains(out, line); got != tt.shown {
