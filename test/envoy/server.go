@@ -62,6 +62,9 @@ type server struct {
 	stats    *statStore
 	drainFor time.Duration
 
+	// accessLogs holds the access-log files opened by listeners.
+	accessLogs *accessLogManager
+
 	mu             sync.Mutex
 	res            map[string]map[string]*xdsResource // CDS, EDS, RDS, SDS
 	versionInfo    map[string]string
@@ -109,6 +112,7 @@ func newServer(o *options, log *logger, boot *bootstrapv3.Bootstrap) *server {
 		s.staticSecrets[sec.GetName()] = sec
 	}
 	s.staticClusters = boot.GetStaticResources().GetClusters()
+	s.accessLogs = newAccessLogManager(time.Duration(o.fileFlushIntervalMsec)*time.Millisecond, s.stats, log)
 	// Checked by loadBootstrap already.
 	_ = s.stats.setTagSpecifiers(tagSpecs(boot), useDefaultTags(boot), o.statsTags)
 	dr := boot.GetDynamicResources()
