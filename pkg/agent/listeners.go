@@ -3,7 +3,9 @@ package agent
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -11,6 +13,8 @@ import (
 
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/dataplane"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy"
+	"github.com/zoneproxy/zoneproxy/pkg/portshare"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 )
 
@@ -42,7 +46,7 @@ func expectedListeners(cfg *config.Config) []zoneListener {
 }
 
 type listenerLister interface {
-	Listeners(ctx context.Context) ([]string, error)
+	Listeners(ctx context.Context) ([]envoy.Listener, error)
 }
 
 // listenerWatch keeps READY honest: READY while every zone listener is in
@@ -53,6 +57,10 @@ type listenerWatch struct {
 	want    []zoneListener
 	missing []string // nil until the first successful check
 	checked bool
+
+	envoyPID  int               // whose sockets are ours, for the port-sharing check
+	shared    map[string]string // metrics listener address → what was last warned
+	lastShare time.Time
 }
 
 // check asks Envoy once and publishes the result when it changed. An
@@ -68,10 +76,11 @@ func (w *listenerWatch) check(ctx context.Context) {
 		}
 		return
 	}
+	w.checkSharedMetricsPorts(have)
 	var missing []zoneListener
 	var names []string
 	for _, zl := range w.want {
-		present := slices.Contains(have, zl.name)
+		present := slices.ContainsFunc(have, func(l envoy.Listener) bool { return l.Name == zl.name })
 		w.a.opts.Metrics.ZoneListener(zl.name, present)
 		if !present {
 			missing = append(missing, zl)
@@ -120,4 +129,55 @@ func listenerNames(ls []zoneListener) []string {
 		out[i] = l.name
 	}
 	return out
+}
+
+// metricsListenerPrefix names the listeners of MeshMetric Prometheus backends.
+const metricsListenerPrefix = "system_meshmetric_prometheus_"
+
+// shareCheckEvery paces the scan of /proc for another process on a
+// MeshMetric port; a change of listeners triggers it at once.
+const shareCheckEvery = 30 * time.Second
+
+// checkSharedMetricsPorts warns when another process (another mesh's zone
+// proxy on this host) listens on the port of a MeshMetric Prometheus
+// listener: with SO_REUSEPORT both bind it and scrapes land on either.
+func (w *listenerWatch) checkSharedMetricsPorts(have []envoy.Listener) {
+	if w.envoyPID == 0 {
+		return
+	}
+	current := map[string]bool{}
+	for _, l := range have {
+		if strings.HasPrefix(l.Name, metricsListenerPrefix) {
+			current[l.Address] = true
+		}
+	}
+	changed := len(current) != len(w.shared)
+	for addr := range current {
+		if _, ok := w.shared[addr]; !ok {
+			changed = true
+		}
+	}
+	if !changed && time.Since(w.lastShare) < shareCheckEvery {
+		return
+	}
+	w.lastShare = time.Now()
+	next := map[string]string{}
+	for addr := range current {
+		_, portText, err := net.SplitHostPort(addr)
+		port, perr := strconv.Atoi(portText)
+		if err != nil || perr != nil {
+			continue
+		}
+		pids, unseen, err := portshare.Others(port, w.envoyPID)
+		verdict := ""
+		if err == nil && (len(pids) > 0 || unseen > 0) {
+			verdict = fmt.Sprintf("%v/%d", pids, unseen)
+		}
+		next[addr] = verdict
+		if verdict != "" && w.shared[addr] != verdict {
+			w.a.log.Warn("another process listens on the port of this zone proxy's MeshMetric Prometheus listener: with SO_REUSEPORT both receive scrapes, so Prometheus sees either mesh's metrics at random; give each mesh's MeshMetric its own port (prometheus.port)",
+				zap.String("address", addr), zap.Ints("pids", pids), zap.Int("unseen sockets", unseen))
+		}
+	}
+	w.shared = next
 }

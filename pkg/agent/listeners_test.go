@@ -3,13 +3,20 @@ package agent
 import (
 	"context"
 	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/zoneproxy/zoneproxy/pkg/config"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/metrics"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 )
@@ -19,13 +26,17 @@ type scriptedListeners struct {
 	call    int
 }
 
-func (s *scriptedListeners) Listeners(context.Context) ([]string, error) {
+func (s *scriptedListeners) Listeners(context.Context) ([]envoy.Listener, error) {
 	a := s.answers[min(s.call, len(s.answers)-1)]
 	s.call++
 	if a == nil {
 		return nil, errors.New("admin unreachable")
 	}
-	return a, nil
+	out := make([]envoy.Listener, len(a))
+	for i, n := range a {
+		out[i] = envoy.Listener{Name: n, Address: "127.0.0.1:1"}
+	}
+	return out, nil
 }
 
 func TestZoneListenersKeepReadyHonest(t *testing.T) {
@@ -82,4 +93,70 @@ func TestZoneListenersKeepReadyHonest(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A MeshMetric Prometheus port that another process also listens on (a
+// second zone proxy of another mesh, with SO_REUSEPORT) is warned about,
+// once per change.
+func TestSharedMeshMetricPortIsWarnedOnce(t *testing.T) {
+	ours, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ours.Close()
+	port := ours.Addr().(*net.TCPAddr).Port
+	addr := ours.Addr().String()
+	cfg := &config.Config{Mesh: "payments", Role: config.RoleEgress, Name: "zp", Address: "127.0.0.1", EgressPort: 10002}
+	core, logs := observer.New(zap.DebugLevel)
+	a := New(Options{Config: cfg, Log: zap.New(core)})
+	lister := &fixedListeners{{Name: "self_zoneegress_dp_ze-port"}, {Name: "system_meshmetric_prometheus_default-backend", Address: addr}}
+	w := &listenerWatch{a: a, admin: lister, want: expectedListeners(cfg), envoyPID: os.Getpid()}
+	w.check(context.Background())
+	if n := logs.FilterMessageSnippet("MeshMetric Prometheus port").Len(); n != 0 {
+		t.Fatalf("warned while only this process listens (%d)", n)
+	}
+
+	// Another zone proxy: a child process listening on the same port.
+	cmd := exec.Command(os.Args[0], "-test.run=TestHelperListenOnPort")
+	cmd.Env = append(os.Environ(), "LISTEN_ON_PORT="+strconv.Itoa(port))
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	if _, err := out.Read(make([]byte, 8)); err != nil {
+		t.Fatal(err)
+	}
+	// This process plays Envoy: its socket is ours, the child's is foreign.
+	// Two scans (the second forced past the pacing) warn only once.
+	w.lastShare = time.Time{}
+	w.check(context.Background())
+	w.lastShare = time.Time{}
+	w.check(context.Background())
+	if n := logs.FilterMessageSnippet("MeshMetric Prometheus port").Len(); n != 1 {
+		t.Fatalf("%d warnings, want 1", n)
+	}
+}
+
+type fixedListeners []envoy.Listener
+
+func (f *fixedListeners) Listeners(context.Context) ([]envoy.Listener, error) { return *f, nil }
+
+func TestHelperListenOnPort(t *testing.T) {
+	port := os.Getenv("LISTEN_ON_PORT")
+	if port == "" {
+		t.Skip("helper process")
+	}
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, 0xf, 1) })
+	}}
+	// The parent holds 127.0.0.1:port without SO_REUSEPORT; ::1 with the
+	// same port number stands in for a second Envoy on that port.
+	ln, err := lc.Listen(context.Background(), "tcp", "[::1]:"+port)
+	if err != nil {
+		t.Skip(err)
+	}
+	defer ln.Close()
+	os.Stdout.WriteString("bound\n")
+	select {}
 }

@@ -69,7 +69,7 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, doc
 		return nil
 	}
 	a.log.Info("Envoy ready", zap.Duration("after", time.Since(started).Round(time.Millisecond)))
-	watch := &listenerWatch{a: a, admin: admin, want: expectedListeners(a.cfg)}
+	watch := &listenerWatch{a: a, admin: admin, want: expectedListeners(a.cfg), envoyPID: proc.PID()}
 	watch.check(ctx)
 	wctx, stopWatch := context.WithCancel(ctx)
 	watched := make(chan struct{})

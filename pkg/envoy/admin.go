@@ -176,9 +176,15 @@ func countedListenerStat(name string) bool {
 	return true
 }
 
-// Listeners names the listeners Envoy has now (GET /listeners, whose text
+// Listener is one of Envoy's listeners as GET /listeners reports it.
+type Listener struct {
+	Name    string
+	Address string // host:port, or a pipe's path
+}
+
+// Listeners lists the listeners Envoy has now (GET /listeners, whose text
 // form is one `name::address` a line).
-func (a *Admin) Listeners(ctx context.Context) ([]string, error) {
+func (a *Admin) Listeners(ctx context.Context) ([]Listener, error) {
 	code, body, err := a.do(ctx, http.MethodGet, "/listeners", 2*time.Second)
 	if err != nil {
 		return nil, err
@@ -186,13 +192,13 @@ func (a *Admin) Listeners(ctx context.Context) ([]string, error) {
 	if code != http.StatusOK {
 		return nil, fmt.Errorf("GET /listeners: %d", code)
 	}
-	var names []string
+	var out []Listener
 	for _, line := range strings.Split(body, "\n") {
-		if name, _, ok := strings.Cut(strings.TrimSpace(line), "::"); ok && name != "" {
-			names = append(names, name)
+		if name, addr, ok := strings.Cut(strings.TrimSpace(line), "::"); ok && name != "" {
+			out = append(out, Listener{Name: name, Address: addr})
 		}
 	}
-	return names, nil
+	return out, nil
 }
 
 // PrometheusStats returns Envoy's own metrics in Prometheus text format.
