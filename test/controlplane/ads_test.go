@@ -195,6 +195,9 @@ func checkListener(t *testing.T, st xdsState, name string, port uint32, sni, clu
 	if lf := l.GetListenerFilters(); len(lf) != 1 || lf[0].GetName() != "envoy.filters.listener.tls_inspector" {
 		t.Errorf("%s listener filters %v", name, lf)
 	}
+	if l.GetStatPrefix() != name {
+		t.Errorf("%s stat_prefix %q; kuma-cp uses the listener name", name, l.GetStatPrefix())
+	}
 	fc := l.GetFilterChains()
 	if len(fc) != 1 {
 		t.Fatalf("%s filter chains %v", name, fc)

@@ -3,6 +3,20 @@
 // where the real CP is strict (docs: kuma-contract.md, kuma-live.md), so
 // the zoneproxy agent can be tested without a real control plane.
 //
+// Like kuma-cp (pkg/xds/bootstrap/generator.go), /bootstrap checks the
+// request's host with x509 VerifyHostname against the DP server
+// certificate: an IP must equal an IP SAN, a name matches a DNS SAN
+// case-insensitively, and "*.example.com" covers exactly one more label
+// (not example.com, not a.b.example.com). A miss is 400 with kuma-cp's
+// SANMismatchErr text. kuma-cp before the v3 module compared by exact set
+// membership, with another text; that version is not modelled.
+//
+// Zone listeners are built as kuma-cp builds them: stat_prefix is the
+// listener name, tls_inspector with its defaults (15 s
+// listener_filters_timeout, no continue_on_listener_filters_timeout), and
+// one filter chain for DestinationSNI with transport_protocol "tls", so
+// only a TLS ClientHello naming that SNI becomes a connection in Envoy.
+//
 // Deliberate differences from kuma-cp:
 //   - One RSA key (kid "1") is trusted for every mesh, like offline-issued
 //     tokens in dpServer.authn.dpProxy.dpToken.validator.publicKeys, so a

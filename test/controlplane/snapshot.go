@@ -68,7 +68,7 @@ func buildSnapshot(dp *dataplane, node *corev3.Node, pol ProxyPolicies) (*cachev
 		switch l.Type {
 		case listenerZoneIngress:
 			name = "self_zoneingress_dp_" + l.sectionName()
-			sni = fmt.Sprintf("sni.msvc.%s.default.backend.http", dp.Mesh)
+			sni = DestinationSNI(dp.Mesh, "ingress")
 			clusterName = fmt.Sprintf("kri_msvc_%s_default__backend_http", dp.Mesh)
 			if !seenCluster[clusterName] {
 				endpoints = append(endpoints, singleEndpoint(clusterName, socketAddress(destinationAddress, destinationPort)))
@@ -84,7 +84,7 @@ func buildSnapshot(dp *dataplane, node *corev3.Node, pol ProxyPolicies) (*cachev
 			})
 		case listenerZoneEgress:
 			name = "self_zoneegress_dp_" + l.sectionName()
-			sni = fmt.Sprintf("sni.extsvc.%s.default.httpbin.80", dp.Mesh)
+			sni = DestinationSNI(dp.Mesh, "egress")
 			clusterName = fmt.Sprintf("kri_extsvc_%s_default__httpbin_80", dp.Mesh)
 			addCluster(&clusterv3.Cluster{
 				Name:                 clusterName,
@@ -96,8 +96,10 @@ func buildSnapshot(dp *dataplane, node *corev3.Node, pol ProxyPolicies) (*cachev
 			continue
 		}
 		lis := &listenerv3.Listener{
-			Name:             name,
-			Address:          socketAddress(l.Address, l.Port),
+			Name:    name,
+			Address: socketAddress(l.Address, l.Port),
+			// kuma-cp names the listener's stats after it (StatPrefix(listenerName)).
+			StatPrefix:       name,
 			TrafficDirection: corev3.TrafficDirection_INBOUND,
 			ListenerFilters: []*listenerv3.ListenerFilter{{
 				Name:       "envoy.filters.listener.tls_inspector",
