@@ -112,7 +112,7 @@ func TestSharedMeshMetricPortIsWarnedOnce(t *testing.T) {
 	lister := &fixedListeners{{Name: "self_zoneegress_dp_ze-port"}, {Name: "system_meshmetric_prometheus_default-backend", Address: addr}}
 	w := &listenerWatch{a: a, admin: lister, want: expectedListeners(cfg), envoyPID: os.Getpid()}
 	w.check(context.Background())
-	if n := logs.FilterMessageSnippet("MeshMetric Prometheus port").Len(); n != 0 {
+	if n := logs.FilterMessageSnippet("MeshMetric Prometheus listener").Len(); n != 0 {
 		t.Fatalf("warned while only this process listens (%d)", n)
 	}
 
@@ -133,7 +133,7 @@ func TestSharedMeshMetricPortIsWarnedOnce(t *testing.T) {
 	w.check(context.Background())
 	w.lastShare = time.Time{}
 	w.check(context.Background())
-	if n := logs.FilterMessageSnippet("MeshMetric Prometheus port").Len(); n != 1 {
+	if n := logs.FilterMessageSnippet("MeshMetric Prometheus listener").Len(); n != 1 {
 		t.Fatalf("%d warnings, want 1", n)
 	}
 }
