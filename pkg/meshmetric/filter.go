@@ -28,12 +28,9 @@ var (
 )
 
 // Under Basic, samples of the control plane's own plumbing are dropped:
-// those whose entity label names a system or internal resource.
-var (
-	entityLabels     = []string{"envoy_cluster_name", "envoy_http_conn_manager_prefix", "envoy_listener_address"}
-	internalPrefixes = []string{"system_", "_"}
-	internalNames    = []string{"ads_cluster", "access_log_sink", "kuma_envoy_admin", "kuma_metrics_hijacker"}
-)
+// those whose entity label (isEntityLabel) starts with system_ or _, or
+// is one of these.
+var internalNames = []string{"ads_cluster", "access_log_sink", "kuma_envoy_admin", "kuma_metrics_hijacker"}
 
 var profileRank = map[string]int{ProfileAll: 0, ProfileBasic: 1, ProfileNone: 2}
 
@@ -154,24 +151,26 @@ func profileKeeps(profile, name string) bool {
 }
 
 func dropInternal(samples []Sample) []Sample {
-	out := samples[:0]
-	for _, s := range samples {
-		if !internalSample(&s) {
-			out = append(out, s)
+	n := 0
+	for i := range samples {
+		if internalSample(&samples[i]) {
+			continue
 		}
+		if n != i {
+			samples[n] = samples[i]
+		}
+		n++
 	}
-	return out
+	return samples[:n]
 }
 
 func internalSample(s *Sample) bool {
 	for _, l := range s.Labels {
-		if !isEntityLabel(l.Name) {
+		if !isEntityLabel(l.Name) || l.Value == "" {
 			continue
 		}
-		for _, p := range internalPrefixes {
-			if strings.HasPrefix(l.Value, p) {
-				return true
-			}
+		if l.Value[0] == '_' || strings.HasPrefix(l.Value, "system_") {
+			return true
 		}
 		for _, n := range internalNames {
 			if l.Value == n {
@@ -183,10 +182,9 @@ func internalSample(s *Sample) bool {
 }
 
 func isEntityLabel(name string) bool {
-	for _, e := range entityLabels {
-		if name == e {
-			return true
-		}
+	switch name {
+	case "envoy_cluster_name", "envoy_http_conn_manager_prefix", "envoy_listener_address":
+		return true
 	}
 	return false
 }

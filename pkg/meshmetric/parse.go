@@ -126,12 +126,13 @@ func (p *parser) sample(line string) error {
 		return fmt.Errorf("%s: want a space and a value in %q", s.Name, clip(line))
 	}
 	value, ts, _ := strings.Cut(trimmed, " ")
-	v, err := strconv.ParseFloat(value, 64)
-	if err != nil {
+	v, ok := parseValue(value)
+	if !ok {
 		return fmt.Errorf("%s: invalid value %q", s.Name, value)
 	}
 	s.Value = v
 	if ts = skipSpace(ts); ts != "" {
+		var err error
 		if s.Timestamp, err = strconv.ParseInt(ts, 10, 64); err != nil {
 			return fmt.Errorf("%s: invalid timestamp %q", s.Name, ts)
 		}
@@ -142,6 +143,23 @@ func (p *parser) sample(line string) error {
 	p.counts[fam]++
 	p.cur = fam
 	return nil
+}
+
+// parseValue reads a sample value; most of Envoy's are small integers,
+// which skip strconv.ParseFloat.
+func parseValue(s string) (float64, bool) {
+	if len(s) > 0 && len(s) < 16 {
+		var n int64
+		i := 0
+		for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
+			n = n*10 + int64(s[i]-'0')
+		}
+		if i == len(s) {
+			return float64(n), true
+		}
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	return v, err == nil
 }
 
 // owning finds the family a series belongs to: the current one (the
