@@ -24,8 +24,8 @@ rpm="$PKG_OUT/zoneproxy-${VERSION}-1.${rpmarch}.rpm"
 packaging/ensure-tools.sh lintian rpmlint rpm shellcheck dpkg-deb:dpkg cpio systemd-analyze:systemd
 
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-chmod 0755 "$tmp"
+ltmp=""
+trap 'rm -rf "$tmp" ${ltmp:+"$ltmp"}' EXIT
 
 # --- shellcheck --------------------------------------------------------------
 # rpm scriptlets are bodies run by /bin/sh; deb scripts have #!/bin/sh.
@@ -43,16 +43,21 @@ packaging/check-unit.sh systemd/zoneproxy@.service 2.0 || die "unit checks"
 
 # --- lintian -------------------------------------------------------------------
 # As an unprivileged user where possible: lintian unpacks untrusted archives.
-cp "$deb" "$tmp/"
-lintian_cmd="lintian --pedantic -I --fail-on error,warning $tmp/$(basename "$deb")"
+# nobody works in a directory of its own under /tmp: it may not enter the
+# checkout (under a 0700 home) or $TMPDIR.
 if [ "$(id -u)" -eq 0 ] && command -v runuser >/dev/null 2>&1; then
-	mkdir "$tmp/home" && chown nobody "$tmp/home"
-	out=$(runuser -u nobody -- env HOME="$tmp/home" TMPDIR="$tmp/home" sh -c "$lintian_cmd" 2>&1) || {
+	ltmp=$(mktemp -d /tmp/lint-packages.XXXXXX)
+	chmod 0755 "$ltmp"
+	cp "$deb" "$ltmp/"
+	chmod 0644 "$ltmp/$(basename "$deb")"
+	mkdir "$ltmp/home" && chown nobody "$ltmp/home"
+	out=$(cd "$ltmp" && runuser -u nobody -- env HOME="$ltmp/home" TMPDIR="$ltmp/home" \
+		lintian --pedantic -I --fail-on error,warning "$ltmp/$(basename "$deb")" 2>&1) || {
 		printf '%s\n' "$out" >&2
 		die "lintian"
 	}
 else
-	out=$(sh -c "$lintian_cmd" 2>&1) || { printf '%s\n' "$out" >&2; die "lintian"; }
+	out=$(lintian --pedantic -I --fail-on error,warning "$deb" 2>&1) || { printf '%s\n' "$out" >&2; die "lintian"; }
 fi
 # The override for a first upload is unused once a snapshot follows a release.
 out=$(printf '%s\n' "$out" | grep -v -e 'running with root privileges' \

@@ -1,7 +1,10 @@
 #!/bin/bash
 # End-to-end test of the .deb under a real systemd: boots Debian 12 with
 # systemd as PID 1 in systemd-nspawn, installs the package and runs
-# zoneproxy@demo against the test control plane and the Envoy stand-in.
+# zoneproxy@demo against the test control plane and the Envoy stand-in:
+# a boot with the instance enabled and its control plane down (boot must not
+# wait for it), then the control plane and mesh appearing, watchdog,
+# upgrade, drain on stop, remove/purge, and the rpm scriptlets.
 #
 #   VERSION=<packaged version> test/systemd/e2e.sh     (root; via make e2e-systemd)
 #
@@ -132,41 +135,68 @@ if ! mountpoint -q /run/systemd/nspawn; then
 	mount -t tmpfs tmpfs /run/systemd/nspawn
 	mounted_nspawn_tmpfs=1
 fi
-say "booting systemd in systemd-nspawn"
-systemd-nspawn --register=no --keep-unit -D "$root" -b --console=read-only \
-	>"$logs/boot.log" 2>&1 &
-nspawn_pid=$!
-# The container's PID 1 is nspawn's child named systemd; on a first boot
-# nspawn may have short-lived helper children before it.
-C=""
-for _ in $(seq 1 300); do
-	for c in $(pgrep -P "$nspawn_pid" || true); do
-		[ "$(cat "/proc/$c/comm" 2>/dev/null)" = systemd ] && C=$c
-	done
-	[ -n "$C" ] && break
-	kill -0 "$nspawn_pid" 2>/dev/null || {
-		cat "$logs/boot.log" >&2
-		die "systemd-nspawn exited"
-	}
-	sleep 0.1
-done
-[ -n "$C" ] || die "no container PID 1"
 
 # ct runs a command inside the container, with a clean environment.
 ct() { nsenter -t "$C" -a env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "$@"; }
 prop() { ct systemctl show -P "$2" "$1"; }
 
-state=""
-for _ in $(seq 1 600); do
-	state=$(ct systemctl is-system-running 2>>"$logs/is-system-running.log" || true)
-	case "$state" in running | degraded) break ;; esac
-	sleep 0.1
-done
-case "$state" in
-	running) ;;
-	degraded) ct systemctl --failed --no-legend >&2 || true ;;
-	*) die "container did not boot (state '$state')" ;;
-esac
+# boot starts the container's systemd and waits until boot is over
+# (is-system-running leaves "starting"). Sets C, nspawn_pid and state.
+# The ceiling is below the unit's TimeoutStartSec (90s): an instance that
+# held up boot until its start timed out fails here.
+boot() {
+	systemd-nspawn --register=no --keep-unit -D "$root" -b --console=read-only \
+		>>"$logs/boot.log" 2>&1 &
+	nspawn_pid=$!
+	# The container's PID 1 is nspawn's child named systemd; on a first boot
+	# nspawn may have short-lived helper children before it.
+	C=""
+	for _ in $(seq 1 300); do
+		for c in $(pgrep -P "$nspawn_pid" || true); do
+			[ "$(cat "/proc/$c/comm" 2>/dev/null)" = systemd ] && C=$c
+		done
+		[ -n "$C" ] && break
+		kill -0 "$nspawn_pid" 2>/dev/null || {
+			cat "$logs/boot.log" >&2
+			die "systemd-nspawn exited"
+		}
+		sleep 0.1
+	done
+	[ -n "$C" ] || die "no container PID 1"
+
+	local end=$((SECONDS + 60))
+	state=""
+	while [ "$SECONDS" -lt "$end" ]; do
+		state=$(ct systemctl is-system-running 2>>"$logs/is-system-running.log" || true)
+		case "$state" in running | degraded) break ;; esac
+		sleep 0.1
+	done
+	case "$state" in
+		running) ;;
+		degraded) ct systemctl --failed --no-legend >&2 || true ;;
+		*)
+			ct systemctl list-jobs --no-pager >&2 || true
+			die "container did not finish booting within 60s (state '$state')"
+			;;
+	esac
+}
+
+# shutdown_container powers the container off, keeping its journal.
+shutdown_container() {
+	ct journalctl --no-pager -o short-precise >"$logs/journal-$1.log" 2>&1 || true
+	ct systemctl poweroff >/dev/null 2>&1 || true
+	for _ in $(seq 1 600); do
+		kill -0 "$nspawn_pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	! kill -0 "$nspawn_pid" 2>/dev/null || die "the container did not power off within 60s"
+	wait "$nspawn_pid" || true
+	nspawn_pid=
+	C=
+}
+
+say "booting systemd in systemd-nspawn"
+boot
 say "container is up ($state)"
 
 # await <seconds> <description> <command...>: poll until the command succeeds.
@@ -200,9 +230,23 @@ ready_port=$(free_port)
 egress_port=$(free_port)
 envoy_admin_port=$(free_port)
 admin="http://127.0.0.1:$admin_port"
-ct systemd-run --quiet --unit=testcp --property=Type=exec \
-	/opt/e2e/testcp --dir /opt/e2e/cp --addr "127.0.0.1:$cp_port" --admin-addr "127.0.0.1:$admin_port"
-await 20 "test control plane" curl -fs -o /dev/null "$admin/ready"
+# The CA stays in /opt/e2e/cp; meshes and the token signing key are new on
+# every start.
+start_testcp() {
+	ct systemd-run --quiet --unit=testcp --property=Type=exec \
+		/opt/e2e/testcp --dir /opt/e2e/cp --addr "127.0.0.1:$cp_port" --admin-addr "127.0.0.1:$admin_port"
+	await 20 "test control plane" curl -fs -o /dev/null "$admin/ready"
+}
+# issue_token replaces the instance's token in one rename, as an operator
+# rotating it would.
+issue_token() {
+	curl -fsS -X POST "$admin/tokens/dataplane" -H 'Content-Type: application/json' \
+		-d '{"mesh":"e2e","workload":"zone-proxy-e2e-egress","validFor":"1h"}' >"$root/etc/zoneproxy/tokens/.demo.new"
+	ct chown zoneproxy: /etc/zoneproxy/tokens/.demo.new
+	ct chmod 0600 /etc/zoneproxy/tokens/.demo.new
+	ct mv -f /etc/zoneproxy/tokens/.demo.new /etc/zoneproxy/tokens/demo
+}
+start_testcp
 
 # --- install ------------------------------------------------------------------------
 say "installing $(basename "$deb1")"
@@ -217,11 +261,8 @@ out=$(ct systemd-analyze verify --man=no zoneproxy@demo.service 2>&1) || die "sy
 [ "$(ct stat -c '%U:%G %a' /etc/zoneproxy/tokens)" = "root:zoneproxy 750" ] || die "tokens/ ownership or mode"
 [ "$(ct systemctl is-enabled zoneproxy@demo.service 2>/dev/null || true)" = disabled ] || die "instance should be disabled after install"
 
-# --- an instance whose mesh does not exist yet --------------------------------------------
-curl -fsS -X POST "$admin/tokens/dataplane" -H 'Content-Type: application/json' \
-	-d '{"mesh":"e2e","workload":"zone-proxy-e2e-egress","validFor":"1h"}' >"$root/etc/zoneproxy/tokens/demo"
-ct chown zoneproxy: /etc/zoneproxy/tokens/demo
-ct chmod 0600 /etc/zoneproxy/tokens/demo
+# --- boot with an enabled instance whose control plane is down ---------------------------
+issue_token
 install -m 0644 "$root/opt/e2e/cp/ca.pem" "$root/etc/zoneproxy/e2e-ca.pem"
 cat >"$root/etc/zoneproxy/demo.yaml" <<EOF
 mesh: e2e
@@ -238,34 +279,58 @@ drain-time: 3s
 retry-initial: 500ms
 retry-max: 1s
 EOF
-# A short watchdog so the test can see it fire, and a stop timeout shorter
-# than the drain: the stop only succeeds if EXTEND_TIMEOUT_USEC works.
+# A short watchdog so the test can see it fire (and see it fed while the
+# agent waits), and a stop timeout shorter than the drain: the stop only
+# succeeds if EXTEND_TIMEOUT_USEC works.
 mkdir -p "$root/etc/systemd/system/zoneproxy@demo.service.d"
 printf '[Service]\nWatchdogSec=3s\nRestartSec=1s\nTimeoutStopSec=2s\n' \
 	>"$root/etc/systemd/system/zoneproxy@demo.service.d/e2e.conf"
-ct systemctl daemon-reload
+ct systemctl enable zoneproxy@demo >/dev/null 2>&1
 
-say "starting zoneproxy@demo before mesh \"e2e\" exists"
-ct systemctl start --no-block zoneproxy@demo
-await 20 "STATUS= waiting for the mesh" status_has zoneproxy@demo 'mesh'
+say "rebooting with zoneproxy@demo enabled and its control plane down"
+shutdown_container boot1
+boot
+say "container is up ($state) after a boot that started zoneproxy@demo"
+[ "$(ct systemctl is-active multi-user.target || true)" = active ] || die "multi-user.target is not active"
+# READY=1 came with the first wait: the instance is active, not activating.
+is_state zoneproxy@demo active || die "zoneproxy@demo is '$(prop zoneproxy@demo ActiveState)' while its control plane is down (want active)"
+status_has zoneproxy@demo 'waiting for the control plane' || die "STATUS= does not say what it waits for: $(prop zoneproxy@demo StatusText)"
 say "status: $(prop zoneproxy@demo StatusText)"
-# Several bootstrap attempts (retry-max 1s) and still not active: READY=1 is
-# not sent before Envoy is ready.
-end=$((SECONDS + 3))
-while [ "$SECONDS" -lt "$end" ]; do
+
+# It keeps waiting, for more than two watchdog periods (3s), in one process.
+main=$(prop zoneproxy@demo MainPID)
+attempt() { prop zoneproxy@demo StatusText | sed -n 's/.*(attempt \([0-9]*\),.*/\1/p'; }
+first=$(attempt)
+[ -n "$first" ] || die "no attempt number in STATUS=: $(prop zoneproxy@demo StatusText)"
+still_waiting() {
+	local st a
 	st=$(prop zoneproxy@demo ActiveState)
-	[ "$st" = activating ] || die "zoneproxy@demo is '$st' while its mesh is missing (want activating)"
-	sleep 0.3
-done
-code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$ready_port/ready" || true)
-[ "$code" != 200 ] || die "/ready is 200 while waiting for the mesh"
+	[ "$st" = active ] || die "zoneproxy@demo is '$st' while waiting for its control plane"
+	[ "$(prop zoneproxy@demo MainPID)" = "$main" ] || die "zoneproxy@demo restarted while waiting for its control plane"
+	a=$(attempt)
+	[ -n "$a" ] && [ "$a" -ge $((first + 7)) ]
+}
+await 60 "seven more bootstrap attempts" still_waiting
+ready_code() { curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$ready_port/ready" || true; }
+[ "$(ready_code)" != 200 ] || die "/ready is 200 while the control plane is down"
+
+say "starting the control plane; mesh \"e2e\" does not exist yet"
+start_testcp
+issue_token # the restarted control plane signs with a new key
+await 20 "STATUS= waiting for the mesh" status_has zoneproxy@demo 'waiting for mesh "e2e"'
+say "status: $(prop zoneproxy@demo StatusText)"
+is_state zoneproxy@demo active || die "zoneproxy@demo is '$(prop zoneproxy@demo ActiveState)' while its mesh is missing"
+[ "$(ready_code)" != 200 ] || die "/ready is 200 while waiting for the mesh"
 
 say "creating mesh \"e2e\""
 curl -fsS -X PUT "$admin/meshes/e2e" >/dev/null
-await 30 "zoneproxy@demo active" is_state zoneproxy@demo active
-ready=$(curl -s -w ' %{http_code}' "http://127.0.0.1:$ready_port/ready" || true)
-[ "${ready##* }" = 200 ] || die "unit active but /ready answers: $ready"
-say "active; status: $(prop zoneproxy@demo StatusText)"
+ready_200() { [ "$(ready_code)" = 200 ]; }
+await 30 "/ready answering 200" ready_200
+is_state zoneproxy@demo active || die "zoneproxy@demo is '$(prop zoneproxy@demo ActiveState)' with /ready 200"
+[ "$(prop zoneproxy@demo MainPID)" = "$main" ] ||
+	die "zoneproxy@demo restarted on its way to ready (MainPID $main -> $(prop zoneproxy@demo MainPID))"
+[ "$(prop zoneproxy@demo NRestarts)" = 0 ] || die "zoneproxy@demo restarted $(prop zoneproxy@demo NRestarts) times"
+say "ready in the same process; status: $(prop zoneproxy@demo StatusText)"
 
 main=$(prop zoneproxy@demo MainPID)
 envoy_pid=$(ct sh -c "cat /proc/$main/task/*/children" | awk '{print $1}')
@@ -322,7 +387,7 @@ exec 3<&-
 say "stopped in ${took}s, exit 0, no processes left"
 
 # --- remove stops instances; purge removes state ---------------------------------------------
-ct systemctl enable --now zoneproxy@demo >/dev/null 2>&1
+ct systemctl start zoneproxy@demo # enabled since the reboot
 await 30 "zoneproxy@demo active (enabled)" is_state zoneproxy@demo active
 [ -d "$root/var/lib/zoneproxy/demo" ] || die "no state directory"
 say "removing the package while zoneproxy@demo runs"
