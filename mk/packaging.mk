@@ -10,7 +10,7 @@
 #   e2e-systemd            boot systemd in nspawn, install and exercise the .deb (root)
 
 PKG_ARCH ?= amd64
-_pkg_env = VERSION=$(VERSION) ARCH=$(PKG_ARCH) SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH)
+_pkg_env = VERSION=$(VERSION) COMMIT=$(COMMIT) ARCH=$(PKG_ARCH) SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH)
 
 .PHONY: packages packages-lint packages-reproducible systemd-verify sdnotify-test e2e-systemd
 

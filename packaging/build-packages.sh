@@ -9,6 +9,7 @@
 #   PKG_OUT            where the packages go (default dist)
 #   SOURCE_DATE_EPOCH  timestamps (default: last commit time); same inputs
 #                      and epoch give byte-identical packages
+#   COMMIT             named in a snapshot's changelog entry (default: HEAD)
 set -eu
 
 die() { echo "build-packages: $*" >&2; exit 1; }
@@ -42,7 +43,7 @@ if [ "$top" = "$VERSION-1" ]; then
 	cp packaging/changelog.yaml dist/changelog.yaml
 else
 	date=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
-	commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+	commit=${COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}
 	{
 		printf -- '- semver: %s-1\n' "$VERSION"
 		printf '  date: %s\n' "$date"
