@@ -85,7 +85,9 @@ Configuration or permanent error; systemd does not restart the instance.
 .SH SYSTEMD
 Nothing is enabled or started when the package is installed. Write a config,
 then run \fBsystemctl enable --now zoneproxy@<instance>\fP.
-The instance reports readiness (Type=notify) once Envoy is live, shows the
+The instance reports readiness (Type=notify) once Envoy is live or once the
+agent waits for the mesh or the control plane, so boot never waits for them
+(the readiness port's /ready tells when the proxy serves). It shows the
 agent's status in \fBsystemctl status\fP, drains Envoy on stop, and is
 restarted when Envoy stops answering (WatchdogSec=). Package upgrades restart
 the instances that are running.
