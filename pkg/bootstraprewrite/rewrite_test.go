@@ -1,0 +1,206 @@
+package bootstraprewrite
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/zoneproxy/zoneproxy/pkg/config"
+)
+
+// withoutRelayedParts drops what Rewrite may change, so the rest of two
+// bootstraps can be compared.
+func withoutRelayedParts(t *testing.T, doc []byte) object {
+	t.Helper()
+	root, err := parse(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	del(obj(root, "dynamicResources"), "adsConfig")
+	delete(root, "hdsConfig")
+	static := obj(root, "staticResources")
+	var kept []any
+	for _, c := range list(static, "clusters") {
+		if str(c.(object), "name") != ClusterName {
+			kept = append(kept, c)
+		}
+	}
+	static["clusters"] = kept
+	return root
+}
+
+func TestRewritePointsADSAndHDSAtTheRelay(t *testing.T) {
+	for _, role := range []config.Role{config.RoleIngress, config.RoleEgress, config.RoleCombined} {
+		for _, form := range []string{"envoy_grpc", "google_grpc"} {
+			t.Run(string(role)+"/"+form, func(t *testing.T) {
+				b := fetchBootstrap(t, role)
+				orig := b.yaml
+				tokenPath := filepath.Join(t.TempDir(), "token")
+				if form == "google_grpc" {
+					orig = asReloadable(t, b, tokenPath)
+				}
+				sock := filepath.Join(b.workDir, "zoneproxy-xds.sock")
+				res, err := Rewrite(orig, sock)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if bytes.Contains(res.YAML, []byte(b.token)) {
+					t.Fatal("the rewritten bootstrap holds the token")
+				}
+				for _, gone := range []string{"initialMetadata", "googleGrpc", "callCredentials", tokenPath} {
+					if bytes.Contains(res.YAML, []byte(gone)) {
+						t.Errorf("the rewritten bootstrap still has %s", gone)
+					}
+				}
+
+				root, err := parse(res.YAML)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, path := range [][]string{{"dynamicResources", "adsConfig"}, {"hdsConfig"}} {
+					svcs := list(obj(root, path...), "grpcServices")
+					if len(svcs) != 1 || str(obj(svcs[0].(object), "envoyGrpc"), "clusterName") != ClusterName {
+						t.Errorf("%v grpc services = %v, want envoy_grpc %s", path, svcs, ClusterName)
+					}
+				}
+				rw := &rewriter{root: root}
+				c := rw.staticCluster(ClusterName)
+				if c == nil {
+					t.Fatalf("no %s cluster in\n%s", ClusterName, res.YAML)
+				}
+				pipe := obj(list(obj(list(obj(c, "loadAssignment"), "endpoints")[0].(object)), "lbEndpoints")[0].(object), "endpoint", "address", "pipe")
+				if str(pipe, "path") != sock || str(c, "type") != "STATIC" || get(c, "transportSocket") != nil || get(c, "upstreamConnectionOptions") != nil {
+					t.Errorf("relay cluster = %v", c)
+				}
+				if get(obj(list(obj(root, "dynamicResources", "adsConfig"), "grpcServices")[0].(object), "envoyGrpc"), "maxReceiveMessageLength") == nil && form == "google_grpc" {
+					t.Error("the control plane's message size limit was lost")
+				}
+				if !reflect.DeepEqual(withoutRelayedParts(t, orig), withoutRelayedParts(t, res.YAML)) {
+					t.Errorf("parts other than ADS/HDS changed:\n--- original\n%s\n--- rewritten\n%s", orig, res.YAML)
+				}
+
+				want := Upstream{Address: b.cpAddr, ServerName: hostOf(b.cpAddr), CAPEM: b.caPEM, HadToken: true, HDS: true}
+				if form == "google_grpc" {
+					want.GoogleGRPC, want.TokenPath, want.MaxReceiveMessageLength = true, tokenPath, 4194304
+				}
+				if !reflect.DeepEqual(res.Upstream, want) {
+					t.Errorf("upstream = %+v\nwant %+v", res.Upstream, want)
+				}
+
+				if msg := validateWithStandIn(t, orig); msg != "" {
+					t.Fatalf("the stand-in rejects the control plane's own bootstrap: %s", msg)
+				}
+				if msg := validateWithStandIn(t, res.YAML); msg != "" {
+					t.Errorf("the stand-in rejects the rewritten bootstrap: %s\n%s", msg, res.YAML)
+				}
+			})
+		}
+	}
+}
+
+// Envoy takes snake_case as well; metadata other than the token goes to
+// the relay, not to Envoy.
+func TestRewriteSnakeCaseAndExtraMetadata(t *testing.T) {
+	doc := `
+node: {id: default.zp, cluster: zp}
+dynamic_resources:
+  ads_config:
+    api_type: DELTA_GRPC
+    transport_api_version: V3
+    grpc_services:
+    - envoy_grpc: {cluster_name: cp}
+      initial_metadata:
+      - {key: authorization, value: secret-token-123}
+      - {key: X-Zone, value: east}
+  cds_config: {ads: {}}
+static_resources:
+  clusters:
+  - name: cp
+    type: STRICT_DNS
+    connect_timeout: 2s
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        '@type': type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config: {http2_protocol_options: {}}
+    load_assignment:
+      cluster_name: cp
+      endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: cp.example, port_value: 5678}}}}]}]
+    transport_socket:
+      name: envoy.transport_sockets.tls
+      typed_config:
+        '@type': type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext
+        sni: cp.example
+        common_tls_context:
+          validation_context:
+            trusted_ca: {inline_string: "-----BEGIN CERTIFICATE-----"}
+`
+	res, err := Rewrite([]byte(doc), "/run/zp/xds.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Upstream{Address: "cp.example:5678", ServerName: "cp.example", CAPEM: []byte("-----BEGIN CERTIFICATE-----"),
+		Metadata: []Header{{Key: "x-zone", Value: "east"}}, HadToken: true}
+	if !reflect.DeepEqual(res.Upstream, want) {
+		t.Errorf("upstream = %+v\nwant %+v", res.Upstream, want)
+	}
+	for _, gone := range []string{"secret-token-123", "east", "initial_metadata", "transport_socket", "cp.example"} {
+		if bytes.Contains(res.YAML, []byte(gone)) {
+			t.Errorf("rewritten bootstrap still has %q:\n%s", gone, res.YAML)
+		}
+	}
+	if !bytes.Contains(res.YAML, []byte("connect_timeout: 2s")) || !bytes.Contains(res.YAML, []byte("/run/zp/xds.sock")) {
+		t.Errorf("relay cluster lost its settings or socket:\n%s", res.YAML)
+	}
+}
+
+func TestRewriteRefuses(t *testing.T) {
+	good := fetchBootstrap(t, config.RoleIngress)
+	sock := filepath.Join(good.workDir, "xds.sock")
+	leak := strings.Replace(string(good.yaml), "workdir:", "leak: "+good.token+"\n    workdir:", 1)
+	noTLS, err := parse(good.yaml)
+	if err != nil {
+		t.Fatal(err)
+	}
+	del((&rewriter{root: noTLS}).staticCluster(ClusterName), "transportSocket")
+	noTLSDoc, _ := render(noTLS)
+	for _, tc := range []struct {
+		name, doc, sock, want string
+	}{
+		{"not yaml", "{", sock, "not YAML"},
+		{"no ads", "node: {id: a.b}\n", sock, "no dynamic_resources.ads_config"},
+		{"missing cluster", strings.Replace(string(good.yaml), "clusterName: "+ClusterName, "clusterName: other", 1), sock, `static cluster "other"`},
+		{"plaintext control plane", string(noTLSDoc), sock, "without TLS"},
+		{"token elsewhere", leak, sock, "would still hold the dataplane token"},
+		{"relative socket", string(good.yaml), "xds.sock", "must be absolute"},
+		{"socket too long", string(good.yaml), "/" + strings.Repeat("d", 120) + "/x.sock", "use a shorter --work-dir"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Rewrite([]byte(tc.doc), tc.sock)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to mention %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), good.token) {
+				t.Fatal("the error holds the token")
+			}
+		})
+	}
+}
+
+// The rewrite does not depend on the work dir existing yet.
+func TestRewriteIsPure(t *testing.T) {
+	b := fetchBootstrap(t, config.RoleEgress)
+	a1, err := Rewrite(b.yaml, "/nonexistent/xds.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2, _ := Rewrite(b.yaml, "/nonexistent/xds.sock")
+	if !bytes.Equal(a1.YAML, a2.YAML) {
+		t.Fatal("two rewrites of one bootstrap differ")
+	}
+	if _, err := os.Stat("/nonexistent"); err == nil {
+		t.Fatal("rewrite created files")
+	}
+}
