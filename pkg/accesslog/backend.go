@@ -84,6 +84,7 @@ type sender struct {
 	log     *zap.Logger
 	closing <-chan struct{}
 	warn    throttle
+	info    throttle // a backend that stalls reconnects every WriteTimeout
 	link    *link
 }
 
@@ -106,7 +107,7 @@ func (s *sender) run(ctx context.Context) {
 			}
 			s.link, backoff = l, s.opts.BackoffMin
 			s.b.connected.Store(true)
-			s.log.Info("connected to access-log backend")
+			s.infof("connected to access-log backend")
 		}
 		line := s.b.pop()
 		s.link.conn.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
@@ -139,7 +140,7 @@ func (s *sender) awaitLines(ctx context.Context) bool {
 		select {
 		case <-s.b.wake:
 		case <-gone:
-			s.log.Info("access-log backend closed the connection")
+			s.infof("access-log backend closed the connection")
 			s.hangUp()
 		case <-s.closing:
 			if s.b.queued() == 0 {
@@ -174,6 +175,12 @@ func (s *sender) dial(ctx context.Context) (*link, error) {
 func (s *sender) warnf(msg string, err error, fields ...zap.Field) {
 	if ok, suppressed := s.warn.allow(time.Now()); ok {
 		s.log.Warn(msg, append(fields, zap.Error(err), zap.Int("suppressed_since_last", suppressed))...)
+	}
+}
+
+func (s *sender) infof(msg string) {
+	if ok, suppressed := s.info.allow(time.Now()); ok {
+		s.log.Info(msg, zap.Int("suppressed_since_last", suppressed))
 	}
 }
 

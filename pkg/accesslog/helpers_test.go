@@ -13,6 +13,10 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // ceiling is generous: another test suite may share the two cores.
@@ -38,13 +42,24 @@ func testOptions(t *testing.T) Options {
 	}
 }
 
+// startStreamer fails the test if the streamer logs an error: none of the
+// tests feed it anything it should call one.
 func startStreamer(t *testing.T, opts Options) *Streamer {
 	t.Helper()
+	core, logs := observer.New(zapcore.ErrorLevel)
+	if opts.Log == nil {
+		opts.Log = zap.New(core)
+	}
 	s, err := Start(opts)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() {
+		s.Close()
+		for _, e := range logs.All() {
+			t.Errorf("logged an error: %s %v", e.Message, e.ContextMap())
+		}
+	})
 	return s
 }
 

@@ -8,9 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 func TestStartReplacesWhatIsAtThePath(t *testing.T) {
@@ -107,17 +112,33 @@ func TestStartRefusesWhatItCannotUse(t *testing.T) {
 	}
 }
 
-func TestCloseFlushesWhatEnvoyWroteAndRemovesTheFIFO(t *testing.T) {
+func TestCloseForwardsWhatEnvoyWroteAndRemovesTheFIFO(t *testing.T) {
 	a := startSink(t, "127.0.0.1:0")
-	s := startStreamer(t, testOptions(t))
+	// The first warning holds the reader, so lines pile up in the pipe
+	// until Close has begun.
+	blocked, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	core, _ := observer.New(zapcore.WarnLevel)
+	opts := testOptions(t)
+	opts.Log = zap.New(core, zap.Hooks(func(zapcore.Entry) error {
+		once.Do(func() { close(blocked); <-release })
+		return nil
+	}))
+	s := startStreamer(t, opts)
 	w := openAsEnvoy(t, s.opts.Path)
+	w.write("garbage\n")
+	<-blocked
 	var want strings.Builder
 	for i := range 200 {
 		line := strings.Repeat("x", i) + "\n"
 		w.write(a.addr + ";" + line)
 		want.WriteString(line)
 	}
-	if err := s.Close(); err != nil {
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	await(t, "Close to begin", s.stopping.Load)
+	close(release)
+	if err := <-closed; err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 	a.awaitText(want.String())
@@ -198,5 +219,35 @@ zoneproxy_accesslog_backend_connected{backend="SECOND"} 1
 	want = strings.NewReplacer("FIRST", first, "SECOND", second).Replace(want)
 	if out.String() != want {
 		t.Errorf("metrics:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
+
+func TestCloseDoesNotWaitOnAStalledBackend(t *testing.T) {
+	stalled := startStalledSink(t)
+	opts := testOptions(t)
+	opts.QueueLines = 10
+	opts.WriteTimeout = time.Hour
+	opts.Dial = (&net.Dialer{Control: smallBuffer(syscall.SO_SNDBUF)}).DialContext
+	s, err := Start(opts) // no cleanup Close: it would wait on this one
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := openAsEnvoy(t, s.opts.Path)
+	line := stalled.addr + ";" + strings.Repeat("x", 1000) + "\n"
+	queueFull := `zoneproxy_accesslog_lines_dropped_total{backend="` + stalled.addr + `",reason="queue_full"}`
+	await(t, "the sender to be stuck in a write", func() bool {
+		w.write(line)
+		v := metric(s, queueFull)
+		return v != "" && v != "0"
+	})
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	case <-time.After(ceiling):
+		t.Fatalf("Close still waiting after %v on a backend that never reads", ceiling)
 	}
 }

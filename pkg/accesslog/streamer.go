@@ -256,6 +256,7 @@ func (s *Streamer) backendFor(addr string) *backend {
 		log:     s.log.With(zap.String("backend", addr)),
 		closing: s.closing,
 		warn:    throttle{every: warnEvery},
+		info:    throttle{every: warnEvery},
 	}
 	s.senders.Add(1)
 	go func() {

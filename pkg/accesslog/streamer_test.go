@@ -81,18 +81,21 @@ func TestLinesOverOneMebibyteAreDropped(t *testing.T) {
 	s := startStreamer(t, testOptions(t))
 	w := openAsEnvoy(t, s.opts.Path)
 	prefix := a.addr + ";"
-	atBound := prefix + strings.Repeat("x", maxLineBytes-len(prefix))
-	overBound := prefix + strings.Repeat("y", maxLineBytes+1-len(prefix))
-	w.write(overBound + "\n" + atBound + "\n")
-	w.write(overBound[:100])
+	line := func(length int) string { return prefix + strings.Repeat("x", length-len(prefix)) }
+	atBound, justOver, farOver := line(maxLineBytes), line(maxLineBytes+1), line(maxLineBytes+200_000)
+	w.write(justOver + "\n" + atBound + "\n")
+	w.write(farOver[:100])
 	w.awaitRead()
-	w.write(overBound[100:] + "\n" + prefix + "short\n")
+	w.write(farOver[100:] + "\n" + prefix + "short\n")
 	a.awaitText(atBound[len(prefix):] + "\n" + "short\n")
-	if got := metric(s, `zoneproxy_accesslog_lines_dropped_total{backend="",reason="too_long"}`); got != "2" {
-		t.Errorf("too_long drops = %s, want 2", got)
-	}
-	if got := metric(s, "zoneproxy_accesslog_lines_read_total"); got != "4" {
-		t.Errorf("lines read = %s, want 4", got)
+	for sample, want := range map[string]string{
+		`zoneproxy_accesslog_lines_dropped_total{backend="",reason="too_long"}`: "2",
+		`zoneproxy_accesslog_lines_dropped_total{backend="",reason="invalid"}`:  "0",
+		"zoneproxy_accesslog_lines_read_total":                                  "4",
+	} {
+		if got := metric(s, sample); got != want {
+			t.Errorf("%s = %s, want %s", sample, got, want)
+		}
 	}
 }
 
@@ -132,4 +135,18 @@ func TestSinkRestartLosesNoQueuedLine(t *testing.T) {
 	if got := metric(s, fmt.Sprintf(`zoneproxy_accesslog_lines_forwarded_total{backend="%s"}`, a.addr)); got != "4" {
 		t.Errorf("forwarded = %s, want 4", got)
 	}
+}
+
+func TestFullQueueDropsTheOldestLines(t *testing.T) {
+	addr := closedPort(t)
+	opts := testOptions(t)
+	opts.QueueLines = 3
+	s := startStreamer(t, opts)
+	w := openAsEnvoy(t, s.opts.Path)
+	for i := 1; i <= 5; i++ {
+		w.write(fmt.Sprintf("%s;L%d\n", addr, i))
+	}
+	queueFull := fmt.Sprintf(`zoneproxy_accesslog_lines_dropped_total{backend="%s",reason="queue_full"}`, addr)
+	await(t, "two lines dropped from the full queue", func() bool { return metric(s, queueFull) == "2" })
+	startSink(t, addr).awaitText("L3\nL4\nL5\n")
 }
