@@ -22,6 +22,9 @@ type Port struct {
 	Addr string
 }
 
+// controlPlaneAdminAddress is kuma-cp's default bootstrapServer.params.adminAddress.
+const controlPlaneAdminAddress = "127.0.0.1"
+
 // Ports lists what Envoy will bind: the zone listeners, and the admin
 // port the control plane exposes on --address when that is not loopback.
 func Ports(cfg *config.Config) []Port {
@@ -35,7 +38,10 @@ func Ports(cfg *config.Config) []Port {
 	if cfg.Role.HasEgress() {
 		add("egress-port", cfg.EgressPort)
 	}
-	if ip := net.ParseIP(cfg.Address); ip == nil || !ip.IsLoopback() {
+	// kuma-cp compares the address with its admin address (127.0.0.1) as a
+	// string: any other address, other loopback ones included, gets the
+	// listener.
+	if cfg.Address != controlPlaneAdminAddress {
 		add("admin-port", cfg.AdminPort)
 	}
 	return out

@@ -34,6 +34,11 @@ func TestPorts(t *testing.T) {
 			[]Port{{"ingress-port", "[2001:db8::5]:10001"}, {"admin-port", "[2001:db8::5]:9901"}}},
 		{"every address", config.RoleIngress, "0.0.0.0",
 			[]Port{{"ingress-port", "0.0.0.0:10001"}, {"admin-port", "0.0.0.0:9901"}}},
+		// Only kuma-cp's own admin address counts as "no public listener".
+		{"another loopback address", config.RoleEgress, "127.0.0.5",
+			[]Port{{"egress-port", "127.0.0.5:10002"}, {"admin-port", "127.0.0.5:9901"}}},
+		{"IPv6 loopback", config.RoleEgress, "::1",
+			[]Port{{"egress-port", "[::1]:10002"}, {"admin-port", "[::1]:9901"}}},
 		{"a host name", config.RoleEgress, "zp-1.zone.internal",
 			[]Port{{"egress-port", "zp-1.zone.internal:10002"}, {"admin-port", "zp-1.zone.internal:9901"}}},
 	}
