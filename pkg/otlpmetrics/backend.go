@@ -6,15 +6,11 @@ import (
 	"net"
 	"time"
 
-	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
-	metricspb "go.opentelemetry.io/proto/otlp/metrics/v1"
-	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/zoneproxy/zoneproxy/pkg/meshmetric"
 	"github.com/zoneproxy/zoneproxy/pkg/version"
@@ -31,6 +27,8 @@ type backend struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	warn   rateLimited
+	enc    encoder
+	req    []byte // the last request's buffer, reused
 }
 
 func (p *Pusher) start(name string, t target) (*backend, error) {
@@ -103,13 +101,14 @@ func (b *backend) push(ctx context.Context) error {
 	if len(fams) == 0 {
 		return nil
 	}
-	req := exportRequest(toMetrics(fams, newPoints(cfg.ExtraLabels, now, start)))
-	var resp emptypb.Empty
-	if err := b.conn.Invoke(ctx, exportMethod, req, &resp, grpc.WaitForReady(true)); err != nil {
+	b.enc.points = newPoints(cfg.ExtraLabels, now, start)
+	b.req = b.enc.request(b.req[:0], resource(), "kuma", version.Version, fams)
+	var resp []byte
+	if err := b.conn.Invoke(ctx, exportMethod, &b.req, &resp, grpc.WaitForReady(true), grpc.ForceCodec(rawCodec{})); err != nil {
 		return err
 	}
 	b.p.counted(b.name, true)
-	if rejected, msg := partialSuccess(resp.ProtoReflect().GetUnknown()); rejected > 0 || msg != "" {
+	if rejected, msg := partialSuccess(resp); rejected > 0 || msg != "" {
 		b.warn.log(b.p.log, "OpenTelemetry backend rejected part of the metrics",
 			zap.String("backend", b.name), zap.Int64("rejected_data_points", rejected), zap.String("message", msg))
 	}
@@ -125,18 +124,22 @@ func statsQuery(cfg *meshmetric.Config) string {
 	return "format=prometheus&text_readouts=&usedonly="
 }
 
-func exportRequest(metrics []*metricspb.Metric) *metricspb.MetricsData {
-	return &metricspb.MetricsData{ResourceMetrics: []*metricspb.ResourceMetrics{{
-		Resource: &resourcepb.Resource{Attributes: []*commonpb.KeyValue{
-			stringAttr("service.name", "zoneproxy"),
-			stringAttr("service.version", version.Version),
-		}},
-		ScopeMetrics: []*metricspb.ScopeMetrics{{
-			Scope:   &commonpb.InstrumentationScope{Name: "kuma", Version: version.Version},
-			Metrics: metrics,
-		}},
-	}}}
+// resource names the agent; kuma-dp sends the SDK's unknown_service.
+func resource() []meshmetric.Label {
+	return []meshmetric.Label{{Name: "service.name", Value: "zoneproxy"}, {Name: "service.version", Value: version.Version}}
 }
+
+// rawCodec sends the encoded request as it is and keeps the reply's bytes.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error) { return *v.(*[]byte), nil }
+
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	*v.(*[]byte) = append([]byte(nil), data...)
+	return nil
+}
+
+func (rawCodec) Name() string { return "proto" }
 
 // envoyStart is when Envoy's counters began, from its uptime gauge; zero
 // (unknown to the collector) when Envoy does not report it.

@@ -9,6 +9,7 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	metricspb "go.opentelemetry.io/proto/otlp/metrics/v1"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/zoneproxy/zoneproxy/pkg/meshmetric"
 )
@@ -27,17 +28,48 @@ func flat(kvs []*commonpb.KeyValue) []string {
 	return out
 }
 
-func convertOne(t *testing.T, text string) *metricspb.Metric {
+// encode encodes a request and decodes it with the generated OTLP types.
+func encode(t *testing.T, text string) *metricspb.MetricsData {
 	t.Helper()
 	fams, err := meshmetric.ParseText(text)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms := toMetrics(fams, newPoints(map[string]string{"mesh": "payments", "kuma.proxy_role": "zone-egress"}, scrapeAt, startAt))
+	e := encoder{points: newPoints(map[string]string{"mesh": "payments", "kuma.proxy_role": "zone-egress"}, scrapeAt, startAt)}
+	raw := e.request(nil, resource(), "kuma", "1.2.3", fams)
+	var md metricspb.MetricsData
+	if err := proto.Unmarshal(raw, &md); err != nil {
+		t.Fatalf("the request does not decode as OTLP MetricsData: %v", err)
+	}
+	return &md
+}
+
+func convertOne(t *testing.T, text string) *metricspb.Metric {
+	t.Helper()
+	md := encode(t, text)
+	ms := md.ResourceMetrics[0].ScopeMetrics[0].Metrics
 	if len(ms) != 1 {
 		t.Fatalf("got %d metrics; want 1", len(ms))
 	}
+	if len(ms[0].ProtoReflect().GetUnknown()) > 0 {
+		t.Fatalf("metric has fields OTLP does not define: %v", ms[0])
+	}
 	return ms[0]
+}
+
+func TestRequestCarriesTheResourceAndKumaScope(t *testing.T) {
+	md := encode(t, "# TYPE g gauge\ng 1\n# TYPE c counter\nc 2\n")
+	if len(md.ResourceMetrics) != 1 || len(md.ResourceMetrics[0].ScopeMetrics) != 1 {
+		t.Fatalf("got %v; want one resource with one scope", md)
+	}
+	rm := md.ResourceMetrics[0]
+	if got := flat(rm.Resource.Attributes); !reflect.DeepEqual(got, []string{"service.name=zoneproxy", "service.version=" + resource()[1].Value}) {
+		t.Errorf("resource %q", got)
+	}
+	sm := rm.ScopeMetrics[0]
+	if sm.Scope.GetName() != "kuma" || sm.Scope.GetVersion() != "1.2.3" || len(sm.Metrics) != 2 {
+		t.Errorf("scope %v with %d metrics; want kuma 1.2.3 with 2", sm.Scope, len(sm.Metrics))
+	}
 }
 
 func TestCountersAndGauges(t *testing.T) {
@@ -56,6 +88,13 @@ func TestCountersAndGauges(t *testing.T) {
 			text:  "# TYPE envoy_cluster_upstream_rq_total counter\nenvoy_cluster_upstream_rq_total{envoy_cluster_name=\"httpbin_80\"} 7\n",
 			sum:   true,
 			value: 7, attrs: []string{"envoy_cluster_name=httpbin_80", "kuma.proxy_role=zone-egress", "mesh=payments"},
+			time: now, startTime: start,
+		},
+		{
+			name:  "counter at zero",
+			text:  "# TYPE c counter\nc 0\n",
+			sum:   true,
+			value: 0, attrs: []string{"kuma.proxy_role=zone-egress", "mesh=payments"},
 			time: now, startTime: start,
 		},
 		{
@@ -99,6 +138,9 @@ func TestCountersAndGauges(t *testing.T) {
 				t.Fatalf("%d data points; want 1", len(dps))
 			}
 			dp := dps[0]
+			if _, ok := dp.Value.(*metricspb.NumberDataPoint_AsDouble); !ok {
+				t.Errorf("value %v; want as_double set", dp.Value)
+			}
 			if dp.GetAsDouble() != tt.value || dp.TimeUnixNano != tt.time || dp.StartTimeUnixNano != tt.startTime {
 				t.Errorf("point value %v time %d start %d; want %v %d %d", dp.GetAsDouble(), dp.TimeUnixNano, dp.StartTimeUnixNano, tt.value, tt.time, tt.startTime)
 			}
@@ -181,10 +223,10 @@ t_count{c="b"} 2
 
 func TestSummaries(t *testing.T) {
 	s := convertOne(t, `# TYPE lat summary
-lat{quantile="0.99"} 8
-lat{quantile="0.5"} 2
-lat_sum 40
-lat_count 10
+lat{c="a",quantile="0.99"} 8
+lat{c="a",quantile="0.5"} 2
+lat_sum{c="a"} 40
+lat_count{c="a"} 10
 `).GetSummary()
 	if s == nil || len(s.DataPoints) != 1 {
 		t.Fatalf("got %v; want one summary point", s)
@@ -193,6 +235,12 @@ lat_count 10
 	qs := dp.QuantileValues
 	if dp.Count != 10 || dp.Sum != 40 || len(qs) != 2 || qs[0].Quantile != 0.5 || qs[0].Value != 2 || qs[1].Quantile != 0.99 || qs[1].Value != 8 {
 		t.Errorf("got %v", dp)
+	}
+	if got, want := flat(dp.Attributes), []string{"c=a", "kuma.proxy_role=zone-egress", "mesh=payments"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("attributes %q; want %q (no quantile)", got, want)
+	}
+	if dp.StartTimeUnixNano != uint64(startAt.UnixNano()) || dp.TimeUnixNano != uint64(scrapeAt.UnixNano()) {
+		t.Errorf("start %d time %d", dp.StartTimeUnixNano, dp.TimeUnixNano)
 	}
 }
 
