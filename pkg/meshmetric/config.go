@@ -78,7 +78,10 @@ type Sidecar struct {
 	IncludeUnused bool      `json:"includeUnused,omitempty"`
 }
 
-// Profiles picks families by profile, then exclude, then include.
+// Profiles picks families by profile, then exclude, then include. The
+// broadest profile listed applies, Basic when none is; unknown profile
+// names are ignored and unknown selector types match nothing, so a newer
+// control plane's additions degrade rather than fail.
 type Profiles struct {
 	AppendProfiles []Profile  `json:"appendProfiles,omitempty"`
 	Exclude        []Selector `json:"exclude,omitempty"`

@@ -5,6 +5,18 @@
 // OpenMetrics. The parsed families, the dynconf Config and its filter are
 // exported for the OTLP push, which sends the same data.
 //
+// Decisions, against kuma-dp's hijacker:
+//   - Before the first config (SetConfig never called, or nil) Envoy's
+//     stats pass unfiltered and unlabelled, unused ones included, as
+//     kuma-dp does before its first dynconf fetch.
+//   - includeUnused is honoured: usedonly is asked for only without it
+//     (kuma-dp always asks for it, so its includeUnused does nothing).
+//   - extraLabels go on every Envoy sample, with names made valid
+//     (kuma.proxy_role → kuma_proxy_role); a sample's own label of the
+//     same name wins, so distinct series never merge. The agent's own
+//     metrics get neither the profile nor the labels.
+//   - No otel_scope_*, target_info or Go runtime metrics.
+//
 // Hand-written on the standard library, like pkg/metrics: a Prometheus
 // client library would cost more binary than this whole package.
 package meshmetric

@@ -125,7 +125,13 @@ func (p *parser) sample(line string) error {
 	if len(trimmed) == len(rest) || trimmed == "" {
 		return fmt.Errorf("%s: want a space and a value in %q", s.Name, clip(line))
 	}
-	value, ts, _ := strings.Cut(trimmed, " ")
+	value, ts := trimmed, ""
+	for i := 0; i < len(trimmed); i++ {
+		if trimmed[i] == ' ' || trimmed[i] == '\t' {
+			value, ts = trimmed[:i], trimmed[i:]
+			break
+		}
+	}
 	v, ok := parseValue(value)
 	if !ok {
 		return fmt.Errorf("%s: invalid value %q", s.Name, value)

@@ -65,6 +65,7 @@ func TestParseTextSamples(t *testing.T) {
 		{"float", "a 1.5e+03", Sample{Name: "a", Value: 1500}},
 		{"negative", "a -2", Sample{Name: "a", Value: -2}},
 		{"timestamp", "a 1 1700000000000", Sample{Name: "a", Value: 1, Timestamp: 1700000000000}},
+		{"tab before timestamp", "a 1\t\t1700000000000", Sample{Name: "a", Value: 1, Timestamp: 1700000000000}},
 		{"colon in name", "a:b 1", Sample{Name: "a:b", Value: 1}},
 		{"tabs and CR", "a\t7\r", Sample{Name: "a", Value: 7}},
 	}
@@ -161,6 +162,18 @@ func FuzzParseText(f *testing.F) {
 		}
 		if count(again) != count(fams) {
 			t.Fatalf("%d samples became %d", count(fams), count(again))
+		}
+		for i := range fams { // OpenMetrics timestamps are seconds, which ParseText refuses
+			for j := range fams[i].Samples {
+				fams[i].Samples[j].Timestamp = 0
+			}
+		}
+		om, err := ParseText(string(AppendOpenMetrics(nil, fams, []Label{{"mesh", "m"}})))
+		if err != nil {
+			t.Fatalf("OpenMetrics output does not parse: %v", err)
+		}
+		if count(om) != count(fams) {
+			t.Fatalf("OpenMetrics: %d samples became %d", count(fams), count(om))
 		}
 	})
 }
