@@ -64,11 +64,12 @@ func run() error {
 		return err
 	}
 	readiness, egress := freePort(), freePort()
+	workDir := filepath.Join(dir, "work")
 	args := []string{"run", "--mesh", mesh, "--role", "egress", "--address", "127.0.0.1",
 		"--cp-address", cp.URL(), "--ca-cert-file", cp.CACertFile(), "--dataplane-token-file", tokenFile,
-		"--envoy-binary", bins.Envoy, "--work-dir", filepath.Join(dir, "work"),
+		"--envoy-binary", bins.Envoy, "--work-dir", workDir,
 		"--readiness-port", strconv.Itoa(readiness), "--egress-port", strconv.Itoa(egress),
-		"--drain-time", "3s", "--retry-initial", "500ms", "--retry-max", "2s"}
+		"--drain-time", "20s", "--drain-min", "1s", "--retry-initial", "500ms", "--retry-max", "2s"}
 	say("zoneproxy %s", strings.Join(args, " "))
 	agent := exec.Command(bins.Zoneproxy, args...)
 	agent.Stdout, agent.Stderr = os.Stdout, os.Stderr
@@ -108,19 +109,27 @@ func run() error {
 		case err := <-exited:
 			return fmt.Errorf("zoneproxy exited by itself: %v", err)
 		case <-stop:
-			return shutdown(agent, exited, egress)
+			return shutdown(agent, exited, egress, workDir)
 		case <-deadline:
-			return shutdown(agent, exited, egress)
+			return shutdown(agent, exited, egress, workDir)
 		}
 	}
 }
 
-func shutdown(agent *exec.Cmd, exited <-chan error, egress int) error {
+func shutdown(agent *exec.Cmd, exited <-chan error, egress int, workDir string) error {
 	children := harness.Children(agent.Process.Pid)
 	// A client still connected through the egress: the drain waits for it.
-	if conn, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(egress))); err == nil {
-		say("a client holds a connection through the egress; it leaves 1.5s into the drain")
-		time.AfterFunc(1500*time.Millisecond, func() {
+	// It sends a TLS ClientHello, as real clients do: Envoy's tls_inspector
+	// does not count a socket as a connection before one arrives.
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(egress))
+	if conn, err := harness.DialTLSHello(addr, controlplane.DestinationSNI(mesh, "egress")); err != nil {
+		say("no client connection through the egress: %v", err)
+	} else if !envoyCounts(workDir) {
+		say("Envoy does not count the client connection; the drain will not wait for it")
+		conn.Close()
+	} else {
+		say("a client holds a TLS connection through the egress; it leaves 3s into the drain")
+		time.AfterFunc(3*time.Second, func() {
 			say("the client closes its connection")
 			conn.Close()
 		})
@@ -138,6 +147,16 @@ func shutdown(agent *exec.Cmd, exited <-chan error, egress int) error {
 	}
 	say("zoneproxy exited 0; Envoy is gone; nothing left running")
 	return nil
+}
+
+// envoyCounts waits a little for Envoy to count a zone connection.
+func envoyCounts(workDir string) bool {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if n, err := harness.ZoneConnections(workDir); err == nil && n > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func freePort() int {
