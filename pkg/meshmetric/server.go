@@ -136,9 +136,10 @@ func (s *Server) Close() error {
 	return err
 }
 
-// statsQuery is the admin query for a config: kuma-dp's, with usedonly
-// left out when the policy asks for unused stats (kuma-dp always sends it).
-func statsQuery(c *Config) string {
+// StatsQuery is the admin /stats query for a config: kuma-dp's, with
+// usedonly left out when the policy asks for unused stats (kuma-dp always
+// sends it) or before any policy.
+func StatsQuery(c *Config) string {
 	if c.IncludeUnused() {
 		return "format=prometheus&text_readouts="
 	}
@@ -160,7 +161,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cfg := s.cfg.Load()
 	ctx, cancel := context.WithTimeout(r.Context(), s.opts.Timeout)
 	defer cancel()
-	stats, err := s.opts.Stats(ctx, statsQuery(cfg))
+	stats, err := s.opts.Stats(ctx, StatsQuery(cfg))
 	if err != nil {
 		http.Error(w, "Envoy admin stats unavailable: "+oneLine(err), http.StatusServiceUnavailable)
 		return
