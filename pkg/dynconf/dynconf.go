@@ -33,8 +33,9 @@ const DefaultInterval = time.Second
 const maxBody = 1 << 20
 
 // Handler applies one path's config. A nil body means there is no config
-// (404, or the listener is gone). An error keeps the previous config in
-// force and the body is offered again on the next poll.
+// (404, or the listener is gone); it comes once, and only after a body was
+// accepted, as handlers start with no config. An error keeps the previous
+// config in force and the body is offered again on the next poll.
 type Handler func(body []byte) error
 
 // Options configure a Poller.
