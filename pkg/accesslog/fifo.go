@@ -45,3 +45,20 @@ func makeFIFO(path string) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// readAvailable reads what is in the FIFO now; 0 or EAGAIN when it is empty.
+func readAvailable(f *os.File, buf []byte) (int, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	var rerr error
+	if err := rc.Read(func(fd uintptr) bool {
+		n, rerr = syscall.Read(int(fd), buf)
+		return true // never wait for more
+	}); err != nil {
+		return 0, err
+	}
+	return n, rerr
+}
