@@ -201,6 +201,19 @@ func (a *Admin) Listeners(ctx context.Context) ([]Listener, error) {
 	return out, nil
 }
 
+// Stats answers GET /stats?<query>, e.g. the MeshMetric hijacker's
+// `format=prometheus&text_readouts=&usedonly=`.
+func (a *Admin) Stats(ctx context.Context, query string) (string, error) {
+	code, body, err := a.do(ctx, http.MethodGet, "/stats?"+query, 10*time.Second)
+	if err != nil {
+		return "", err
+	}
+	if code != http.StatusOK {
+		return "", fmt.Errorf("GET /stats: %d %s", code, strings.TrimSpace(body))
+	}
+	return body, nil
+}
+
 // PrometheusStats returns Envoy's own metrics in Prometheus text format.
 func (a *Admin) PrometheusStats(ctx context.Context) (string, error) {
 	code, body, err := a.do(ctx, http.MethodGet, "/stats/prometheus", 5*time.Second)

@@ -25,6 +25,7 @@ type Metrics struct {
 	envoyUp    bool
 	envoyExits uint64
 	listeners  map[string]bool
+	sources    []func(io.Writer)
 	tracker    *state.Tracker
 	envoyStats func(ctx context.Context) (string, error)
 }
@@ -90,10 +91,36 @@ func (m *Metrics) EnvoyExited() {
 	m.mu.Unlock()
 }
 
+// AddSource adds a component's own metrics (the access-log streamer, the
+// dynconf poller, …) to every page the agent serves.
+func (m *Metrics) AddSource(write func(io.Writer)) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	m.sources = append(m.sources, write)
+	m.mu.Unlock()
+}
+
+// WriteAgent writes the agent's metrics, its components' included, without
+// Envoy's: what the MeshMetric hijacker appends to a scrape.
+func (m *Metrics) WriteAgent(w io.Writer) {
+	if m == nil {
+		return
+	}
+	m.write(w)
+	m.mu.Lock()
+	sources := slices.Clone(m.sources)
+	m.mu.Unlock()
+	for _, src := range sources {
+		src(w)
+	}
+}
+
 // ServeHTTP writes the agent's metrics, then Envoy's /stats/prometheus.
 func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	m.write(w)
+	m.WriteAgent(w)
 	m.mu.Lock()
 	stats := m.envoyStats
 	m.mu.Unlock()

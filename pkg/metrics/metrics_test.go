@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -188,5 +189,29 @@ func TestNilMetricsRecordsNothing(t *testing.T) {
 			}()
 			call()
 		})
+	}
+}
+
+// Components' metrics follow the agent's on /metrics and in the hijacker's
+// page; zone listener presence is a labelled gauge with escaped values.
+func TestSourcesAndZoneListeners(t *testing.T) {
+	m := New(state.NewTracker())
+	m.AddSource(func(w io.Writer) { io.WriteString(w, "zoneproxy_accesslog_lines_read_total 3\n") })
+	m.ZoneListener("self_zoneegress_dp_ze-port", false)
+	m.ZoneListener(`odd"name\with`+"\nnewline", true)
+	var b strings.Builder
+	m.WriteAgent(&b)
+	page := b.String()
+	for _, want := range []string{
+		"zoneproxy_accesslog_lines_read_total 3\n",
+		`zoneproxy_zone_listener_present{listener="self_zoneegress_dp_ze-port"} 0`,
+		`zoneproxy_zone_listener_present{listener="odd\"name\\with\nnewline"} 1`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q:\n%s", want, page)
+		}
+	}
+	if got := scrape(t, m); !strings.Contains(got, "zoneproxy_accesslog_lines_read_total 3") {
+		t.Errorf("/metrics lacks the component's metrics:\n%s", got)
 	}
 }
