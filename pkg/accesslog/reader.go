@@ -56,7 +56,7 @@ func (s *Streamer) consume(chunk []byte) {
 			if !s.discarding {
 				s.pending = append(s.pending, chunk...)
 				if len(s.pending) > maxLineBytes {
-					s.discarding, s.pending = true, s.pending[:0]
+					s.discarding, s.pending = true, nil
 				}
 			}
 			return
@@ -65,7 +65,7 @@ func (s *Streamer) consume(chunk []byte) {
 		chunk = chunk[i+1:]
 		s.read.Add(1)
 		if s.discarding || len(s.pending)+len(segment) > maxLineBytes {
-			s.discarding, s.pending = false, s.pending[:0]
+			s.discarding, s.pending = false, nil
 			s.tooLong.Add(1)
 			s.warnDrop("dropped an access-log line longer than 1 MiB", nil)
 			continue
@@ -77,7 +77,7 @@ func (s *Streamer) consume(chunk []byte) {
 		s.dispatch(line)
 		s.pending = s.pending[:0]
 		if cap(s.pending) > readBufferBytes {
-			s.pending = nil // do not keep a megabyte for one long line
+			s.pending = nil // keep no megabyte for one long line
 		}
 	}
 }
