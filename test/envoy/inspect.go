@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -124,7 +125,8 @@ func (ti *tlsInspector) inspect(conn net.Conn, info *socketInfo, st *statStore, 
 	case hello != nil:
 		st.counter("tls_inspector.tls_found").inc()
 		info.transport = "tls"
-		info.serverName = hello.ServerName
+		// Envoy matches the requested server name in lower case.
+		info.serverName = strings.ToLower(hello.ServerName)
 		if hello.ServerName != "" {
 			st.counter("tls_inspector.sni_found").inc()
 			log.logf(lvlDebug, "filter", "source/extensions/filters/listener/tls_inspector/tls_inspector.cc:137", "tls:onServerName(), requestedServerName: %s", hello.ServerName)

@@ -110,6 +110,9 @@ func TestTLSInspectorGatesConnections(t *testing.T) {
 	if closedByPeer(held, 1500*time.Millisecond) {
 		t.Fatal("a connection that matched a chain was closed by the listener filter timeout")
 	}
+	// Envoy matches the SNI in lower case.
+	sendClientHello(t, port, "SNI.ExtSvc.payments.default.httpbin.80")
+	waitFor(t, 5*time.Second, "downstream_cx_active 2", func() bool { return stat("downstream_cx_active") == 2 })
 
 	// Another SNI, or bytes that are not TLS, match no chain: closed.
 	other := sendClientHello(t, port, "sni.extsvc.payments.default.other.80")
@@ -126,7 +129,7 @@ func TestTLSInspectorGatesConnections(t *testing.T) {
 		t.Fatal("plain text matched a chain that requires TLS")
 	}
 	waitFor(t, 5*time.Second, "no_filter_chain_match 2", func() bool { return stat("no_filter_chain_match") == 2 })
-	if statValue(t, sock, "tls_inspector.tls_not_found") != 1 || stat("downstream_cx_active") != 1 {
+	if statValue(t, sock, "tls_inspector.tls_not_found") != 1 || stat("downstream_cx_active") != 2 {
 		t.Fatal("unmatched sockets were counted")
 	}
 
