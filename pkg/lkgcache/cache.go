@@ -1,0 +1,266 @@
+package lkgcache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// DefaultMaxAge matches the control plane's cleanup of offline Dataplanes
+// (runtime.universal.dataplaneCleanupAge).
+const DefaultMaxAge = 72 * time.Hour
+
+// SubDir (of the state dir) holds the cache file, FileName.
+const (
+	SubDir   = "xds"
+	FileName = "xds-lkg"
+)
+
+const tempPattern = ".xds-lkg-*.tmp"
+
+// Options configures Open.
+type Options struct {
+	Dir      string // state dir; the cache goes in its SubDir, 0700
+	Identity Identity
+	MaxAge   time.Duration // 0 means DefaultMaxAge
+	Now      func() time.Time
+	Log      *zap.Logger
+}
+
+// Cache holds the current last-known-good snapshot in memory and writes it
+// behind to disk: Store never waits for the disk, and only the latest
+// state is written.
+type Cache struct {
+	opts Options
+	dir  string
+	path string
+	log  *zap.Logger
+
+	mu        sync.Mutex
+	current   *Snapshot // what Usable judges; nil if none
+	bootstrap []byte
+	pending   *Snapshot // not written yet
+	failing   bool      // the last write failed (logged once per episode)
+
+	wake     chan struct{}
+	stop     chan struct{}
+	stopped  chan struct{}
+	closeMu  sync.Once
+	writeOut func(dir string, data []byte) error // tests slow it down
+}
+
+// Open loads the cache in opts.Dir if it is intact and made for
+// opts.Identity, and starts the writer. A damaged cache is removed with a
+// warning; one of another identity is left alone and not used.
+func Open(opts Options) (*Cache, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("lkgcache: no state dir")
+	}
+	if opts.MaxAge <= 0 {
+		opts.MaxAge = DefaultMaxAge
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Log == nil {
+		opts.Log = zap.NewNop()
+	}
+	dir := filepath.Join(opts.Dir, SubDir)
+	if err := ensurePrivateDir(dir); err != nil {
+		return nil, err
+	}
+	c := &Cache{
+		opts: opts, dir: dir, path: filepath.Join(dir, FileName), log: opts.Log,
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
+		writeOut: writeAtomic,
+	}
+	removeTemps(dir)
+	c.current = c.load()
+	go c.writer()
+	return c, nil
+}
+
+// ensurePrivateDir creates dir 0700, or makes an existing one 0700: the
+// cache holds the proxy's TLS keys. dir is the cache's own subdirectory,
+// so tightening it changes nothing of the user's.
+func ensurePrivateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("--state-dir: %w", err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("--state-dir: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("--state-dir: %s is not a directory; remove it", dir)
+	}
+	if fi.Mode().Perm() != 0o700 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fmt.Errorf("--state-dir: %s has mode %04o and cannot be made private: %w", dir, fi.Mode().Perm(), err)
+		}
+	}
+	return nil
+}
+
+func removeTemps(dir string) {
+	matches, _ := filepath.Glob(filepath.Join(dir, tempPattern))
+	for _, m := range matches {
+		_ = os.Remove(m)
+	}
+}
+
+func (c *Cache) load() *Snapshot {
+	data, err := os.ReadFile(c.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		c.log.Warn("cannot read the xDS cache; starting without it", zap.String("path", c.path), zap.Error(err))
+		return nil
+	}
+	s, err := Decode(data)
+	if err != nil {
+		c.log.Warn("discarding a damaged xDS cache", zap.String("path", c.path), zap.Error(err))
+		_ = os.Remove(c.path)
+		return nil
+	}
+	if s.Identity != c.opts.Identity {
+		c.log.Warn("the xDS cache was made for another proxy or control plane; not using it",
+			zap.String("path", c.path), zap.Any("cached", s.Identity), zap.Any("want", c.opts.Identity))
+		return nil
+	}
+	return s
+}
+
+// SetBootstrap is the tokenless bootstrap stored with every later snapshot.
+func (c *Cache) SetBootstrap(yaml []byte) {
+	c.mu.Lock()
+	c.bootstrap = yaml
+	c.mu.Unlock()
+}
+
+// Store records Envoy's configuration as of now and schedules its write.
+// It takes ownership of types.
+func (c *Cache) Store(types []TypeState) {
+	c.mu.Lock()
+	s := &Snapshot{Identity: c.opts.Identity, WrittenAt: c.opts.Now(), Bootstrap: c.bootstrap, Types: types}
+	s.normalize()
+	c.current = s
+	c.pending = s
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Usable returns the snapshot Envoy may be served now, or why none is.
+func (c *Cache) Usable() (*Snapshot, error) {
+	c.mu.Lock()
+	s := c.current
+	c.mu.Unlock()
+	if s == nil {
+		return nil, errors.New("no cached configuration for this proxy")
+	}
+	return s, Judge(s, c.opts.Now(), c.opts.MaxAge)
+}
+
+// Judge says why s must not be served at now, nil if it may.
+func Judge(s *Snapshot, now time.Time, maxAge time.Duration) error {
+	age := s.Age(now)
+	switch {
+	case age < -time.Minute:
+		return fmt.Errorf("the cached configuration is dated %s, in the future (was the clock changed?)", s.WrittenAt.UTC().Format(time.RFC3339))
+	case age > maxAge:
+		return fmt.Errorf("the cached configuration is %s old, older than --cache-max-age %s", age.Round(time.Second), maxAge)
+	}
+	na, err := s.EarliestNotAfter()
+	if err != nil {
+		return fmt.Errorf("the cached configuration has an unreadable certificate: %w", err)
+	}
+	if !na.IsZero() && !now.Before(na) {
+		return fmt.Errorf("a certificate in the cached configuration expired at %s", na.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// Close writes what is pending (bounded by ctx) and stops the writer.
+func (c *Cache) Close(ctx context.Context) error {
+	c.closeMu.Do(func() { close(c.stop) })
+	select {
+	case <-c.stopped:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("the xDS cache write did not finish: %w", ctx.Err())
+	}
+}
+
+func (c *Cache) writer() {
+	defer close(c.stopped)
+	for {
+		select {
+		case <-c.wake:
+			c.writePending()
+		case <-c.stop:
+			c.writePending()
+			return
+		}
+	}
+}
+
+func (c *Cache) writePending() {
+	c.mu.Lock()
+	s := c.pending
+	c.pending = nil
+	c.mu.Unlock()
+	if s == nil {
+		return
+	}
+	err := c.writeOut(c.dir, Encode(s))
+	c.mu.Lock()
+	wasFailing := c.failing
+	c.failing = err != nil
+	c.mu.Unlock()
+	switch {
+	case err != nil && !wasFailing:
+		c.log.Warn("cannot write the xDS cache; a restart while the control plane is unreachable would find an older one", zap.String("path", c.path), zap.Error(err))
+	case err == nil && wasFailing:
+		c.log.Info("the xDS cache is written again", zap.String("path", c.path))
+	}
+}
+
+// writeAtomic replaces the cache file: temp file, fsync, rename, fsync of
+// the directory, so a crash leaves the old file or the new one.
+func writeAtomic(dir string, data []byte) error {
+	f, err := os.CreateTemp(dir, tempPattern) // 0600
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	if _, err = f.Write(data); err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, FileName))
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

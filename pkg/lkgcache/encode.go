@@ -1,0 +1,244 @@
+package lkgcache
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// The file is magic, a protobuf-wire body, and the SHA-256 of both: a torn
+// or altered file fails the checksum before anything in it is trusted.
+var magic = []byte("ZPXDSLKG")
+
+const (
+	formatVersion = 1
+	sumSize       = sha256.Size
+)
+
+// Field numbers of the body.
+const (
+	fFormat    = 1
+	fIdentity  = 2
+	fWrittenAt = 3
+	fBootstrap = 4
+	fType      = 5
+
+	fIDMesh = 1
+	fIDName = 2
+	fIDRole = 3
+	fIDCP   = 4
+
+	fTypeURL      = 1
+	fTypeVersion  = 2
+	fTypeResource = 3
+
+	fResName    = 1
+	fResVersion = 2
+	fResType    = 3
+	fResBody    = 4
+)
+
+// Encode serializes s (normalized first) into the cache file format.
+func Encode(s *Snapshot) []byte {
+	s.normalize()
+	b := append([]byte(nil), magic...)
+	b = appendBody(b, s)
+	sum := sha256.Sum256(b)
+	return append(b, sum[:]...)
+}
+
+func appendBody(b []byte, s *Snapshot) []byte {
+	b = protowire.AppendTag(b, fFormat, protowire.VarintType)
+	b = protowire.AppendVarint(b, formatVersion)
+	var id []byte
+	id = appendString(id, fIDMesh, s.Identity.Mesh)
+	id = appendString(id, fIDName, s.Identity.Name)
+	id = appendString(id, fIDRole, s.Identity.Role)
+	id = appendString(id, fIDCP, s.Identity.ControlPlane)
+	b = appendBytes(b, fIdentity, id)
+	b = protowire.AppendTag(b, fWrittenAt, protowire.VarintType)
+	b = protowire.AppendVarint(b, uint64(s.WrittenAt.UnixNano()))
+	b = appendBytes(b, fBootstrap, s.Bootstrap)
+	for _, t := range s.Types {
+		var tb []byte
+		tb = appendString(tb, fTypeURL, t.TypeURL)
+		tb = appendString(tb, fTypeVersion, t.Version)
+		for _, r := range t.Resources {
+			var rb []byte
+			rb = appendString(rb, fResName, r.Name)
+			rb = appendString(rb, fResVersion, r.Version)
+			rb = appendString(rb, fResType, r.TypeURL)
+			rb = appendBytes(rb, fResBody, r.Body)
+			tb = appendBytes(tb, fTypeResource, rb)
+		}
+		b = appendBytes(b, fType, tb)
+	}
+	return b
+}
+
+func appendString(b []byte, num protowire.Number, s string) []byte {
+	return appendBytes(b, num, []byte(s))
+}
+
+func appendBytes(b []byte, num protowire.Number, v []byte) []byte {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendBytes(b, v)
+}
+
+// Decode parses a cache file. Any damage is an error; nothing of a damaged
+// file is returned. Resource bodies alias data.
+func Decode(data []byte) (*Snapshot, error) {
+	if len(data) < len(magic)+sumSize || !bytes.Equal(data[:len(magic)], magic) {
+		return nil, errors.New("not a zoneproxy xDS cache file")
+	}
+	body, sum := data[:len(data)-sumSize], data[len(data)-sumSize:]
+	if got := sha256.Sum256(body); !bytes.Equal(got[:], sum) {
+		return nil, errors.New("checksum mismatch (torn or altered file)")
+	}
+	return decodeBody(body[len(magic):])
+}
+
+// decodeBody parses the body and checks what a usable cache must hold.
+func decodeBody(b []byte) (*Snapshot, error) {
+	s := &Snapshot{}
+	var format uint64
+	var haveID, haveTime bool
+	seen := map[string]bool{}
+	err := fields(b, func(num protowire.Number, v uint64, raw []byte) error {
+		switch num {
+		case fFormat:
+			format = v
+		case fIdentity:
+			haveID = true
+			return decodeIdentity(raw, &s.Identity)
+		case fWrittenAt:
+			haveTime = true
+			s.WrittenAt = time.Unix(0, int64(v))
+		case fBootstrap:
+			s.Bootstrap = raw
+		case fType:
+			t, err := decodeType(raw)
+			if err != nil {
+				return err
+			}
+			if seen[t.TypeURL] {
+				return fmt.Errorf("type %s twice", t.TypeURL)
+			}
+			seen[t.TypeURL] = true
+			s.Types = append(s.Types, t)
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case format != formatVersion:
+		return nil, fmt.Errorf("format %d, this zoneproxy reads %d", format, formatVersion)
+	case !haveID || !haveTime:
+		return nil, errors.New("identity or time missing")
+	}
+	return s, nil
+}
+
+func decodeIdentity(b []byte, id *Identity) error {
+	return fields(b, func(num protowire.Number, _ uint64, raw []byte) error {
+		dst := map[protowire.Number]*string{fIDMesh: &id.Mesh, fIDName: &id.Name, fIDRole: &id.Role, fIDCP: &id.ControlPlane}[num]
+		if dst == nil {
+			return nil
+		}
+		return setString(dst, raw)
+	})
+}
+
+func decodeType(b []byte) (TypeState, error) {
+	var t TypeState
+	names := map[string]bool{}
+	err := fields(b, func(num protowire.Number, _ uint64, raw []byte) error {
+		switch num {
+		case fTypeURL:
+			return setString(&t.TypeURL, raw)
+		case fTypeVersion:
+			return setString(&t.Version, raw)
+		case fTypeResource:
+			r, err := decodeResource(raw)
+			if err != nil {
+				return err
+			}
+			if names[r.Name] {
+				return fmt.Errorf("resource %q twice", r.Name)
+			}
+			names[r.Name] = true
+			t.Resources = append(t.Resources, r)
+		}
+		return nil
+	})
+	if err == nil && t.TypeURL == "" {
+		err = errors.New("a type without its URL")
+	}
+	return t, err
+}
+
+func decodeResource(b []byte) (Resource, error) {
+	var r Resource
+	err := fields(b, func(num protowire.Number, _ uint64, raw []byte) error {
+		switch num {
+		case fResName:
+			return setString(&r.Name, raw)
+		case fResVersion:
+			return setString(&r.Version, raw)
+		case fResType:
+			return setString(&r.TypeURL, raw)
+		case fResBody:
+			r.Body = raw
+		}
+		return nil
+	})
+	if err == nil && (r.Name == "" || r.TypeURL == "") {
+		err = errors.New("a resource without name or type")
+	}
+	return r, err
+}
+
+func setString(dst *string, raw []byte) error {
+	if !utf8.Valid(raw) {
+		return errors.New("invalid UTF-8")
+	}
+	*dst = string(raw)
+	return nil
+}
+
+// fields walks a protobuf-wire message: varints give v, length-delimited
+// fields give raw. Unknown fields of those two kinds are skipped; other
+// wire types are damage.
+func fields(b []byte, each func(num protowire.Number, v uint64, raw []byte) error) error {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		b = b[n:]
+		var v uint64
+		var raw []byte
+		switch typ {
+		case protowire.VarintType:
+			v, n = protowire.ConsumeVarint(b)
+		case protowire.BytesType:
+			raw, n = protowire.ConsumeBytes(b)
+		default:
+			return fmt.Errorf("field %d: unexpected wire type %d", num, typ)
+		}
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		b = b[n:]
+		if err := each(num, v, raw); err != nil {
+			return err
+		}
+	}
+	return nil
+}
