@@ -197,7 +197,7 @@ func newRequest(cfg *config.Config, workDir string, ev envoy.Version, caPEM []by
 		DynamicMetadata: map[string]string{"version.dependencies.zoneproxy": version.Version},
 		ReadinessPort:   uint32(cfg.ReadinessPort),
 		OperatingSystem: runtime.GOOS,
-		Features:        []string{bootstrap.FeatureReusePort},
+		Features:        []string{bootstrap.FeatureTCPAccessLogViaNamedPipe, bootstrap.FeatureReusePort},
 		Workdir:         workDir,
 		SystemCAPath:    firstExisting(systemCAPaths),
 		IPv6Enabled:     hostHasIPv6(),

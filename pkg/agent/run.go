@@ -31,6 +31,11 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, doc
 	}
 	admin := envoy.NewAdmin(adminAddr)
 	defer admin.Close()
+	obs, err := a.startObservability(wd.path, admin.Stats)
+	if err != nil {
+		return err
+	}
+	defer obs.close() // after Envoy is gone: it writes the FIFO to the end
 
 	a.tracker.Set(state.EnvoyStarting, "Envoy starting")
 	args := envoy.Args(envoy.Options{
@@ -55,6 +60,9 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, doc
 	a.log.Info("started Envoy", zap.Int("pid", proc.PID()), zap.Strings("args", args), zap.String("admin", adminAddr.String()))
 	if a.opts.OnEnvoy != nil {
 		a.opts.OnEnvoy(admin, proc)
+	}
+	if err := obs.poll(wd.path); err != nil {
+		return err
 	}
 	a.ready.SetEnvoyProbe(admin.Ready)
 	a.opts.Metrics.EnvoyStarted(admin.PrometheusStats)

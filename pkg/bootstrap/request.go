@@ -58,7 +58,12 @@ type MetricsResources struct {
 	KeyPath  string `json:"keyPath"`
 }
 
+// FeatureTCPAccessLogViaNamedPipe says the agent streams the access-log
+// FIFO to MeshAccessLog TCP backends. kuma-cp no longer reads it (it always
+// points them at the FIFO); sent as kuma-dp does.
+const FeatureTCPAccessLogViaNamedPipe = "feature-tcp-accesslog-via-named-pipe"
+
 // FeatureReusePort lets the control plane enable SO_REUSEPORT on listeners.
 // The agent advertises only features it (or Envoy alone) really provides:
-// no access-log pipe, OTel pipe or DNS proxy.
+// no OTel pipe or DNS proxy.
 const FeatureReusePort = "feature-reuse-port"
