@@ -34,15 +34,22 @@ func expectedListeners(cfg *config.Config) []zoneListener {
 	var out []zoneListener
 	for _, l := range cfg.Dataplane().Networking.Listeners {
 		zl := zoneListener{name: l.EnvoyListenerName(), addr: fmt.Sprintf("%s:%d", l.Address, l.Port)}
-		switch l.Type {
-		case dataplane.TypeZoneIngress:
-			zl.why = "the control plane sends the ingress listener only when this zone has a MeshService: create one (or deploy a service in this zone)"
-		case dataplane.TypeZoneEgress:
-			zl.why = "the control plane sends the egress listener only when a MeshIdentity selects this proxy and the mesh has a MeshExternalService: create them"
-		}
+		zl.why = ZoneListenerCondition(l.Type)
 		out = append(out, zl)
 	}
 	return out
+}
+
+// ZoneListenerCondition says when the control plane sends the listener of
+// a zone listener type, and what the operator can do about it.
+func ZoneListenerCondition(listenerType string) string {
+	switch listenerType {
+	case dataplane.TypeZoneIngress:
+		return "the control plane sends the ingress listener only when this zone has a MeshService: create one (or deploy a service in this zone)"
+	case dataplane.TypeZoneEgress:
+		return "the control plane sends the egress listener only when a MeshIdentity selects this proxy and the mesh has a MeshExternalService: create them"
+	}
+	return "the control plane has not sent it"
 }
 
 type listenerLister interface {

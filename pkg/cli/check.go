@@ -16,7 +16,9 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 	"github.com/zoneproxy/zoneproxy/pkg/preflight"
+	"github.com/zoneproxy/zoneproxy/pkg/timesync"
 	"github.com/zoneproxy/zoneproxy/pkg/token"
+	"github.com/zoneproxy/zoneproxy/pkg/version"
 )
 
 func newCheckCommand() *cobra.Command {
@@ -50,6 +52,11 @@ func (c *checklist) ok(what string, args ...any) {
 	fmt.Fprintf(c.w, "[ ok ] %s\n", fmt.Sprintf(what, args...))
 }
 
+// note is advice that fails nothing.
+func (c *checklist) note(what string, args ...any) {
+	fmt.Fprintf(c.w, "[note] %s\n", fmt.Sprintf(what, args...))
+}
+
 func (c *checklist) fail(what string, err error) {
 	c.failed++
 	fmt.Fprintf(c.w, "[FAIL] %s\n", what)
@@ -74,8 +81,17 @@ func runChecks(ctx context.Context, w io.Writer, cfg *config.Config) error {
 		c.fail("Envoy binary", err)
 	case warning != nil:
 		c.ok("Envoy binary %s found (version unreadable: %v)", cfg.EnvoyBinary, warning)
+	case !version.EnvoyCompatible(ev.Version):
+		c.ok("Envoy binary %s found, version %s", cfg.EnvoyBinary, ev.Version)
+		c.note("Envoy %s is not the version Kuma %s is built with (%s); it may work, and the control plane shows it as incompatible", ev.Version, version.Kuma, version.ExpectedEnvoy())
 	default:
 		c.ok("Envoy binary %s found, version %s", cfg.EnvoyBinary, ev.Version)
+	}
+	switch clock := timesync.Check(); {
+	case clock.Synced:
+		c.ok("the system clock is synchronised")
+	default:
+		c.note("%s: tokens and certificates may look expired or not yet valid until it is; zoneproxy keeps retrying meanwhile", strings.TrimSuffix(clock.Problem(), "."))
 	}
 
 	ports := append([]preflight.Port{preflight.ReadinessPort(cfg)}, preflight.Ports(cfg)...)
@@ -91,6 +107,9 @@ func runChecks(ctx context.Context, w io.Writer, cfg *config.Config) error {
 
 	c.checkToken(cfg)
 	c.checkControlPlane(ctx, cfg, ev)
+	for _, l := range cfg.Dataplane().Networking.Listeners {
+		c.note("after start, /ready says NO_ZONE_LISTENER until the control plane sends %s: %s", l.EnvoyListenerName(), agent.ZoneListenerCondition(l.Type))
+	}
 
 	if c.failed > 0 {
 		fmt.Fprintf(w, "%d check(s) failed\n", c.failed)

@@ -66,7 +66,8 @@ func listeningInodes(port int) (map[string]bool, error) {
 	want := fmt.Sprintf(":%04X", port)
 	read := 0
 	for _, name := range []string{"tcp", "tcp6"} {
-		f, err := os.Open(filepath.Join(Proc, "net", name))
+		// Under the unit's ProcSubset=pid only /proc/<pid> is visible.
+		f, err := os.Open(filepath.Join(Proc, "self", "net", name))
 		if err != nil {
 			continue // no IPv6, say
 		}
@@ -84,7 +85,7 @@ func listeningInodes(port int) (map[string]bool, error) {
 		f.Close()
 	}
 	if read == 0 {
-		return nil, fmt.Errorf("cannot read %s/net/tcp", Proc)
+		return nil, fmt.Errorf("cannot read %s/self/net/tcp", Proc)
 	}
 	return out, nil
 }
