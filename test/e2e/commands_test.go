@@ -31,7 +31,7 @@ func TestCheckPassesAndFails(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "all checks passed") {
 		t.Fatalf("exit %d\n%s", code, out)
 	}
-	for _, want := range []string{"Envoy binary", "version 1.39.0", "ports are free", `dataplane token is a JWT for mesh "payments"`, "TLS verified with " + zone.CP.CACertFile()} {
+	for _, want := range []string{"Envoy binary", "version 1.39.0", "ports are free", "NO_ZONE_LISTENER until the control plane sends self_zoneegress_dp_ze-port", `dataplane token is a JWT for mesh "payments"`, "TLS verified with " + zone.CP.CACertFile()} {
 		if !strings.Contains(out, want) {
 			t.Errorf("check output lacks %q:\n%s", want, out)
 		}
