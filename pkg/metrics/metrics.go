@@ -117,10 +117,13 @@ func (m *Metrics) WriteAgent(w io.Writer) {
 	}
 }
 
-// ServeHTTP writes the agent's metrics, then Envoy's /stats/prometheus.
+// ServeHTTP writes the agent's metrics, its process and Go runtime
+// metrics, then Envoy's /stats/prometheus.
 func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	m.WriteAgent(w)
+	WriteProcess(w)
+	WriteGo(w)
 	m.mu.Lock()
 	stats := m.envoyStats
 	m.mu.Unlock()
@@ -144,7 +147,7 @@ func (m *Metrics) write(w io.Writer) {
 	gauge := func(name, help string, v float64) {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n%s %g\n", name, help, name, name, v)
 	}
-	fmt.Fprintf(w, "# HELP zoneproxy_build_info Build of the agent.\n# TYPE zoneproxy_build_info gauge\nzoneproxy_build_info{version=%q,commit=%q} 1\n", version.Version, version.Commit)
+	fmt.Fprintf(w, "# HELP zoneproxy_build_info Build of the agent.\n# TYPE zoneproxy_build_info gauge\nzoneproxy_build_info{version=\"%s\",commit=\"%s\"} 1\n", LabelValue(version.Version), LabelValue(version.Commit))
 
 	fmt.Fprint(w, "# HELP zoneproxy_bootstrap_attempts_total Bootstrap requests by outcome.\n# TYPE zoneproxy_bootstrap_attempts_total counter\n")
 	outcomes := []string{"success", "mesh_not_found", "retryable", "permanent"}
@@ -155,14 +158,14 @@ func (m *Metrics) write(w io.Writer) {
 	}
 	sort.Strings(outcomes)
 	for _, o := range outcomes {
-		fmt.Fprintf(w, "zoneproxy_bootstrap_attempts_total{outcome=%q} %d\n", o, m.attempts[o])
+		fmt.Fprintf(w, "zoneproxy_bootstrap_attempts_total{outcome=\"%s\"} %d\n", LabelValue(o), m.attempts[o])
 	}
 	fmt.Fprintf(w, "# HELP zoneproxy_mesh_wait_seconds_total Time spent waiting for the mesh to exist.\n# TYPE zoneproxy_mesh_wait_seconds_total counter\nzoneproxy_mesh_wait_seconds_total %g\n", m.meshWait.Seconds())
 	gauge("zoneproxy_envoy_up", "1 while Envoy runs.", b2f(m.envoyUp))
 	fmt.Fprintf(w, "# HELP zoneproxy_envoy_exits_total Times Envoy exited.\n# TYPE zoneproxy_envoy_exits_total counter\nzoneproxy_envoy_exits_total %d\n", m.envoyExits)
 	gauge("zoneproxy_ready", "1 while the agent reports READY.", b2f(snap.Phase == state.Ready))
 	fmt.Fprint(w, "# HELP zoneproxy_phase The agent's lifecycle phase.\n# TYPE zoneproxy_phase gauge\n")
-	fmt.Fprintf(w, "zoneproxy_phase{phase=%q} 1\n", snap.Phase)
+	fmt.Fprintf(w, "zoneproxy_phase{phase=\"%s\"} 1\n", LabelValue(string(snap.Phase)))
 	if len(m.listeners) > 0 {
 		fmt.Fprint(w, "# HELP zoneproxy_zone_listener_present 1 while Envoy has the zone listener the proxy is configured for.\n# TYPE zoneproxy_zone_listener_present gauge\n")
 		names := make([]string, 0, len(m.listeners))
