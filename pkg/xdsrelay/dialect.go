@@ -1,0 +1,50 @@
+package xdsrelay
+
+import (
+	"google.golang.org/protobuf/proto"
+
+	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
+)
+
+// dialect is what differs between delta ADS, state-of-the-world ADS and
+// HDS: how messages are observed and how the cache answers.
+type dialect interface {
+	name() string
+	method() string
+	// exclusive: the control plane allows one such stream per node.
+	exclusive() bool
+	// cacheable: Envoy may be served from the cache on this stream.
+	cacheable() bool
+	observeRequest(o *observer, b []byte) (proto.Message, error)
+	observeResponse(o *observer, b []byte, fromCache bool) (proto.Message, error)
+	observeResponseMsg(o *observer, m proto.Message, fromCache bool)
+	cacheServer(s *lkgcache.Snapshot) cacheServer
+}
+
+// cacheServer answers Envoy's requests from a snapshot; nil means no
+// answer is due.
+type cacheServer interface {
+	answer(req proto.Message) proto.Message
+}
+
+const (
+	hdsService = "envoy.service.health.v3.HealthDiscoveryService"
+	hdsMethod  = "/" + hdsService + "/StreamHealthCheck"
+)
+
+// hds is relayed unchanged and unobserved (the relay does not link the
+// health-check protos); it is never served from the cache.
+type hds struct{}
+
+func (hds) name() string    { return "HDS" }
+func (hds) method() string  { return hdsMethod }
+func (hds) exclusive() bool { return false }
+func (hds) cacheable() bool { return false }
+
+func (hds) observeRequest(*observer, []byte) (proto.Message, error) { return nil, nil }
+
+func (hds) observeResponse(*observer, []byte, bool) (proto.Message, error) { return nil, nil }
+
+func (hds) observeResponseMsg(*observer, proto.Message, bool) {}
+
+func (hds) cacheServer(*lkgcache.Snapshot) cacheServer { return nil }

@@ -1,0 +1,354 @@
+package xdsrelay
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/zoneproxy/zoneproxy/pkg/bootstrap"
+	"github.com/zoneproxy/zoneproxy/pkg/bootstraprewrite"
+	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
+)
+
+const (
+	listenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
+	clusterType  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+	// waitLimit is a generous ceiling for what should take milliseconds.
+	waitLimit = 20 * time.Second
+)
+
+// pki is a CA and a server certificate for 127.0.0.1 and localhost.
+type pki struct {
+	caPEM  []byte
+	server tls.Certificate
+}
+
+func newPKI(t testing.TB) *pki {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "cp"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &pki{
+		caPEM:  pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		server: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key},
+	}
+}
+
+// cpStream is one stream the fake control plane accepted.
+type cpStream struct {
+	grpc.ServerStream
+	method string
+	token  string
+	md     metadata.MD
+}
+
+func (s *cpStream) recv() ([]byte, error) {
+	f := &frame{}
+	err := s.RecvMsg(f)
+	return f.b, err
+}
+
+func (s *cpStream) send(b []byte) error { return s.SendMsg(&frame{b: b}) }
+
+// fakeCP is a scripted control plane over TLS: every stream runs script.
+type fakeCP struct {
+	t      testing.TB
+	addr   string
+	server *grpc.Server
+	script func(s *cpStream) error
+
+	mu     sync.Mutex
+	events []string // "open <token>", "close <token>"
+	opened chan *cpStream
+}
+
+func startFakeCP(t testing.TB, p *pki, addr string, script func(s *cpStream) error) *fakeCP {
+	t.Helper()
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := &fakeCP{t: t, addr: ln.Addr().String(), script: script, opened: make(chan *cpStream, 100)}
+	creds := credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{p.server}})
+	cp.server = grpc.NewServer(grpc.Creds(creds), grpc.ForceServerCodecV2(rawCodec{}))
+	handler := func(method string) grpc.StreamHandler {
+		return func(_ any, ss grpc.ServerStream) error {
+			md, _ := metadata.FromIncomingContext(ss.Context())
+			s := &cpStream{ServerStream: ss, method: method, md: md, token: strings.Join(md.Get("authorization"), ",")}
+			cp.record("open " + s.token)
+			defer cp.record("close " + s.token)
+			cp.opened <- s
+			return cp.script(s)
+		}
+	}
+	stream := func(method string) grpc.StreamDesc {
+		return grpc.StreamDesc{StreamName: method, Handler: handler(method), ServerStreams: true, ClientStreams: true}
+	}
+	cp.server.RegisterService(&grpc.ServiceDesc{ServiceName: "envoy.service.discovery.v3.AggregatedDiscoveryService", HandlerType: (*any)(nil),
+		Streams: []grpc.StreamDesc{stream("DeltaAggregatedResources"), stream("StreamAggregatedResources")}}, struct{}{})
+	cp.server.RegisterService(&grpc.ServiceDesc{ServiceName: hdsService, HandlerType: (*any)(nil),
+		Streams: []grpc.StreamDesc{stream("StreamHealthCheck")}}, struct{}{})
+	go func() { _ = cp.server.Serve(ln) }()
+	t.Cleanup(cp.server.Stop)
+	return cp
+}
+
+func (cp *fakeCP) record(e string) {
+	cp.mu.Lock()
+	cp.events = append(cp.events, e)
+	cp.mu.Unlock()
+}
+
+func (cp *fakeCP) log() []string {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return append([]string(nil), cp.events...)
+}
+
+func (cp *fakeCP) nextStream(t testing.TB) *cpStream {
+	t.Helper()
+	select {
+	case s := <-cp.opened:
+		return s
+	case <-time.After(waitLimit):
+		t.Fatal("the control plane got no stream")
+		return nil
+	}
+}
+
+// events collects the relay's callbacks.
+type events struct {
+	mu       sync.Mutex
+	errs     []StreamError
+	rejects  []Rejection
+	accepts  []Acceptance
+	cache    []CacheState
+	changed  chan struct{}
+	disabled bool
+}
+
+func newEvents() *events { return &events{changed: make(chan struct{}, 1000)} }
+
+func (e *events) hooks() Events {
+	note := func(f func()) {
+		e.mu.Lock()
+		f()
+		e.mu.Unlock()
+		e.changed <- struct{}{}
+	}
+	return Events{
+		StreamError:  func(se StreamError) { note(func() { e.errs = append(e.errs, se) }) },
+		Rejected:     func(r Rejection) { note(func() { e.rejects = append(e.rejects, r) }) },
+		Accepted:     func(a Acceptance) { note(func() { e.accepts = append(e.accepts, a) }) },
+		CachedConfig: func(c CacheState) { note(func() { e.cache = append(e.cache, c) }) },
+	}
+}
+
+// await waits until cond holds on the collected events.
+func (e *events) await(t testing.TB, what string, cond func(e *events) bool) {
+	t.Helper()
+	deadline := time.After(waitLimit)
+	for {
+		e.mu.Lock()
+		ok := cond(e)
+		e.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-e.changed:
+		case <-deadline:
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			t.Fatalf("timed out waiting for %s; errors %v, rejections %v, accepts %d, cache %v", what, e.errs, e.rejects, len(e.accepts), e.cache)
+		}
+	}
+}
+
+type relayOpts func(*Options)
+
+// startRelay runs a relay to cp's address on a socket in a fresh dir.
+func startRelay(t testing.TB, p *pki, cpAddr string, token func() (string, error), ev *events, mods ...relayOpts) *Relay {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "xr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	opts := Options{
+		SocketPath: filepath.Join(dir, "xds.sock"),
+		Upstream:   bootstraprewrite.Upstream{Address: cpAddr, ServerName: "127.0.0.1", CAPEM: p.caPEM, Metadata: []bootstraprewrite.Header{{Key: "x-zone", Value: "east"}}},
+		Token:      token,
+		Backoff:    bootstrap.Backoff{Initial: 5 * time.Millisecond, Max: 50 * time.Millisecond},
+		Log:        zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)),
+	}
+	if ev != nil {
+		opts.Events = ev.hooks()
+	}
+	for _, m := range mods {
+		m(&opts)
+	}
+	r, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	return r
+}
+
+func staticToken(tok string) func() (string, error) { return func() (string, error) { return tok, nil } }
+
+// envoyClient plays Envoy on the relay's socket.
+type envoyClient struct {
+	t      testing.TB
+	conn   *grpc.ClientConn
+	stream grpc.ClientStream
+	cancel context.CancelFunc
+}
+
+func dialEnvoy(t testing.TB, r *Relay, method string) *envoyClient {
+	t.Helper()
+	conn, err := grpc.NewClient("unix://"+r.opts.SocketPath, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{}), grpc.MaxCallRecvMsgSize(64<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stream, err := conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, method)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &envoyClient{t: t, conn: conn, stream: stream, cancel: cancel}
+	t.Cleanup(c.close)
+	return c
+}
+
+func (c *envoyClient) close() {
+	c.cancel()
+	_ = c.conn.Close()
+}
+
+func (c *envoyClient) sendRaw(b []byte) {
+	c.t.Helper()
+	if err := c.stream.SendMsg(&frame{b: b}); err != nil {
+		c.t.Fatalf("Envoy send: %v", err)
+	}
+}
+
+func (c *envoyClient) send(m proto.Message) []byte {
+	c.t.Helper()
+	b := mustMarshal(c.t, m)
+	c.sendRaw(b)
+	return b
+}
+
+func (c *envoyClient) recv() ([]byte, error) {
+	f := &frame{}
+	err := c.stream.RecvMsg(f)
+	return f.b, err
+}
+
+func (c *envoyClient) recvDelta() *discoveryv3.DeltaDiscoveryResponse {
+	c.t.Helper()
+	b, err := c.recv()
+	if err != nil {
+		c.t.Fatalf("Envoy recv: %v", err)
+	}
+	resp := &discoveryv3.DeltaDiscoveryResponse{}
+	if err := proto.Unmarshal(b, resp); err != nil {
+		c.t.Fatal(err)
+	}
+	return resp
+}
+
+func mustMarshal(t testing.TB, m proto.Message) []byte {
+	t.Helper()
+	b, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+var node = &corev3.Node{Id: "default.zp-1", Cluster: "zp"}
+
+func listener(t testing.TB, name string, pad int) *anypb.Any {
+	t.Helper()
+	a, err := anypb.New(&listenerv3.Listener{Name: name, StatPrefix: strings.Repeat("x", pad)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func deltaResponse(t testing.TB, typ, version, nonce string, names ...string) *discoveryv3.DeltaDiscoveryResponse {
+	resp := &discoveryv3.DeltaDiscoveryResponse{TypeUrl: typ, SystemVersionInfo: version, Nonce: nonce}
+	for _, n := range names {
+		resp.Resources = append(resp.Resources, &discoveryv3.Resource{Name: n, Version: version, Resource: listener(t, n, 0)})
+	}
+	return resp
+}
+
+func decodeDeltaRequest(t testing.TB, b []byte) *discoveryv3.DeltaDiscoveryRequest {
+	t.Helper()
+	req := &discoveryv3.DeltaDiscoveryRequest{}
+	if err := proto.Unmarshal(b, req); err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+func openCache(t testing.TB, dir string) *lkgcache.Cache {
+	t.Helper()
+	c, err := lkgcache.Open(lkgcache.Options{Dir: dir, Identity: lkgcache.Identity{Mesh: "default", Name: "zp-1", Role: "ingress", ControlPlane: "cp"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}

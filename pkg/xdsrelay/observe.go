@@ -1,0 +1,209 @@
+package xdsrelay
+
+import (
+	"sort"
+	"strings"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
+)
+
+// holdings is what Envoy holds, per type URL, as far as its ACKs tell. It
+// outlives streams: Envoy keeps its resources across reconnects.
+type holdings struct {
+	mu    sync.Mutex
+	types map[string]*typeHolding
+}
+
+type typeHolding struct {
+	version string
+	res     map[string]lkgcache.Resource
+}
+
+// apply records an ACKed response. keep, when set, filters what was held
+// before (nil keeps everything).
+func (h *holdings) apply(p *pendingResponse, keep func(lkgcache.Resource) bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := h.types[p.typeURL]
+	if t == nil {
+		t = &typeHolding{res: map[string]lkgcache.Resource{}}
+		h.types[p.typeURL] = t
+	}
+	if keep != nil {
+		for name, r := range t.res {
+			if !keep(r) {
+				delete(t.res, name)
+			}
+		}
+	}
+	for _, r := range p.resources {
+		t.res[r.Name] = r
+	}
+	for _, name := range p.removed {
+		delete(t.res, name)
+	}
+	t.version = p.version
+}
+
+// drop forgets resources Envoy unsubscribed from.
+func (h *holdings) drop(typeURL string, names []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if t := h.types[typeURL]; t != nil {
+		for _, n := range names {
+			delete(t.res, n)
+		}
+	}
+}
+
+// export copies the holdings for the cache; bodies are shared, never
+// written to.
+func (h *holdings) export() []lkgcache.TypeState {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]lkgcache.TypeState, 0, len(h.types))
+	for url, t := range h.types {
+		ts := lkgcache.TypeState{TypeURL: url, Version: t.version, Resources: make([]lkgcache.Resource, 0, len(t.res))}
+		for _, r := range t.res {
+			ts.Resources = append(ts.Resources, r)
+		}
+		out = append(out, ts)
+	}
+	return out
+}
+
+// Names lists the resources of typeURL Envoy holds, sorted.
+func (r *Relay) Names(typeURL string) []string {
+	r.held.mu.Lock()
+	defer r.held.mu.Unlock()
+	var out []string
+	if t := r.held.types[typeURL]; t != nil {
+		for n := range t.res {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// pendingResponse is a response sent to Envoy and not yet ACKed.
+type pendingResponse struct {
+	seq       uint64
+	typeURL   string
+	version   string
+	resources []lkgcache.Resource
+	removed   []string
+	fromCache bool
+	// replace: a state-of-the-world response, the whole set of its type.
+	replace bool
+}
+
+func (p *pendingResponse) names() []string {
+	out := make([]string, 0, len(p.resources))
+	for _, r := range p.resources {
+		out = append(out, r.Name)
+	}
+	return out
+}
+
+// observer follows one Envoy stream's nonces and subscriptions.
+type observer struct {
+	r       *Relay
+	mu      sync.Mutex
+	seq     uint64
+	pending map[string]*pendingResponse
+	// initial: the versions Envoy declared when it subscribed to a type on
+	// this stream; resynced: its first ACK on this stream was applied.
+	initial  map[string]map[string]string
+	resynced map[string]bool
+}
+
+func newObserver(r *Relay) *observer {
+	return &observer{r: r, pending: map[string]*pendingResponse{}, initial: map[string]map[string]string{}, resynced: map[string]bool{}}
+}
+
+func (o *observer) sent(nonce string, p *pendingResponse) {
+	o.mu.Lock()
+	o.seq++
+	p.seq = o.seq
+	o.pending[nonce] = p
+	o.mu.Unlock()
+}
+
+// subscribed records the versions Envoy holds when it first asks for a
+// type on this stream.
+func (o *observer) subscribed(typeURL string, versions map[string]string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := o.initial[typeURL]; !ok {
+		o.initial[typeURL] = versions
+	}
+}
+
+// answered handles an ACK or a NACK (with Envoy's error) of nonce.
+func (o *observer) answered(nonce string, nack bool, errMsg string) {
+	o.mu.Lock()
+	p := o.pending[nonce]
+	if p == nil {
+		o.mu.Unlock()
+		return
+	}
+	// Older responses of the type will not be ACKed any more.
+	for n, q := range o.pending {
+		if q.typeURL == p.typeURL && q.seq <= p.seq {
+			delete(o.pending, n)
+		}
+	}
+	var keep func(lkgcache.Resource) bool
+	if !nack {
+		switch {
+		case p.replace:
+			keep = func(lkgcache.Resource) bool { return false }
+		case !o.resynced[p.typeURL]:
+			// On a new stream Envoy kept only what it declared.
+			init := o.initial[p.typeURL]
+			keep = func(r lkgcache.Resource) bool { v, ok := init[r.Name]; return ok && v == r.Version }
+		}
+		o.resynced[p.typeURL] = true
+	}
+	o.mu.Unlock()
+	if nack {
+		o.r.rejected(p, errMsg)
+		return
+	}
+	o.r.held.apply(p, keep)
+	o.r.accepted(p)
+}
+
+func (r *Relay) rejected(p *pendingResponse, msg string) {
+	r.met.rejected(shortType(p.typeURL))
+	names := p.names()
+	r.log.Warn("Envoy rejected a configuration", zap.String("type", shortType(p.typeURL)),
+		zap.Strings("resources", names), zap.String("version", p.version), zap.String("error", msg), zap.Bool("cached", p.fromCache))
+	if f := r.opts.Events.Rejected; f != nil {
+		f(Rejection{TypeURL: p.typeURL, Names: names, Version: p.version, Message: msg, FromCache: p.fromCache})
+	}
+}
+
+func (r *Relay) accepted(p *pendingResponse) {
+	if !p.fromCache {
+		r.mu.Lock()
+		r.lastErr = nil
+		r.mu.Unlock()
+		if r.opts.Cache != nil {
+			r.opts.Cache.Store(r.held.export())
+		}
+		r.leaveCache()
+	}
+	if f := r.opts.Events.Accepted; f != nil {
+		f(Acceptance{TypeURL: p.typeURL, Names: p.names(), Version: p.version, FromCache: p.fromCache})
+	}
+}
+
+// shortType is the message name of a type URL, e.g. "Listener".
+func shortType(url string) string {
+	return url[strings.LastIndex(url, ".")+1:]
+}

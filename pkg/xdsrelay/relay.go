@@ -1,0 +1,254 @@
+// Package xdsrelay sits between Envoy and the control plane on the ADS
+// stream: Envoy connects to a Unix socket in the work dir without a token;
+// the relay opens one stream to the control plane per Envoy stream, over
+// TLS, with the token read afresh, and forwards every message unchanged and
+// in order. On the way it observes subscriptions, ACKs and NACKs, and the
+// resources Envoy holds, keeps them in a last-known-good cache, and serves
+// Envoy from that cache while the control plane is unreachable.
+package xdsrelay
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+
+	"github.com/zoneproxy/zoneproxy/pkg/bootstrap"
+	"github.com/zoneproxy/zoneproxy/pkg/bootstraprewrite"
+	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
+)
+
+// Options configures a Relay.
+type Options struct {
+	// SocketPath is where Envoy connects (the rewritten bootstrap's ADS
+	// cluster); created 0600, a stale socket there is replaced.
+	SocketPath string
+	// Upstream is how to reach the control plane, from bootstraprewrite.
+	Upstream bootstraprewrite.Upstream
+	// Token returns the dataplane token; called for every new upstream
+	// stream, so a rotated token file applies at the next reconnect. An
+	// error (a file being replaced) is retried with Backoff.
+	Token func() (string, error)
+	// Cache, when set, is fed with what Envoy ACKs and served while the
+	// control plane is unreachable.
+	Cache *lkgcache.Cache
+	// Backoff paces retries of "already an active stream", token reads
+	// and reconnection attempts while Envoy runs from the cache.
+	Backoff bootstrap.Backoff
+	// ConnectTimeout bounds TCP connect plus TLS handshake (default 5 s).
+	ConnectTimeout time.Duration
+	Log            *zap.Logger
+	Events         Events
+	Now            func() time.Time
+}
+
+// Events are called from the relay's goroutines, so they must not block.
+// Any may be nil.
+type Events struct {
+	// StreamError: an upstream stream could not be opened or the control
+	// plane ended it with an error.
+	StreamError func(StreamError)
+	// Rejected: Envoy NACKed a configuration.
+	Rejected func(Rejection)
+	// Accepted: Envoy ACKed a configuration.
+	Accepted func(Acceptance)
+	// CachedConfig: Envoy started or stopped running on the cached
+	// configuration.
+	CachedConfig func(CacheState)
+}
+
+// StreamError is an upstream stream's end, as the control plane put it.
+type StreamError struct {
+	Code    codes.Code
+	Message string // the gRPC status message, e.g. kuma-cp's "authentication failed: …"
+	// Unreachable: the control plane could not be reached (the cache may
+	// be served); otherwise it answered and refused.
+	Unreachable bool
+	// Retrying: the relay retries by itself (another stream of this node
+	// is still active, or the token file is being replaced).
+	Retrying bool
+	// Local: the relay could not read the token; nothing reached the
+	// control plane.
+	Local bool
+}
+
+func (e StreamError) String() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
+
+// Rejection is one NACK.
+type Rejection struct {
+	TypeURL   string
+	Names     []string // resources of the rejected response
+	Version   string
+	Message   string // Envoy's error_detail
+	FromCache bool
+}
+
+// Acceptance is one ACK.
+type Acceptance struct {
+	TypeURL   string
+	Names     []string
+	Version   string
+	FromCache bool
+}
+
+// CacheState says whether Envoy runs on the cached configuration.
+type CacheState struct {
+	InUse     bool
+	Since     time.Time // when the relay started serving it
+	WrittenAt time.Time // when that configuration was last confirmed by the control plane
+}
+
+// State is the relay's view now, for readiness and status lines.
+type State struct {
+	Cache     CacheState
+	LastError *StreamError // of the current outage, nil once configuration flows again
+}
+
+// Relay serves ADS (and HDS) to Envoy on a Unix socket.
+type Relay struct {
+	opts   Options
+	log    *zap.Logger
+	roots  *x509.CertPool
+	server *grpc.Server
+	held   holdings
+	met    relayMetrics
+
+	sessions sync.WaitGroup
+
+	upMu   sync.Mutex // serialises ADS opens: the old stream closes first
+	active *upstream
+
+	mu      sync.Mutex
+	cache   CacheState
+	lastErr *StreamError
+}
+
+// New checks opts; Start listens.
+func New(opts Options) (*Relay, error) {
+	if opts.SocketPath == "" || opts.Upstream.Address == "" || opts.Token == nil {
+		return nil, errors.New("xdsrelay: socket path, upstream address and token source are required")
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(opts.Upstream.CAPEM) {
+		return nil, errors.New("xdsrelay: no CA certificate for the control plane (the bootstrap's validation context or --ca-cert-file)")
+	}
+	if opts.ConnectTimeout <= 0 {
+		opts.ConnectTimeout = 5 * time.Second
+	}
+	if opts.Backoff.Initial <= 0 {
+		opts.Backoff.Initial = time.Second
+	}
+	if opts.Backoff.Max < opts.Backoff.Initial {
+		opts.Backoff.Max = 5 * opts.Backoff.Initial
+	}
+	if opts.Log == nil {
+		opts.Log = zap.NewNop()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	r := &Relay{opts: opts, log: opts.Log, roots: roots}
+	r.held.types = map[string]*typeHolding{}
+	return r, nil
+}
+
+// Start listens on the socket and serves until Close.
+func (r *Relay) Start() error {
+	ln, err := listenUnix(r.opts.SocketPath)
+	if err != nil {
+		return err
+	}
+	r.server = grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}), grpc.MaxRecvMsgSize(64<<20))
+	r.server.RegisterService(&grpc.ServiceDesc{
+		ServiceName: discoveryv3.AggregatedDiscoveryService_ServiceDesc.ServiceName,
+		HandlerType: (*any)(nil),
+		Streams: []grpc.StreamDesc{
+			{StreamName: "StreamAggregatedResources", Handler: r.handler(sotw{}), ServerStreams: true, ClientStreams: true},
+			{StreamName: "DeltaAggregatedResources", Handler: r.handler(delta{}), ServerStreams: true, ClientStreams: true},
+		},
+	}, struct{}{})
+	r.server.RegisterService(&grpc.ServiceDesc{
+		ServiceName: hdsService,
+		HandlerType: (*any)(nil),
+		Streams: []grpc.StreamDesc{
+			{StreamName: "StreamHealthCheck", Handler: r.handler(hds{}), ServerStreams: true, ClientStreams: true},
+		},
+	}, struct{}{})
+	go func() { _ = r.server.Serve(ln) }()
+	return nil
+}
+
+func (r *Relay) handler(d dialect) grpc.StreamHandler {
+	return func(_ any, stream grpc.ServerStream) error {
+		r.sessions.Add(1)
+		defer r.sessions.Done()
+		return r.serve(d, stream)
+	}
+}
+
+// Close ends Envoy's streams and their upstream streams and removes the
+// socket. It does not close the cache.
+func (r *Relay) Close() {
+	if r.server != nil {
+		r.server.Stop()
+	}
+	r.sessions.Wait()
+	r.upMu.Lock()
+	if r.active != nil {
+		r.active.close()
+	}
+	r.upMu.Unlock()
+}
+
+// State is the relay's view now.
+func (r *Relay) State() State {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := State{Cache: r.cache}
+	if r.lastErr != nil {
+		e := *r.lastErr
+		st.LastError = &e
+	}
+	return st
+}
+
+// listenUnix listens on path, 0600, replacing a stale socket but nothing
+// else.
+func listenUnix(path string) (net.Listener, error) {
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode().Type() != fs.ModeSocket {
+			return nil, fmt.Errorf("xDS relay socket %s exists and is not a socket; remove it", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("xDS relay socket %s: %w", path, err)
+		}
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("xDS relay socket: %w", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("xDS relay socket: %w", err)
+	}
+	return ln, nil
+}
+
+// serve runs one Envoy stream to its end.
+func (r *Relay) serve(d dialect, stream grpc.ServerStream) error {
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	s := &session{r: r, d: d, envoy: stream, obs: newObserver(r), reqs: make(chan envoyRequest)}
+	go s.readEnvoy(ctx)
+	return s.run(ctx)
+}

@@ -1,0 +1,157 @@
+package xdsrelay
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// upstream is one stream to the control plane on its own connection, so
+// closing it ends the stream on the control plane at once and every new
+// stream dials afresh (this relay's backoff, not grpc-go's, paces retries).
+type upstream struct {
+	conn    *grpc.ClientConn
+	stream  grpc.ClientStream
+	cancel  context.CancelFunc
+	certErr atomic.Pointer[error] // the control plane's certificate was refused
+	// superseded: closed because a newer stream of this node opened.
+	superseded atomic.Bool
+	closeOnce  sync.Once
+}
+
+func (u *upstream) send(b []byte) error { return u.stream.SendMsg(&frame{b: b}) }
+
+func (u *upstream) recv() ([]byte, error) {
+	f := &frame{}
+	if err := u.stream.RecvMsg(f); err != nil {
+		return nil, err
+	}
+	return f.b, nil
+}
+
+func (u *upstream) close() {
+	u.closeOnce.Do(func() {
+		u.cancel()
+		if u.conn != nil {
+			_ = u.conn.Close()
+		}
+	})
+}
+
+// errCertificate marks a control plane whose certificate this relay does
+// not trust: misconfiguration, not an outage.
+var errCertificate = errors.New("the control plane's certificate is not trusted")
+
+// dialUpstream opens a stream of method with a fresh token; replay is sent
+// first, in order.
+func (r *Relay) dialUpstream(ctx context.Context, method string, replay [][]byte) (*upstream, error) {
+	tok, err := r.opts.Token()
+	if err != nil {
+		return nil, &tokenError{err}
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	u := &upstream{cancel: cancel}
+	creds := credentials.NewTLS(r.tlsConfig(u))
+	maxRecv := math.MaxInt32
+	if m := r.opts.Upstream.MaxReceiveMessageLength; m > 0 {
+		maxRecv = m
+	}
+	addr := r.opts.Upstream.Address
+	u.conn, err = grpc.NewClient("passthrough:///"+addr,
+		grpc.WithTransportCredentials(creds),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+			d := net.Dialer{KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 10 * time.Second, Interval: 10 * time.Second, Count: 3}}
+			return d.DialContext(ctx, "tcp", addr)
+		}),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: r.opts.ConnectTimeout}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecv), grpc.ForceCodecV2(rawCodec{})),
+	)
+	if err != nil {
+		cancel()
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	md := metadata.MD{}
+	for _, h := range r.opts.Upstream.Metadata {
+		md.Append(h.Key, h.Value)
+	}
+	md.Set("authorization", tok)
+	u.stream, err = u.conn.NewStream(metadata.NewOutgoingContext(sctx, md),
+		&grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, method)
+	if err == nil {
+		for _, b := range replay {
+			if err = u.send(b); err != nil {
+				// The stream's status says why.
+				_, err = u.recv()
+				break
+			}
+		}
+	}
+	if err != nil {
+		u.close()
+		if ce := u.certErr.Load(); ce != nil {
+			return nil, *ce
+		}
+		return nil, err
+	}
+	return u, nil
+}
+
+type tokenError struct{ err error }
+
+func (e *tokenError) Error() string { return "reading the dataplane token: " + e.err.Error() }
+func (e *tokenError) Unwrap() error { return e.err }
+
+// tlsConfig verifies the control plane as its bootstrap told Envoy to: the
+// CA, and an exact DNS or IP SAN equal to the server name.
+func (r *Relay) tlsConfig(u *upstream) *tls.Config {
+	name := r.opts.Upstream.ServerName
+	return &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		ServerName:         name,
+		InsecureSkipVerify: true, // replaced by VerifyConnection: exact SAN, not hostname rules
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			err := verifyPeer(cs.PeerCertificates, r.roots, name)
+			if err != nil {
+				err = fmt.Errorf("%w: %v", errCertificate, err)
+				u.certErr.Store(&err)
+			}
+			return err
+		},
+	}
+}
+
+func verifyPeer(chain []*x509.Certificate, roots *x509.CertPool, name string) error {
+	if len(chain) == 0 {
+		return errors.New("no certificate")
+	}
+	inter := x509.NewCertPool()
+	for _, c := range chain[1:] {
+		inter.AddCert(c)
+	}
+	leaf := chain[0]
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+		return err
+	}
+	if slices.Contains(leaf.DNSNames, name) {
+		return nil
+	}
+	if ip := net.ParseIP(name); ip != nil && slices.ContainsFunc(leaf.IPAddresses, ip.Equal) {
+		return nil
+	}
+	return fmt.Errorf("it names %v %v, not %s", leaf.DNSNames, leaf.IPAddresses, name)
+}
