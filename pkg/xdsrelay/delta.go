@@ -14,8 +14,10 @@ import (
 // delta is incremental ADS, what kuma-cp serves.
 type delta struct{}
 
-func (delta) name() string    { return "delta ADS" }
-func (delta) method() string  { return discoveryv3.AggregatedDiscoveryService_DeltaAggregatedResources_FullMethodName }
+func (delta) name() string { return "delta ADS" }
+func (delta) method() string {
+	return discoveryv3.AggregatedDiscoveryService_DeltaAggregatedResources_FullMethodName
+}
 func (delta) exclusive() bool { return true }
 func (delta) cacheable() bool { return true }
 

@@ -242,7 +242,9 @@ func startRelay(t testing.TB, p *pki, cpAddr string, token func() (string, error
 	return r
 }
 
-func staticToken(tok string) func() (string, error) { return func() (string, error) { return tok, nil } }
+func staticToken(tok string) func() (string, error) {
+	return func() (string, error) { return tok, nil }
+}
 
 // envoyClient plays Envoy on the relay's socket.
 type envoyClient struct {

@@ -17,8 +17,10 @@ import (
 // its type (or of the names asked for).
 type sotw struct{}
 
-func (sotw) name() string    { return "state-of-the-world ADS" }
-func (sotw) method() string  { return discoveryv3.AggregatedDiscoveryService_StreamAggregatedResources_FullMethodName }
+func (sotw) name() string { return "state-of-the-world ADS" }
+func (sotw) method() string {
+	return discoveryv3.AggregatedDiscoveryService_StreamAggregatedResources_FullMethodName
+}
 func (sotw) exclusive() bool { return true }
 func (sotw) cacheable() bool { return true }
 
