@@ -24,6 +24,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/readiness"
 	"github.com/zoneproxy/zoneproxy/pkg/sdnotify"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
+	"github.com/zoneproxy/zoneproxy/pkg/timesync"
 	"github.com/zoneproxy/zoneproxy/pkg/version"
 )
 
@@ -173,7 +174,8 @@ func runAgent(cfg *config.Config, log *zap.Logger, level zap.AtomicLevel) error 
 		})
 	}()
 	log.Info("starting", zap.String("version", version.Version), zap.String("mesh", cfg.Mesh),
-		zap.String("role", string(cfg.Role)), zap.String("name", cfg.Name), zap.String("address", cfg.Address))
+		zap.String("role", string(cfg.Role)), zap.String("name", cfg.Name), zap.String("address", cfg.Address),
+		zap.String("clock", clockState(timesync.Check())))
 	m := metrics.New(tracker)
 	err := agent.New(agent.Options{
 		Config: cfg, Log: log, Tracker: tracker, Hurry: hurry, Metrics: m,
@@ -194,4 +196,16 @@ func runAgent(cfg *config.Config, log *zap.Logger, level zap.AtomicLevel) error 
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// clockState is the system clock's NTP state for the start-up line: what
+// decides whether an expired token or certificate is final.
+func clockState(s timesync.Status) string {
+	switch {
+	case s.Synced:
+		return "synchronised"
+	case s.Err != nil:
+		return "unknown (" + s.Err.Error() + ")"
+	}
+	return "not synchronised"
 }
