@@ -377,6 +377,9 @@ func (as *adminServer) stats(_ *http.Request, q url.Values) adminResponse {
 	case "json":
 		return jsonResp(200, as.s.stats.renderJSON(sq))
 	case "prometheus":
+		if statsFileBody != nil {
+			return text(200, *statsFileBody)
+		}
 		return text(200, as.s.stats.renderPrometheus(sq))
 	}
 	return text(http.StatusBadRequest, "usage: /stats?format=(html|active-html|json|prometheus|text)\n")

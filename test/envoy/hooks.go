@@ -15,6 +15,8 @@ package main
 //	ENVOY_STANDIN_DUMP_ADS_HEADERS=1 each ADS stream's request headers, the
 //	                                 authorization value included, are logged at
 //	                                 debug level, as Envoy's router dumps them.
+//	ENVOY_STANDIN_STATS_FILE         path; /stats?format=prometheus answers its
+//	                                 content (hook_stats.go).
 
 import (
 	"encoding/json"
@@ -82,6 +84,9 @@ func loadHooks() (*hooks, error) {
 	}
 	h.ignoreSigterm = os.Getenv("ENVOY_STANDIN_IGNORE_SIGTERM") == "1"
 	h.dumpHeaders = os.Getenv("ENVOY_STANDIN_DUMP_ADS_HEADERS") == "1"
+	if err := loadStatsFileHook(); err != nil {
+		return nil, err
+	}
 	return h, nil
 }
 
