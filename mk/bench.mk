@@ -4,7 +4,8 @@
 #             of docs/benchmarks.md against the test control plane and the
 #             Envoy stand-in, printed as a table with PASS/FAIL; fails if a
 #             figure misses its target. Knobs: ZPBENCH_* (docs/benchmarks.md).
-#   bench-go  Go benchmarks of the hot pure functions and the start-up path.
+#   bench-go  Go benchmarks of the hot pure functions, the start-up path and a
+#             MeshMetric scrape (pure, and through the admin and hijacker sockets).
 
 BENCHTIME ?= 1s
 

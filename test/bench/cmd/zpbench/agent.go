@@ -35,12 +35,12 @@ type logSub struct {
 	ch     chan string
 }
 
-// startAgent execs zoneproxy with args. stamp is passed to the wrapper
-// through the environment, which the agent hands on to Envoy.
-func startAgent(bin string, args []string, stamp, workDir string) (*agent, error) {
+// startAgent execs zoneproxy with args. stamp and env are passed to the
+// wrapper through the environment, which the agent hands on to Envoy.
+func startAgent(bin string, args []string, stamp, workDir string, env ...string) (*agent, error) {
 	a := &agent{stamp: stamp, workDir: workDir, done: make(chan struct{})}
 	a.cmd = exec.Command(bin, args...)
-	a.cmd.Env = append(agentEnv(), "ZPBENCH_STAMP="+stamp)
+	a.cmd.Env = append(append(agentEnv(), "ZPBENCH_STAMP="+stamp), env...)
 	// Killed with the benchmark if it dies; never a child of a terminal's ^C.
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	r, w, err := os.Pipe()

@@ -34,6 +34,7 @@ type settings struct {
 	waitWindow  time.Duration
 	idleAgents  int
 	idleWindow  time.Duration
+	scrapes     int // pairs of Envoy /stats GET and MeshMetric scrape
 	heavyRuns   int // startup runs of the build that links the Envoy protos and gRPC; 0 skips it
 	analyze     bool
 	figures     map[string]bool
@@ -44,14 +45,14 @@ func loadSettings() (settings, error) {
 	s := settings{
 		runs: 15, meshRuns: 20, meshPhase: 15 * time.Second,
 		waiters: 50, waitRounds: 3, waitWarmup: 10 * time.Second, waitWindow: 30 * time.Second,
-		idleAgents: 3, idleWindow: 30 * time.Second,
+		idleAgents: 3, idleWindow: 30 * time.Second, scrapes: 100,
 		heavyRuns: 5, analyze: true,
-		figures: map[string]bool{"startup": true, "mesh": true, "waiters": true, "idle": true},
+		figures: map[string]bool{"startup": true, "mesh": true, "waiters": true, "idle": true, "scrape": true},
 	}
 	ints := map[string]*int{
 		"ZPBENCH_RUNS": &s.runs, "ZPBENCH_MESH_RUNS": &s.meshRuns, "ZPBENCH_WAITERS": &s.waiters,
 		"ZPBENCH_WAIT_ROUNDS": &s.waitRounds,
-		"ZPBENCH_IDLE_AGENTS": &s.idleAgents, "ZPBENCH_HEAVY_RUNS": &s.heavyRuns,
+		"ZPBENCH_IDLE_AGENTS": &s.idleAgents, "ZPBENCH_HEAVY_RUNS": &s.heavyRuns, "ZPBENCH_SCRAPES": &s.scrapes,
 	}
 	for k, p := range ints {
 		if v := os.Getenv(k); v != "" {
@@ -86,16 +87,16 @@ func loadSettings() (settings, error) {
 		for _, f := range strings.Split(v, ",") {
 			f = strings.TrimSpace(f)
 			switch f {
-			case "startup", "mesh", "waiters", "idle":
+			case "startup", "mesh", "waiters", "idle", "scrape":
 				s.figures[f] = true
 			default:
-				return s, fmt.Errorf("ZPBENCH_FIGURES: unknown figure %q (startup, mesh, waiters, idle)", f)
+				return s, fmt.Errorf("ZPBENCH_FIGURES: unknown figure %q (startup, mesh, waiters, idle, scrape)", f)
 			}
 		}
 		s.explicitSet = append(s.explicitSet, "ZPBENCH_FIGURES="+v)
 	}
-	if s.waitWindow < 2*time.Second || s.idleWindow < time.Second || s.waitRounds < 1 || s.waiters < 1 {
-		return s, fmt.Errorf("ZPBENCH_WAIT_WINDOW must be ≥ 2s, ZPBENCH_IDLE_WINDOW ≥ 1s, ZPBENCH_WAITERS and ZPBENCH_WAIT_ROUNDS ≥ 1")
+	if s.waitWindow < 2*time.Second || s.idleWindow < time.Second || s.waitRounds < 1 || s.waiters < 1 || s.scrapes < 1 {
+		return s, fmt.Errorf("ZPBENCH_WAIT_WINDOW must be ≥ 2s, ZPBENCH_IDLE_WINDOW ≥ 1s, ZPBENCH_WAITERS, ZPBENCH_WAIT_ROUNDS and ZPBENCH_SCRAPES ≥ 1")
 	}
 	return s, nil
 }

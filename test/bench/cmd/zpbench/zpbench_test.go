@@ -136,3 +136,23 @@ func TestWrapperStampsLaunchesNotVersionCalls(t *testing.T) {
 		t.Errorf("shQuote: %s", shQuote("it's"))
 	}
 }
+
+func TestScrapeRowJudgesAddedTimeAndAgentCPU(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		direct, hijacked []float64
+		agentCPU         time.Duration
+		want             string
+	}{
+		{"both within", []float64{5, 6, 7}, []float64{20, 30, 36}, 60 * time.Millisecond, "PASS"},
+		{"added time over", []float64{5, 6, 7}, []float64{30, 37, 40}, 60 * time.Millisecond, "FAIL"},
+		{"agent CPU over", []float64{5, 6, 7}, []float64{20, 30, 36}, 93 * time.Millisecond, "FAIL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &measured{errs: map[string]error{}, scrape: &scrapeResult{direct: tc.direct, hijacked: tc.hijacked, agentCPU: tc.agentCPU}}
+			if got := m.scrapeRow().Result; got != tc.want {
+				t.Errorf("result %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
