@@ -85,6 +85,15 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		return exitcode.AsConfig(preflight.PortError(rp, err))
 	}
 	rs := readiness.New(ln, a.tracker)
+	if mp, ok := preflight.MetricsPort(a.cfg); ok {
+		mln, err := net.Listen("tcp", mp.Addr)
+		if err != nil {
+			ln.Close()
+			return exitcode.AsConfig(preflight.PortError(mp, err))
+		}
+		rs.ServeMetricsOn(mln)
+		a.log.Info("serving /metrics for scrapers", zap.String("address", mln.Addr().String()))
+	}
 	a.ready = rs
 	if a.opts.OnReadiness != nil {
 		a.opts.OnReadiness(rs)

@@ -94,7 +94,7 @@ func runChecks(ctx context.Context, w io.Writer, cfg *config.Config) error {
 		c.note("%s: tokens and certificates may look expired or not yet valid until it is; zoneproxy keeps retrying meanwhile", strings.TrimSuffix(clock.Problem(), "."))
 	}
 
-	ports := append([]preflight.Port{preflight.ReadinessPort(cfg)}, preflight.Ports(cfg)...)
+	ports := append(preflight.AgentPorts(cfg), preflight.Ports(cfg)...)
 	if err := preflight.CheckFree(ports...); err != nil {
 		c.fail("ports are free", err)
 	} else {

@@ -47,6 +47,7 @@ func addRunFlags(fs *pflag.FlagSet) {
 	fs.String("envoy-binary", config.DefaultEnvoyBinary, "Envoy binary, a path or a name on PATH")
 	fs.String("work-dir", "", "directory for Envoy's bootstrap and admin socket (default $RUNTIME_DIRECTORY, else a private temp dir removed at exit)")
 	intFlag(fs, "readiness-port", config.DefaultReadinessPort, "loopback port serving /ready")
+	fs.String("metrics-address", "", "host:port serving only /metrics, for Prometheus on other hosts, e.g. 0.0.0.0:9903 (default 127.0.0.1:<readiness-port>, beside /ready and /logging)")
 	durationFlag(fs, "drain-time", config.DefaultDrainTime, "how long to drain Envoy on stop")
 	durationFlag(fs, "drain-min", config.DefaultDrainMin, "least time between failing health checks and the end of a drain, so a load balancer sees it (capped at --drain-time)")
 	fs.String("envoy-log-level", config.DefaultEnvoyLogLevel, "Envoy's log level")

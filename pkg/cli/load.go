@@ -103,6 +103,7 @@ func loadConfig(fs *pflag.FlagSet) (*config.Config, error) {
 	c.EnvoyBinary = str("envoy-binary")
 	c.WorkDir = str("work-dir")
 	c.ReadinessPort = num("readiness-port")
+	c.MetricsAddress = str("metrics-address")
 	c.DrainTime = dur("drain-time")
 	c.DrainMin = dur("drain-min")
 	c.EnvoyLogLevel = str("envoy-log-level")

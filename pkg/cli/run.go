@@ -180,7 +180,7 @@ func runAgent(cfg *config.Config, log *zap.Logger, level zap.AtomicLevel) error 
 	err := agent.New(agent.Options{
 		Config: cfg, Log: log, Tracker: tracker, Hurry: hurry, Metrics: m,
 		OnReadiness: func(rs *readiness.Server) {
-			rs.Handle("/metrics", m)
+			rs.HandleMetrics(m)
 			rs.Handle("/logging", loggingHandler(level, &running, log))
 		},
 		OnEnvoy: func(a *envoy.Admin, p *envoy.Process) { running.Store(&runningEnvoy{a, p}) },

@@ -3,6 +3,8 @@
 package config
 
 import (
+	"net"
+	"strconv"
 	"time"
 )
 
@@ -47,6 +49,10 @@ type Config struct {
 	EnvoyLogLevel string
 	Concurrency   int
 
+	// MetricsAddress is host:port for a second listener serving only
+	// /metrics; empty serves it beside /ready on loopback alone.
+	MetricsAddress string
+
 	RetryInitial     time.Duration
 	RetryMax         time.Duration
 	BootstrapTimeout time.Duration
@@ -72,6 +78,19 @@ const (
 	DefaultLogLevel      = "info"
 	DefaultLogFormat     = "console"
 )
+
+// MetricsListener is the address of the extra /metrics listener, and
+// false when /metrics is only on the readiness listener (the default).
+func (c *Config) MetricsListener() (string, bool) {
+	host, port, err := net.SplitHostPort(c.MetricsAddress)
+	if c.MetricsAddress == "" || err != nil {
+		return "", false
+	}
+	if p, err := strconv.Atoi(port); err == nil && host == "127.0.0.1" && p == c.ReadinessPort {
+		return "", false
+	}
+	return c.MetricsAddress, true
+}
 
 // EnvoyLogLevels are the levels Envoy's --log-level accepts.
 var EnvoyLogLevels = []string{"trace", "debug", "info", "warning", "warn", "error", "critical", "off"}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -103,6 +104,11 @@ func (c *Config) validate(now time.Time, files bool) (warnings []Warning, err er
 		checkPort("egress-port", c.EgressPort)
 		claim("egress-port", c.EgressPort)
 	}
+	if port, ok := c.checkMetricsAddress(add); ok {
+		if _, separate := c.MetricsListener(); separate {
+			claim("metrics-address", port)
+		}
+	}
 
 	if c.Address == "" {
 		add("address", "no non-loopback IPv4 address found on this host: set --address to the IP zone peers reach this proxy on")
@@ -156,6 +162,30 @@ func (c *Config) validate(now time.Time, files bool) (warnings []Warning, err er
 		add("log-format", "%q is not a log format: use console or json", c.LogFormat)
 	}
 	return warnings, errs.ErrorOrNil()
+}
+
+// checkMetricsAddress returns the port of a well-formed --metrics-address.
+func (c *Config) checkMetricsAddress(add func(key, format string, args ...any)) (int, bool) {
+	if c.MetricsAddress == "" {
+		return 0, false
+	}
+	const use = "use an IP of this host and a port, e.g. 0.0.0.0:9903 for every address (or leave it unset for /metrics beside /ready on loopback)"
+	host, port, err := net.SplitHostPort(c.MetricsAddress)
+	if err != nil {
+		add("metrics-address", "%q is not host:port: %s", c.MetricsAddress, use)
+		return 0, false
+	}
+	ok := true
+	if host != "" && net.ParseIP(host) == nil {
+		add("metrics-address", "%q: %q is not an IP address: %s", c.MetricsAddress, host, use)
+		ok = false
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 1 || p > 65535 {
+		add("metrics-address", "%q: %q is not a port: use 1-65535", c.MetricsAddress, port)
+		return 0, false
+	}
+	return p, ok
 }
 
 // dataplaneProblems runs the control plane's Dataplane rules and names the

@@ -52,6 +52,23 @@ func ReadinessPort(cfg *config.Config) Port {
 	return Port{"readiness-port", net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.ReadinessPort))}
 }
 
+// MetricsPort is the extra /metrics listener, if --metrics-address asks
+// for one.
+func MetricsPort(cfg *config.Config) (Port, bool) {
+	addr, ok := cfg.MetricsListener()
+	return Port{"metrics-address", addr}, ok
+}
+
+// AgentPorts are the agent's own listeners: readiness, and metrics when
+// separate.
+func AgentPorts(cfg *config.Config) []Port {
+	ports := []Port{ReadinessPort(cfg)}
+	if mp, ok := MetricsPort(cfg); ok {
+		ports = append(ports, mp)
+	}
+	return ports
+}
+
 // CheckFree binds and releases each port, reporting every one in use:
 // Envoy would only fail on them much later, as a rejected listener.
 func CheckFree(ports ...Port) error {
@@ -75,7 +92,7 @@ func PortError(p Port, err error) error {
 		cause = oe.Err
 	}
 	hint := "free the port or set --" + p.Flag + " to another one"
-	if p.Flag != "readiness-port" {
+	if p.Flag != "readiness-port" && p.Flag != "metrics-address" {
 		hint += " (and check --address is an IP of this host)"
 	}
 	return fmt.Errorf("cannot bind %s for --%s (%v): %s", p.Addr, p.Flag, cause, hint)

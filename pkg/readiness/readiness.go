@@ -18,39 +18,80 @@ import (
 // EnvoyProbe asks Envoy's admin /ready: its state word and whether it is LIVE.
 type EnvoyProbe func(ctx context.Context) (state string, live bool, err error)
 
-// Server is the loopback readiness endpoint.
+// Server is the loopback readiness endpoint, with an optional second
+// listener that serves /metrics alone.
 type Server struct {
 	tracker *state.Tracker
 	probe   atomic.Pointer[EnvoyProbe]
 	ln      net.Listener
 	mux     *http.ServeMux
 	srv     *http.Server
+
+	metricsLn  net.Listener
+	metricsMux *http.ServeMux
+	metricsSrv *http.Server
 }
 
 // New serves /ready on ln. Call Serve to start.
 func New(ln net.Listener, tracker *state.Tracker) *Server {
-	s := &Server{tracker: tracker, ln: ln, mux: http.NewServeMux()}
+	s := &Server{tracker: tracker, ln: ln, mux: http.NewServeMux(), metricsMux: http.NewServeMux()}
 	s.mux.HandleFunc("/ready", s.ready)
-	s.srv = &http.Server{Handler: s.mux, ReadHeaderTimeout: 5 * time.Second}
+	s.srv = newHTTPServer(s.mux)
 	return s
 }
 
-// Handle adds another endpoint (metrics, logging).
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+}
+
+// Handle adds another loopback-only endpoint (logging).
 func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+// HandleMetrics serves h at /metrics on loopback and on the metrics
+// listener, if there is one.
+func (s *Server) HandleMetrics(h http.Handler) {
+	s.mux.Handle("/metrics", h)
+	s.metricsMux.Handle("/metrics", h)
+}
+
+// ServeMetricsOn adds a listener (--metrics-address) that answers
+// /metrics and nothing else, so scrapers from other hosts never reach
+// /ready or /logging. Call it before Serve.
+func (s *Server) ServeMetricsOn(ln net.Listener) {
+	s.metricsLn = ln
+	s.metricsSrv = newHTTPServer(s.metricsMux)
+}
 
 // SetEnvoyProbe is called once Envoy runs.
 func (s *Server) SetEnvoyProbe(p EnvoyProbe) { s.probe.Store(&p) }
 
-// Serve runs until Shutdown.
+// Serve runs every listener until Shutdown.
 func (s *Server) Serve() error {
-	if err := s.srv.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
+	metricsDone := make(chan error, 1)
+	if s.metricsSrv != nil {
+		go func() { metricsDone <- serve(s.metricsSrv, s.metricsLn) }()
+	} else {
+		metricsDone <- nil
+	}
+	err := serve(s.srv, s.ln)
+	return errors.Join(err, <-metricsDone)
+}
+
+func serve(srv *http.Server, ln net.Listener) error {
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
 }
 
-// Shutdown stops serving.
-func (s *Server) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx) }
+// Shutdown stops serving on every listener.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.srv.Shutdown(ctx)
+	if s.metricsSrv != nil {
+		err = errors.Join(err, s.metricsSrv.Shutdown(ctx))
+	}
+	return err
+}
 
 // Addr is the bound address.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
