@@ -60,7 +60,19 @@ for page in dist/docs/man/*.1.gz; do
 	printf '  - {src: %s, dst: /usr/share/man/man1/%s, packager: rpm, type: doc, file_info: {mode: 0644}}\n' \
 		"$page" "$(basename "$page")" >>dist/rpm-man.yaml
 done
-sed -e '/# @rpm-man-pages@/{r dist/rpm-man.yaml' -e 'd;}' packaging/nfpm.yaml >dist/nfpm.yaml
+# Likewise the examples, with their directories, which rpm removes on erase
+# only if the package owns them.
+{
+	printf '  - {dst: /usr/share/doc/zoneproxy, type: dir, packager: rpm, file_info: {mode: 0755}}\n'
+	find examples -type d | LC_ALL=C sort | while read -r d; do
+		printf '  - {dst: /usr/share/doc/zoneproxy/%s, type: dir, packager: rpm, file_info: {mode: 0755}}\n' "$d"
+	done
+	find examples -type f | LC_ALL=C sort | while read -r f; do
+		printf '  - {src: %s, dst: /usr/share/doc/zoneproxy/%s, packager: rpm, type: doc, file_info: {mode: 0644}}\n' "$f" "$f"
+	done
+} >dist/rpm-examples.yaml
+sed -e '/# @rpm-man-pages@/{r dist/rpm-man.yaml' -e 'd;}' \
+	-e '/# @rpm-examples@/{r dist/rpm-examples.yaml' -e 'd;}' packaging/nfpm.yaml >dist/nfpm.yaml
 
 [ $# -gt 0 ] || set -- deb rpm
 for p in "$@"; do

@@ -80,9 +80,16 @@ ok "rpmlint: $(printf '%s\n' "$out" | tail -n1)"
 
 # --- deb contents ---------------------------------------------------------------
 dpkg-deb -c "$deb" >"$tmp/deb.list"
-dpkg-deb -I "$deb" conffiles >"$tmp/deb.conffiles"
-for f in payments-egress payments-ingress backend-combined; do
-	grep -qx "/etc/zoneproxy/$f.yaml" "$tmp/deb.conffiles" || die "deb: /etc/zoneproxy/$f.yaml is not a conffile"
+# Nothing in /etc/zoneproxy an instance could start from: no conffiles, no
+# files, only the two directories.
+if dpkg-deb -I "$deb" conffiles >"$tmp/deb.conffiles" 2>/dev/null; then
+	die "deb: has conffiles: $(tr '\n' ' ' <"$tmp/deb.conffiles")"
+fi
+grep -E ' \./etc/' "$tmp/deb.list" | grep -v -E ' \./etc/(zoneproxy/(tokens/)?)?$' >"$tmp/deb.etc" || true
+[ ! -s "$tmp/deb.etc" ] || die "deb: installs in /etc: $(cat "$tmp/deb.etc")"
+# Every example, under the docs.
+for f in $(find examples -type f | LC_ALL=C sort); do
+	grep -q "^-rw-r--r-- root/root .* ./usr/share/doc/zoneproxy/$f\$" "$tmp/deb.list" || die "deb: $f is not in /usr/share/doc/zoneproxy (0644)"
 done
 for p in ./usr/bin/zoneproxy ./usr/lib/systemd/system/zoneproxy@.service \
 	./usr/share/man/man1/zoneproxy.1.gz ./usr/share/man/man1/zoneproxy-run.1.gz \
@@ -98,8 +105,13 @@ ok "deb contents"
 
 # --- rpm contents ---------------------------------------------------------------
 rpm -qp --qf '[%{FILEFLAGS:fflags} %{FILEUSERNAME}:%{FILEGROUPNAME} %{FILEMODES:perms} %{FILENAMES}\n]' "$rpm" >"$tmp/rpm.list" 2>/dev/null
-for f in payments-egress payments-ingress backend-combined; do
-	grep -q "^cn root:root -rw-r--r-- /etc/zoneproxy/$f.yaml\$" "$tmp/rpm.list" || die "rpm: /etc/zoneproxy/$f.yaml is not %config(noreplace)"
+grep -E ' /etc/' "$tmp/rpm.list" | grep -v -E '^ root:(root|zoneproxy) d[rwx-]+ /etc/zoneproxy(/tokens)?$' >"$tmp/rpm.etc" || true
+[ ! -s "$tmp/rpm.etc" ] || die "rpm: installs more than two directories in /etc: $(cat "$tmp/rpm.etc")"
+for f in $(find examples -type f | LC_ALL=C sort); do
+	grep -q "^d root:root -rw-r--r-- /usr/share/doc/zoneproxy/$f\$" "$tmp/rpm.list" || die "rpm: $f is not %doc in /usr/share/doc/zoneproxy (0644)"
+done
+for d in zoneproxy zoneproxy/examples; do
+	grep -q "^ root:root drwxr-xr-x /usr/share/doc/$d\$" "$tmp/rpm.list" || die "rpm: does not own /usr/share/doc/$d"
 done
 grep -q ' root:zoneproxy drwxr-x--- /etc/zoneproxy/tokens$' "$tmp/rpm.list" || die "rpm: tokens/ must be root:zoneproxy 0750"
 grep -q ' /usr/lib/systemd/system/zoneproxy@.service$' "$tmp/rpm.list" || die "rpm: unit missing"

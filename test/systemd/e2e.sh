@@ -1,10 +1,13 @@
 #!/bin/bash
 # End-to-end test of the .deb under a real systemd: boots Debian 12 with
-# systemd as PID 1 in systemd-nspawn, installs the package and runs
+# systemd as PID 1 in systemd-nspawn, installs an old-style package (the
+# examples as conffiles in /etc/zoneproxy, as before 0.1.0) and runs
 # zoneproxy@demo against the test control plane and the Envoy stand-in:
 # a boot with the instance enabled and its control plane down (boot must not
-# wait for it), then the control plane and mesh appearing, watchdog,
-# upgrade, drain on stop, remove/purge, and the rpm scriptlets.
+# wait for it), then the control plane and mesh appearing, watchdog, the
+# upgrade to the package under test (old examples: edited kept, untouched
+# removed), drain on stop, remove/purge, a fresh install, and the same
+# upgrade through the rpm scriptlets.
 #
 #   VERSION=<packaged version> test/systemd/e2e.sh     (root; via make e2e-systemd)
 #
@@ -28,7 +31,7 @@ die() {
 VERSION=$(packaging/version.sh)
 ARCH=${ARCH:-amd64}
 deb1="dist/zoneproxy_${VERSION}-1_${ARCH}.deb"
-for f in "$deb1" bin/testcp bin/envoy; do
+for f in "$deb1" dist/nfpm.yaml bin/testcp bin/envoy; do
 	[ -f "$f" ] || die "$f is missing (make e2e-systemd builds it)"
 done
 
@@ -44,18 +47,37 @@ if mountpoint -q "$work/root" 2>/dev/null; then umount "$work/root"; fi
 rm -rf "$logs" "$work"
 mkdir -p "$logs" "$work"
 
-# --- a second, newer package for the upgrade ----------------------------------
-say "building the upgrade package ($VERSION+e2e)"
-v2="$VERSION+e2e"
+# --- an older package, as before 0.1.0, to upgrade from ----------------------------
+# The package under test plus the three examples that versions before 0.1.0
+# installed as conffiles (%config(noreplace)), with a version below any
+# other, and a binary that says so.
+v0="0.0.0~~old"
+old_examples="payments-egress payments-ingress backend-combined"
+say "building the old package ($v0, examples in /etc/zoneproxy)"
 CGO_ENABLED=0 go build -trimpath \
-	-ldflags "-s -w -X github.com/zoneproxy/zoneproxy/pkg/version.Version=$v2" \
-	-o "$work/zoneproxy-v2" ./cmd/zoneproxy
-VERSION=$v2 ZONEPROXY_BIN=$work/zoneproxy-v2 PKG_OUT=$work/v2 packaging/build-packages.sh >/dev/null
-deb2="$work/v2/zoneproxy_${v2}-1_${ARCH}.deb"
+	-ldflags "-s -w -X github.com/zoneproxy/zoneproxy/pkg/version.Version=$v0" \
+	-o "$work/zoneproxy-v0" ./cmd/zoneproxy
+{
+	sed -n '1,/^contents:$/p' dist/nfpm.yaml
+	for f in $old_examples; do
+		printf '  - {src: examples/%s.yaml, dst: /etc/zoneproxy/%s.yaml, type: config|noreplace, file_info: {mode: 0644}}\n' "$f" "$f"
+	done
+	sed '1,/^contents:$/d' dist/nfpm.yaml
+} >"$work/nfpm-v0.yaml"
+mkdir -p "$work/v0"
+for p in deb rpm; do
+	VERSION=$v0 ARCH=$ARCH ZONEPROXY_BIN=$work/zoneproxy-v0 SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-0} \
+		go tool -modfile=tools/go.mod nfpm package -f "$work/nfpm-v0.yaml" -p "$p" -t "$work/v0/" >>"$logs/nfpm-v0.log" 2>&1 ||
+		{
+			cat "$logs/nfpm-v0.log" >&2
+			die "nfpm ($p, $v0)"
+		}
+done
+deb0="$work/v0/zoneproxy_${v0}-1_${ARCH}.deb"
 case "$ARCH" in amd64) rpmarch=x86_64 ;; arm64) rpmarch=aarch64 ;; *) rpmarch=$ARCH ;; esac
+rpm0="$work/v0/zoneproxy-${v0}-1.${rpmarch}.rpm"
 rpm1="dist/zoneproxy-${VERSION}-1.${rpmarch}.rpm"
-rpm2="$work/v2/zoneproxy-${v2}-1.${rpmarch}.rpm"
-for f in "$deb2" "$rpm1" "$rpm2"; do [ -f "$f" ] || die "$f was not built"; done
+for f in "$deb0" "$rpm0" "$rpm1"; do [ -f "$f" ] || die "$f was not built"; done
 
 # --- root file system (cached) ---------------------------------------------------
 if [ ! -f "$pristine/.complete" ]; then
@@ -119,10 +141,10 @@ else
 	cp -a "$pristine" "$root"
 fi
 mkdir -p "$root/opt/e2e"
+cp "$deb0" "$root/opt/e2e/zoneproxy-v0.deb"
 cp "$deb1" "$root/opt/e2e/zoneproxy-v1.deb"
-cp "$deb2" "$root/opt/e2e/zoneproxy-v2.deb"
+cp "$rpm0" "$root/opt/e2e/zoneproxy-v0.rpm"
 cp "$rpm1" "$root/opt/e2e/zoneproxy-v1.rpm"
-cp "$rpm2" "$root/opt/e2e/zoneproxy-v2.rpm"
 cp bin/testcp "$root/opt/e2e/testcp"
 install -m 0755 bin/envoy "$root/usr/bin/envoy"
 
@@ -249,8 +271,8 @@ issue_token() {
 start_testcp
 
 # --- install ------------------------------------------------------------------------
-say "installing $(basename "$deb1")"
-ct dpkg -i /opt/e2e/zoneproxy-v1.deb >"$logs/dpkg-install.log" 2>&1 || {
+say "installing $(basename "$deb0")"
+ct dpkg -i /opt/e2e/zoneproxy-v0.deb >"$logs/dpkg-install.log" 2>&1 || {
 	cat "$logs/dpkg-install.log" >&2
 	die "dpkg -i"
 }
@@ -350,23 +372,46 @@ await 30 "zoneproxy@demo active again" is_state zoneproxy@demo active
 [[ "$(ct journalctl -u zoneproxy@demo --no-pager)" == *"Watchdog timeout"* ]] || die "restart was not a watchdog timeout"
 ct test ! -d "/proc/$envoy_pid" || die "frozen Envoy $envoy_pid survived the restart"
 
-# --- upgrade keeps an edited conffile and restarts the running instance -------------------
-say "upgrading to $v2 while zoneproxy@demo runs"
-echo "# edited by the operator" >>"$root/etc/zoneproxy/payments-egress.yaml"
+# --- upgrade: old examples go, edited or in use ones stay; the running instance restarts ------
+# Of the examples the old package put in /etc/zoneproxy: payments-egress is
+# edited, payments-ingress untouched but its instance enabled (not started),
+# backend-combined untouched and unused.
+edit_and_enable_old_examples() {
+	for f in $old_examples; do
+		[ -f "$root/etc/zoneproxy/$f.yaml" ] || die "the old package did not install /etc/zoneproxy/$f.yaml"
+	done
+	echo "# edited by the operator" >>"$root/etc/zoneproxy/payments-egress.yaml"
+	ct systemctl enable zoneproxy@payments-ingress >/dev/null 2>&1
+}
+# check_old_examples <saved suffix>: after the upgrade, where each one is.
+check_old_examples() {
+	local etc=$root/etc/zoneproxy
+	[ ! -e "$etc/payments-egress.yaml" ] || die "upgrade left the edited example in place (want it as payments-egress.yaml$1)"
+	[ "$(tail -n1 "$etc/payments-egress.yaml$1" 2>/dev/null)" = "# edited by the operator" ] ||
+		die "upgrade lost the edited example (no payments-egress.yaml$1 with the edit)"
+	cmp -s "$etc/payments-ingress.yaml" examples/payments-ingress.yaml ||
+		die "upgrade removed or changed payments-ingress.yaml, which an enabled instance reads"
+	[ ! -e "$etc/backend-combined.yaml" ] || die "upgrade left the untouched example backend-combined.yaml"
+	is_state zoneproxy@payments-ingress inactive || die "upgrade started zoneproxy@payments-ingress"
+	[ -f "$root/usr/share/doc/zoneproxy/examples/two-meshes/billing-egress.yaml" ] || die "no examples in /usr/share/doc/zoneproxy"
+}
+say "upgrading from $v0 to $VERSION while zoneproxy@demo runs"
+edit_and_enable_old_examples
 before=$(prop zoneproxy@demo MainPID)
-ct env DEBIAN_FRONTEND=noninteractive dpkg -i /opt/e2e/zoneproxy-v2.deb >"$logs/dpkg-upgrade.log" 2>&1 || {
+ct env DEBIAN_FRONTEND=noninteractive dpkg -i /opt/e2e/zoneproxy-v1.deb >"$logs/dpkg-upgrade.log" 2>&1 || {
 	cat "$logs/dpkg-upgrade.log" >&2
 	die "dpkg -i (upgrade)"
 }
 # shellcheck disable=SC2016 # a dpkg-query format, not a variable
-[ "$(ct dpkg-query -W -f '${Version}' zoneproxy)" = "$v2-1" ] || die "upgrade did not install $v2-1"
-[ "$(tail -n1 "$root/etc/zoneproxy/payments-egress.yaml")" = "# edited by the operator" ] || die "upgrade lost the edited conffile"
+[ "$(ct dpkg-query -W -f '${Version}' zoneproxy)" = "$VERSION-1" ] || die "upgrade did not install $VERSION-1"
+check_old_examples .dpkg-bak
 await 30 "zoneproxy@demo active after the upgrade" is_state zoneproxy@demo active
 after=$(prop zoneproxy@demo MainPID)
 { [ "$after" != "$before" ] && [ "$after" != 0 ]; } || die "upgrade did not restart zoneproxy@demo (MainPID $before -> $after)"
-[[ "$(ct /usr/bin/zoneproxy version)" == *"$v2"* ]] || die "new binary not installed"
-[ "$(ct systemctl list-units --all --no-legend --plain 'zoneproxy@*' | awk '{print $1}')" = zoneproxy@demo.service ] ||
+[[ "$(ct /usr/bin/zoneproxy version)" == *"$VERSION"* ]] || die "new binary not installed"
+[ "$(ct systemctl list-units --state=active --no-legend --plain 'zoneproxy@*' | awk '{print $1}')" = zoneproxy@demo.service ] ||
 	die "upgrade touched other instances"
+ct systemctl disable zoneproxy@payments-ingress >/dev/null 2>&1
 
 # --- stop drains and leaves nothing behind ------------------------------------------------
 # An open downstream connection, or the agent ends the drain at once.
@@ -403,17 +448,40 @@ ct dpkg -P zoneproxy >"$logs/dpkg-purge.log" 2>&1 || {
 	die "dpkg -P"
 }
 [ ! -e "$root/var/lib/zoneproxy" ] || die "purge left /var/lib/zoneproxy"
-[ ! -e "$root/etc/zoneproxy/payments-egress.yaml" ] || die "purge left a conffile"
+# dpkg purges what the package once shipped: the kept old examples too.
+[ ! -e "$root/etc/zoneproxy/payments-egress.yaml.dpkg-bak" ] || die "purge left payments-egress.yaml.dpkg-bak"
+[ ! -e "$root/etc/zoneproxy/payments-ingress.yaml" ] || die "purge left the obsolete conffile payments-ingress.yaml"
 [ -z "$(find "$root/etc/systemd/system" -name 'zoneproxy@*.service' -type l)" ] || die "purge left enablement links"
 [ -f "$root/etc/zoneproxy/demo.yaml" ] || die "purge removed the operator's own config"
 ct id zoneproxy >/dev/null || die "purge removed the account (it must stay)"
 
+# --- a fresh install of the package under test puts nothing in /etc/zoneproxy ------------
+say "installing $(basename "$deb1") afresh"
+etc_before=$(cd "$root/etc/zoneproxy" && find . | sort)
+ct dpkg -i /opt/e2e/zoneproxy-v1.deb >"$logs/dpkg-install-v1.log" 2>&1 || {
+	cat "$logs/dpkg-install-v1.log" >&2
+	die "dpkg -i (fresh)"
+}
+etc_after=$(cd "$root/etc/zoneproxy" && find . | sort)
+[ "$etc_after" = "$(printf '%s\n./tokens\n' "$etc_before" | sort -u)" ] ||
+	die "install put more than tokens/ in /etc/zoneproxy: $(comm -13 <(echo "$etc_before") <(echo "$etc_after") | tr '\n' ' ')"
+[ "$(ct stat -c '%U:%G %a' /etc/zoneproxy/tokens)" = "root:zoneproxy 750" ] || die "tokens/ ownership or mode"
+# shellcheck disable=SC2016 # a dpkg-query format, not a variable
+[ -z "$(ct dpkg-query -W -f '${Conffiles}' zoneproxy)" ] || die "the package has conffiles"
+# The complaint this fixes: an example started as a zone proxy.
+! ct systemctl start zoneproxy@payments-egress >/dev/null 2>&1 || die "zoneproxy@payments-egress started from nothing"
+[ -z "$(ct systemctl list-units --state=active --no-legend 'zoneproxy@*')" ] || die "an instance is running after a fresh install"
+ct dpkg -P zoneproxy >"$logs/dpkg-purge-v1.log" 2>&1 || {
+	cat "$logs/dpkg-purge-v1.log" >&2
+	die "dpkg -P (fresh)"
+}
+
 # --- the rpm scriptlets under the same systemd -----------------------------------------------
-say "rpm: install, upgrade while running, erase"
+say "rpm: install $v0, upgrade to $VERSION while running, erase"
 ct userdel zoneproxy
 if ct getent group zoneproxy >/dev/null; then ct groupdel zoneproxy; fi
 # --nodeps: the rpm database on Debian knows nothing of useradd's package.
-ct rpm -ivh --nodeps /opt/e2e/zoneproxy-v1.rpm >"$logs/rpm-install.log" 2>&1 || {
+ct rpm -ivh --nodeps /opt/e2e/zoneproxy-v0.rpm >"$logs/rpm-install.log" 2>&1 || {
 	cat "$logs/rpm-install.log" >&2
 	die "rpm -ivh"
 }
@@ -423,17 +491,18 @@ ct id zoneproxy >/dev/null || die "rpm %pre did not create the account"
 ct chown zoneproxy: /etc/zoneproxy/tokens/demo # the account's uid is new
 ct systemctl enable --now zoneproxy@demo >/dev/null 2>&1
 await 30 "zoneproxy@demo active (rpm)" is_state zoneproxy@demo active
-echo "# edited by the operator" >>"$root/etc/zoneproxy/payments-egress.yaml"
+edit_and_enable_old_examples
 before=$(prop zoneproxy@demo MainPID)
-ct rpm -Uvh --nodeps /opt/e2e/zoneproxy-v2.rpm >"$logs/rpm-upgrade.log" 2>&1 || {
+ct rpm -Uvh --nodeps /opt/e2e/zoneproxy-v1.rpm >"$logs/rpm-upgrade.log" 2>&1 || {
 	cat "$logs/rpm-upgrade.log" >&2
 	die "rpm -Uvh"
 }
+check_old_examples .rpmsave
+[ -z "$(find "$root/etc/zoneproxy" -name '*.rpm-keep')" ] || die "rpm upgrade left a .rpm-keep copy"
 await 30 "zoneproxy@demo active after the rpm upgrade" is_state zoneproxy@demo active
 after=$(prop zoneproxy@demo MainPID)
 { [ "$after" != "$before" ] && [ "$after" != 0 ]; } || die "rpm %posttrans did not restart zoneproxy@demo"
-[[ "$(ct /usr/bin/zoneproxy version)" == *"$v2"* ]] || die "rpm upgrade did not install the new binary"
-[ "$(tail -n1 "$root/etc/zoneproxy/payments-egress.yaml")" = "# edited by the operator" ] || die "rpm upgrade lost the edited config"
+[[ "$(ct /usr/bin/zoneproxy version)" == *"$VERSION"* ]] || die "rpm upgrade did not install the new binary"
 ct rpm -e zoneproxy >"$logs/rpm-erase.log" 2>&1 || {
 	cat "$logs/rpm-erase.log" >&2
 	die "rpm -e"
@@ -441,7 +510,9 @@ ct rpm -e zoneproxy >"$logs/rpm-erase.log" 2>&1 || {
 is_state zoneproxy@demo inactive || die "rpm -e left zoneproxy@demo $(prop zoneproxy@demo ActiveState)"
 [ -z "$(leftovers)" ] || die "processes left after rpm -e: $(leftovers)"
 [ -z "$(find "$root/etc/systemd/system" -name 'zoneproxy@*.service' -type l)" ] || die "rpm -e left the instance enabled"
-[ -f "$root/etc/zoneproxy/payments-egress.yaml.rpmsave" ] || die "rpm -e did not keep the edited config as .rpmsave"
+[ -f "$root/etc/zoneproxy/payments-egress.yaml.rpmsave" ] || die "rpm -e removed the saved payments-egress.yaml.rpmsave"
+[ -f "$root/etc/zoneproxy/payments-ingress.yaml" ] || die "rpm -e removed the kept payments-ingress.yaml"
 [ ! -e "$root/usr/bin/zoneproxy" ] || die "rpm -e left the binary"
+[ ! -e "$root/usr/share/doc/zoneproxy" ] || die "rpm -e left /usr/share/doc/zoneproxy"
 
 say "PASS: systemd e2e in ${SECONDS}s"

@@ -7,4 +7,24 @@ if ! getent passwd zoneproxy >/dev/null 2>&1; then
 	useradd --system --gid zoneproxy --no-create-home --home-dir /var/lib/zoneproxy \
 		--shell "$nologin" --comment "Kuma zone proxy" zoneproxy
 fi
+
+# Versions before 0.1.0 installed these examples as %config(noreplace) in
+# /etc/zoneproxy. Upgrading removes an untouched one and saves an edited one
+# as <file>.rpmsave. One whose instance is enabled or running must stay where
+# it is, or the instance breaks when %posttrans restarts it: keep a copy for
+# %posttrans to put back.
+if [ "$1" -ge 2 ]; then
+	for name in payments-egress payments-ingress backend-combined; do
+		conffile=/etc/zoneproxy/$name.yaml
+		unit="zoneproxy@$name.service"
+		[ -f "$conffile" ] || continue
+		if [ -z "$(find /etc/systemd/system -type l \( -path "*.wants/$unit" -o -path "*.requires/$unit" \) 2>/dev/null)" ]; then
+			[ -d /run/systemd/system ] || continue
+			case "$(systemctl is-active "$unit" 2>/dev/null)" in
+				inactive | failed | unknown | "") continue ;;
+			esac
+		fi
+		cp -p "$conffile" "$conffile.rpm-keep" 2>/dev/null || :
+	done
+fi
 exit 0
