@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"go.uber.org/zap"
 
@@ -20,6 +21,7 @@ import (
 // configuration that tells both (and the OTLP pusher) the policy in force.
 type observability struct {
 	log       *zap.Logger
+	metrics   interface{ AddSource(func(io.Writer)) }
 	accessLog *accesslog.Streamer
 	hijacker  *meshmetric.Server
 	pusher    *otlpmetrics.Pusher
@@ -31,7 +33,7 @@ type observability struct {
 // its listeners and must find a reader there, not create a regular file.
 func (a *Agent) startObservability(workDir string, stats func(ctx context.Context, query string) (string, error)) (*observability, error) {
 	dp := a.cfg.Dataplane()
-	o := &observability{log: a.log}
+	o := &observability{log: a.log, metrics: a.opts.Metrics}
 	al, err := accesslog.Start(accesslog.Options{
 		Path: kumasock.AccessLog(workDir, dp.Name, dp.Mesh), Log: a.log.Named("accesslog"),
 	})
@@ -47,6 +49,12 @@ func (a *Agent) startObservability(workDir string, stats func(ctx context.Contex
 		return nil, classify(fmt.Errorf("cannot serve the MeshMetric socket: %w", err))
 	}
 	o.hijacker = hj
+	go func() {
+		<-hj.Done()
+		if err := hj.Err(); err != nil {
+			a.log.Error("the MeshMetric socket stopped serving; Prometheus scrapes of this proxy fail until zoneproxy restarts", zap.Error(err))
+		}
+	}()
 	pusher, err := otlpmetrics.New(otlpmetrics.Options{Stats: stats, Log: a.log.Named("otlp")})
 	if err != nil {
 		o.close()
@@ -68,6 +76,7 @@ func (o *observability) poll(workDir string) error {
 	if err != nil {
 		return err
 	}
+	o.metrics.AddSource(p.WriteMetrics)
 	ctx, cancel := context.WithCancel(context.Background())
 	o.stopPoll, o.polled = cancel, make(chan struct{})
 	go func() {
