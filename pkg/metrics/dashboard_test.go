@@ -1,0 +1,253 @@
+package metrics
+
+import (
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// dashboardFile is the example Grafana dashboard, kept here importable into
+// Grafana 11 and in step with the metrics the agent serves.
+const dashboardFile = "../../examples/grafana/zoneproxy.json"
+
+type dashboard struct {
+	Inputs []struct {
+		Name     string `json:"name"`
+		Type     string `json:"type"`
+		PluginID string `json:"pluginId"`
+	} `json:"__inputs"`
+	Requires []struct {
+		Type, ID string
+	} `json:"__requires"`
+	ID            *int   `json:"id"`
+	UID           string `json:"uid"`
+	Title         string `json:"title"`
+	SchemaVersion int    `json:"schemaVersion"`
+	Panels        []panel
+	Templating    struct {
+		List []struct {
+			Name       string
+			Datasource datasource
+		}
+	}
+}
+
+type panel struct {
+	ID         int
+	Type       string
+	Title      string
+	Datasource *datasource
+	GridPos    struct{ H, W, X, Y int }
+	Targets    []struct {
+		Expr         string `json:"expr"`
+		RefID        string `json:"refId"`
+		LegendFormat string `json:"legendFormat"`
+		Datasource   *datasource
+	}
+}
+
+type datasource struct{ Type, UID string }
+
+// grafana11Schema is the schemaVersion Grafana 11.0 to 11.2 write (11.3
+// and later write newer ones and migrate this one on import).
+const grafana11Schema = 39
+
+func loadDashboard(t *testing.T) dashboard {
+	t.Helper()
+	raw, err := os.ReadFile(dashboardFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Grafana reads its keys as spelt; Go would match them in any case.
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &keys); err != nil {
+		t.Fatalf("zoneproxy.json: %v", err)
+	}
+	for _, k := range []string{"__inputs", "__requires", "title", "uid", "schemaVersion", "panels", "templating", "time"} {
+		if _, ok := keys[k]; !ok {
+			t.Errorf("zoneproxy.json has no %q", k)
+		}
+	}
+	var d dashboard
+	if err := json.Unmarshal(raw, &d); err != nil {
+		t.Fatalf("zoneproxy.json: %v", err)
+	}
+	return d
+}
+
+// What Grafana 11's import needs: a title and uid, its schema version, no
+// database id, and one datasource input that every query uses.
+func TestDashboardImportsIntoGrafana11(t *testing.T) {
+	d := loadDashboard(t)
+	if d.Title == "" || d.UID == "" || len(d.UID) > 40 {
+		t.Errorf("title %q, uid %q: both are needed, the uid at most 40 characters", d.Title, d.UID)
+	}
+	if d.SchemaVersion != grafana11Schema {
+		t.Errorf("schemaVersion %d, want %d", d.SchemaVersion, grafana11Schema)
+	}
+	if d.ID != nil {
+		t.Errorf("id %d: an exported dashboard has id null, or import overwrites another", *d.ID)
+	}
+	if len(d.Inputs) != 1 || d.Inputs[0].Name != "DS_PROMETHEUS" || d.Inputs[0].Type != "datasource" || d.Inputs[0].PluginID != "prometheus" {
+		t.Fatalf("__inputs %+v, want one Prometheus datasource input DS_PROMETHEUS", d.Inputs)
+	}
+	usesInput := func(where string, ds *datasource) {
+		if ds == nil || ds.Type != "prometheus" || ds.UID != "${DS_PROMETHEUS}" {
+			t.Errorf("%s: datasource %+v, want the DS_PROMETHEUS input", where, ds)
+		}
+	}
+	for _, v := range d.Templating.List {
+		usesInput("variable "+v.Name, &v.Datasource)
+	}
+
+	required := map[string]bool{}
+	for _, r := range d.Requires {
+		required[r.Type+"/"+r.ID] = true
+	}
+	if !required["grafana/grafana"] || !required["datasource/prometheus"] {
+		t.Errorf("__requires lacks grafana or the prometheus datasource: %+v", d.Requires)
+	}
+	ids := map[int]bool{}
+	for _, p := range d.Panels {
+		where := "panel " + p.Title
+		if p.Title == "" || p.Type == "" || ids[p.ID] || p.ID == 0 {
+			t.Errorf("panel %d %q: each panel needs a title, a type and its own id", p.ID, p.Title)
+		}
+		ids[p.ID] = true
+		if p.GridPos.W < 1 || p.GridPos.H < 1 || p.GridPos.X < 0 || p.GridPos.X+p.GridPos.W > 24 {
+			t.Errorf("%s: gridPos %+v is outside Grafana's 24 columns", where, p.GridPos)
+		}
+		if p.Type == "row" {
+			continue
+		}
+		if !required["panel/"+p.Type] {
+			t.Errorf("%s: panel type %q is not in __requires", where, p.Type)
+		}
+		usesInput(where, p.Datasource)
+		if len(p.Targets) == 0 {
+			t.Errorf("%s: no query", where)
+		}
+		refs := map[string]bool{}
+		for _, q := range p.Targets {
+			usesInput(where, q.Datasource)
+			if q.Expr == "" || q.RefID == "" || refs[q.RefID] {
+				t.Errorf("%s: each query needs an expr and its own refId: %+v", where, q)
+			}
+			refs[q.RefID] = true
+			if !balanced(q.Expr) {
+				t.Errorf("%s: unbalanced brackets in %s", where, q.Expr)
+			}
+		}
+	}
+}
+
+// envoyMetrics are Envoy's own names the dashboard reads; the Envoy
+// stand-in's tests pin their shape (test/envoy/ads_more_test.go).
+var envoyMetrics = []string{"envoy_listener_downstream_cx_active"}
+
+// dashboardWants is what the dashboard must show: agent state, bootstrap and
+// mesh waits, Envoy restarts, zone listeners, xDS errors, access logs and
+// connections per zone listener.
+var dashboardWants = []string{
+	"zoneproxy_phase", "zoneproxy_ready", "zoneproxy_bootstrap_attempts_total", "zoneproxy_mesh_wait_seconds_total",
+	"zoneproxy_envoy_exits_total", "zoneproxy_zone_listener_present", "zoneproxy_xds_stream_errors_total",
+	"zoneproxy_xds_rejected_total", "zoneproxy_accesslog_lines_forwarded_total", "zoneproxy_accesslog_lines_dropped_total",
+	"envoy_listener_downstream_cx_active",
+}
+
+var (
+	metricName = regexp.MustCompile(`\b(?:zoneproxy|process|go|envoy)_[a-z0-9_]+\b`)
+	byLabels   = regexp.MustCompile(`\bby \(([^)]*)\)`)
+	legendVar  = regexp.MustCompile(`\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}`)
+)
+
+// Every metric and label a query names is one the agent serves: a renamed
+// metric breaks the dashboard here, not in front of an operator.
+func TestDashboardMetricsExist(t *testing.T) {
+	d := loadDashboard(t)
+	src := productSource(t)
+	used := map[string]bool{}
+	for _, p := range d.Panels {
+		for _, q := range p.Targets {
+			for _, name := range metricName.FindAllString(q.Expr, -1) {
+				if strings.HasPrefix(name, "envoy_listener_address") {
+					continue // a label
+				}
+				used[name] = true
+				if slices.Contains(envoyMetrics, name) {
+					continue
+				}
+				if !regexp.MustCompile(`\b` + name + `\b`).MatchString(src) {
+					t.Errorf("panel %q: %s is not a metric of the agent (not in pkg/)", p.Title, name)
+				}
+			}
+			var labels []string
+			for _, m := range byLabels.FindAllStringSubmatch(q.Expr, -1) {
+				for _, l := range strings.Split(m[1], ",") {
+					labels = append(labels, strings.TrimSpace(l))
+				}
+			}
+			for _, m := range legendVar.FindAllStringSubmatch(q.LegendFormat, -1) {
+				labels = append(labels, m[1])
+			}
+			for _, l := range labels {
+				switch {
+				case l == "instance" || l == "job": // Prometheus adds them
+				case strings.HasPrefix(l, "envoy_"): // Envoy's tags
+				case !strings.Contains(src, l+`=\"`):
+					t.Errorf("panel %q: label %q is on none of the agent's metrics", p.Title, l)
+				}
+			}
+		}
+	}
+	for _, name := range dashboardWants {
+		if !used[name] {
+			t.Errorf("no panel shows %s", name)
+		}
+	}
+}
+
+// productSource is every non-test Go file under pkg/.
+func productSource(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	root := ".."
+	err := filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		raw, err := os.ReadFile(path)
+		b.Write(raw)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+func balanced(expr string) bool {
+	var stack []rune
+	pairs := map[rune]rune{')': '(', ']': '[', '}': '{'}
+	inString := false
+	for _, r := range expr {
+		switch {
+		case r == '"':
+			inString = !inString
+		case inString:
+		case r == '(' || r == '[' || r == '{':
+			stack = append(stack, r)
+		case pairs[r] != 0:
+			if len(stack) == 0 || stack[len(stack)-1] != pairs[r] {
+				return false
+			}
+			stack = stack[:len(stack)-1]
+		}
+	}
+	return len(stack) == 0 && !inString
+}
