@@ -1,7 +1,6 @@
 package main
 
 import (
-	"io"
 	"net"
 	"time"
 
@@ -59,9 +58,7 @@ func (l *activeListener) accepted(c net.Conn, st *statStore, log *logger) {
 	l.serveConn(withReplay(c, peeked), fc)
 }
 
-// serveConn runs a connection on its filter chain. Network filters are not
-// modelled: the connection is held open until the peer closes it or the
-// listener closes it.
-func (l *activeListener) serveConn(c net.Conn, _ *listenerv3.FilterChain) {
-	io.Copy(io.Discard, c)
+// serveConn runs a connection on its filter chain (chains.go).
+func (l *activeListener) serveConn(c net.Conn, fc *listenerv3.FilterChain) {
+	l.runtime.serveConn(c, fc)
 }

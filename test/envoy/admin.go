@@ -143,6 +143,7 @@ func (as *adminServer) routes() []*adminHandler {
 		{prefix: "/memory", help: "print current allocation/heap usage", fn: as.memory},
 		{prefix: "/quitquitquit", help: "exit the server", mutates: true, fn: as.quit},
 		{prefix: "/ready", help: "print server state, return 200 if LIVE, otherwise return 503", fn: as.ready},
+		{prefix: "/reopen_logs", help: "reopen access logs", mutates: true, fn: as.reopenLogs},
 		{prefix: "/reset_counters", help: "reset all counters to zero", mutates: true, fn: as.resetCounters},
 		{prefix: "/runtime", help: "print runtime values", fn: as.runtime},
 		{prefix: "/server_info", help: "print server version/status information", fn: as.serverInfo},

@@ -51,6 +51,8 @@ type activeListener struct {
 	// live is the newest listener on this socket: an update that keeps the
 	// socket takes the sockets accepted from then on.
 	live *atomic.Pointer[activeListener]
+	// runtime is the built filter chains: access logs, HTTP routes.
+	runtime *listenerRuntime
 	// Listener filters: tls_inspector (nil without one) and its timeout.
 	inspector         *tlsInspector
 	filtersTimeout    time.Duration

@@ -186,6 +186,7 @@ loop:
 				log.main(lvlInfo, "caught and eating SIGHUP. See documentation for how to hot restart.")
 			case syscall.SIGUSR1:
 				log.main(lvlInfo, "caught SIGUSR1. Reopening access logs.")
+				s.accessLogs.reopen()
 			default:
 				log.main(lvlWarn, "caught %s", sigName(sig))
 				log.main(lvlInfo, "shutting down server instance")
@@ -224,6 +225,7 @@ func (s *server) shutdown(admin *adminServer) {
 		l.conns.closeAll()
 	}
 	s.mu.Unlock()
+	s.accessLogs.close() // flushes what is buffered, as at Envoy's exit
 	s.log.main(lvlInfo, "main dispatch loop exited")
 	s.log.main(lvlInfo, "exiting")
 }

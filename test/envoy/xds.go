@@ -219,6 +219,11 @@ func (s *server) addOrUpdateListener(l *listenerv3.Listener, version string, sta
 			return false, fmt.Errorf("error adding listener: '%s' has duplicate address '%s' as existing listener", l.GetName(), addr)
 		}
 	}
+	// Filter chains are built (access-log files opened) before the bind.
+	runtime, err := s.buildListenerRuntime(l)
+	if err != nil {
+		return false, err
+	}
 	key := bindKey(l)
 	var sock *boundSocket
 	reuse := exists && !old.stopped && old.sock != nil && old.sock.key != "" && bindKey(old.cfg) == key
@@ -263,6 +268,7 @@ func (s *server) addOrUpdateListener(l *listenerv3.Listener, version string, sta
 		al.conns = newConnSet(newListenerStats(s.stats, prefix, s.o.concurrency))
 		al.live = &atomic.Pointer[activeListener]{}
 	}
+	al.runtime = runtime
 	al.live.Store(al)
 	s.listeners[l.GetName()] = al
 	for _, d := range listenerDeps(l) {
