@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -176,8 +178,8 @@ func discoverExamples(t *testing.T) []exampleCase {
 	return cases
 }
 
-// assertKnownVariables fails on a ZONEPROXY_ variable that names no flag:
-// the agent would ignore it without a word.
+// assertKnownVariables fails on a ZONEPROXY_ variable that names no flag
+// of run: the agent refuses it too, but this names the example file.
 func assertKnownVariables(t *testing.T, ex exampleCase) {
 	t.Helper()
 	if len(ex.envVars) == 0 {
@@ -391,4 +393,295 @@ func unboundTokenFile(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// What the examples' comments say, checked against the binary: the
+// commands in each config's header, the keys, the ports, and every claim
+// payments-egress.env makes about variables.
+
+// docExamples is where the packages install examples/.
+const docExamples = "/usr/share/doc/zoneproxy/examples/"
+
+// Each config's header: it is copied from the package to the file its
+// instance reads, its token is issued for the mesh and workload the config
+// uses and written where the config reads it, and its keys are flags.
+func TestExampleHeadersMatchTheirConfig(t *testing.T) {
+	_, help, _ := runCommand(t, nil, "run", "--help")
+	for _, ex := range discoverExamples(t) {
+		if ex.env != nil {
+			continue
+		}
+		t.Run(ex.name, func(t *testing.T) {
+			comment := headerComment(t, ex.config)
+			settings := exampleSettings(t, ex)
+			instance := strings.TrimSuffix(filepath.Base(ex.config), ".yaml")
+			workload := settings["workload"]
+			if workload == "" {
+				workload = "zone-proxy-" + settings["mesh"] + "-" + settings["role"]
+			}
+			token := settings["dataplane-token-file"]
+			for _, want := range []string{
+				"zoneproxy@" + instance + ".service",
+				"cp " + docExamples + ex.name + " /etc/zoneproxy/\n",
+				"kumactl generate dataplane-token --mesh " + settings["mesh"] + " ",
+				"--workload " + workload + " > " + token + ")",
+				"chown zoneproxy: " + token + "\n",
+				"systemctl enable --now zoneproxy@" + instance + "\n",
+			} {
+				if !strings.Contains(comment, want) {
+					t.Errorf("the header does not say %q:\n%s", want, comment)
+				}
+			}
+			for key := range readYAMLMap(t, ex.config) {
+				if !strings.Contains(help, "--"+key+" ") {
+					t.Errorf("key %s is not a flag of `zoneproxy run --help`", key)
+				}
+			}
+		})
+	}
+}
+
+// headerComment is the file's leading comment, without the "# ".
+func headerComment(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "#") {
+			break
+		}
+		out.WriteString(strings.TrimPrefix(strings.TrimPrefix(line, "#"), " ") + "\n")
+	}
+	return out.String()
+}
+
+// "Ports must differ between zone proxies on the same host", and the
+// README's "any of them can share a host": no two instances (configs named
+// alike are variants of one instance) use the same port.
+func TestExamplePortsLetThemShareAHost(t *testing.T) {
+	defaults := runFlagDefaults(t)
+	owner := map[string]string{} // port -> instance:key
+	for _, ex := range discoverExamples(t) {
+		if ex.env != nil {
+			continue
+		}
+		settings := exampleSettings(t, ex)
+		instance := strings.TrimSuffix(filepath.Base(ex.config), ".yaml")
+		keys := []string{"admin-port", "readiness-port"}
+		if settings["role"] != "egress" {
+			keys = append(keys, "ingress-port")
+		}
+		if settings["role"] != "ingress" {
+			keys = append(keys, "egress-port")
+		}
+		for _, key := range keys {
+			port, ok := settings[key]
+			if !ok {
+				port = defaults[key]
+			}
+			if prev, taken := owner[port]; taken && !strings.HasPrefix(prev, instance+":") {
+				t.Errorf("%s: %s %s is also %s", ex.name, key, port, prev)
+			}
+			owner[port] = instance + ":" + key
+		}
+	}
+}
+
+// runFlagDefaults maps each flag of `zoneproxy run --help` to its default.
+func runFlagDefaults(t *testing.T) map[string]string {
+	t.Helper()
+	_, help, _ := runCommand(t, nil, "run", "--help")
+	re := regexp.MustCompile(`(?m)^\s+(?:-\w, )?--([a-z0-9-]+) .*\(default "?([^")]*)"?\)`)
+	out := map[string]string{}
+	for _, m := range re.FindAllStringSubmatch(help, -1) {
+		out[m[1]] = m[2]
+	}
+	if out["admin-port"] == "" {
+		t.Fatalf("no defaults found in `zoneproxy run --help`:\n%s", help)
+	}
+	return out
+}
+
+// Every claim payments-egress.env makes in its comments.
+func TestExampleEnvFileClaims(t *testing.T) {
+	envPath := filepath.Join(examplesDir, "payments-egress.env")
+	config := filepath.Join(examplesDir, "payments-egress.yaml")
+	env, vars := readEnvFile(t, envPath)
+	comment := strings.Join(commentLines(t, envPath), "\n")
+	file := readYAMLMap(t, config)
+
+	t.Run("a variable wins over the YAML file, a flag over both", func(t *testing.T) {
+		if got := renderDataplane(t, []string{"ZONEPROXY_ADMIN_PORT=9950"}, "--config", config).Networking.Admin.Port; got != 9950 {
+			t.Errorf("ZONEPROXY_ADMIN_PORT=9950 over the file's admin-port %v: admin port %d", file["admin-port"], got)
+		}
+		if got := renderDataplane(t, []string{"ZONEPROXY_ADMIN_PORT=9950"}, "--config", config, "--admin-port", "9960").Networking.Admin.Port; got != 9960 {
+			t.Errorf("--admin-port 9960 over ZONEPROXY_ADMIN_PORT=9950: admin port %d", got)
+		}
+	})
+
+	t.Run("a misspelt variable is an error naming the right one", func(t *testing.T) {
+		if !strings.Contains(comment, "A misspelt variable is an error that names the one meant") {
+			t.Errorf("the comment does not say what this checks:\n%s", comment)
+		}
+		code, _, errOut := runCommand(t, append(slices.Clone(env), "ZONEPROXY_DRAIN_TIMEOUT=45s"), "run", "--config", config)
+		if code != 78 || !strings.Contains(errOut, "ZONEPROXY_DRAIN_TIMEOUT") || !strings.Contains(errOut, "did you mean ZONEPROXY_DRAIN_TIME?") {
+			t.Errorf("run with ZONEPROXY_DRAIN_TIMEOUT: exit %d (want 78, which systemd does not restart), stderr:\n%s", code, errOut)
+		}
+	})
+
+	// Cleared means: as if the file did not set the key at all.
+	t.Run("an empty value clears the YAML key", func(t *testing.T) {
+		if !strings.Contains(comment, "An empty value clears the YAML key, as if the file did not set it") {
+			t.Errorf("the comment does not say what this checks:\n%s", comment)
+		}
+		for _, tc := range []struct{ config, key string }{
+			{"ingress-advertised/payments-ingress.yaml", "address"},
+			{"ingress-advertised/payments-ingress.yaml", "name"},
+			{"backend-combined.yaml", "label"},
+		} {
+			path := filepath.Join(examplesDir, tc.config)
+			variable := "ZONEPROXY_" + strings.ToUpper(strings.ReplaceAll(tc.key, "-", "_"))
+			set := renderDataplane(t, nil, "--config", path)
+			cleared := renderDataplane(t, []string{variable + "="}, "--config", path)
+			unset := renderDataplane(t, nil, "--config", configWithout(t, path, tc.key))
+			if !reflect.DeepEqual(cleared, unset) {
+				t.Errorf("%s= with %s: got %+v, want %+v (the file without %s:)", variable, tc.config, cleared, unset, tc.key)
+			}
+			if reflect.DeepEqual(cleared, set) {
+				t.Errorf("%s= with %s changed nothing: the file's %s: still applies", variable, tc.config, tc.key)
+			}
+		}
+	})
+
+	t.Run("ZONEPROXY_LABEL replaces the file's labels", func(t *testing.T) {
+		path := filepath.Join(examplesDir, "backend-combined.yaml")
+		labels := renderDataplane(t, []string{"ZONEPROXY_LABEL=" + vars["ZONEPROXY_LABEL"]}, "--config", path).Labels
+		for k, v := range exampleLabels(t, exampleCase{name: "backend-combined.yaml", config: path}) {
+			if got, ok := labels[k]; ok && got == v {
+				t.Errorf("the file's label %s=%s survived ZONEPROXY_LABEL: %v", k, v, labels)
+			}
+		}
+	})
+
+	t.Run("what the file completes and overrides", func(t *testing.T) {
+		for _, v := range []string{"ZONEPROXY_ADDRESS", "ZONEPROXY_CA_CERT_FILE", "ZONEPROXY_LABEL"} {
+			if _, ok := vars[v]; !ok {
+				t.Errorf("%s is not in the file", v)
+			}
+			if val, ok := file[envKey(v)]; ok {
+				t.Errorf("the comment says the YAML file leaves %s unset, but it sets %v", envKey(v), val)
+			}
+		}
+		if want := fmt.Sprintf("Overrides the YAML file's drain-time: %v.", file["drain-time"]); !strings.Contains(comment, want) {
+			t.Errorf("the YAML file's drain-time is %v: the comment should say %q", file["drain-time"], want)
+		}
+		if want := fmt.Sprintf("Overrides the default (%s)", runFlagDefaults(t)["log-format"]); !strings.Contains(comment, want) {
+			t.Errorf("the comment should say %q", want)
+		}
+	})
+
+	// The preview command in the last comment, run as written with the
+	// example's paths: sh reads the file as systemd does.
+	t.Run("the preview command", func(t *testing.T) {
+		var cmd string
+		for _, line := range commentLines(t, envPath) {
+			if _, after, ok := strings.Cut(line, "sudo sh -c '"); ok {
+				cmd = strings.TrimSuffix(after, "'")
+			}
+		}
+		if cmd == "" {
+			t.Fatal("no `sudo sh -c '...'` preview command in the comments")
+		}
+		cmd = strings.ReplaceAll(cmd, "/etc/zoneproxy/payments-egress.env", envPath)
+		cmd = strings.ReplaceAll(cmd, "/etc/zoneproxy/payments-egress.yaml", config)
+		cmd = strings.ReplaceAll(cmd, "exec zoneproxy ", "exec "+bins.Zoneproxy+" ")
+		out, err := exec.Command("sh", "-c", cmd).Output()
+		if err != nil {
+			t.Fatalf("sh -c %q: %v", cmd, err)
+		}
+		var dp renderedDataplane
+		if err := yaml.Unmarshal(out, &dp); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if dp.Networking.Address != vars["ZONEPROXY_ADDRESS"] || dp.Labels["tier"] != "edge" {
+			t.Errorf("the preview does not show the file's address and labels: %+v", dp)
+		}
+	})
+}
+
+// "Tokens are per mesh: this proxy needs its own, for mesh billing."
+func TestExampleTokensArePerMesh(t *testing.T) {
+	enc := base64.RawURLEncoding.EncodeToString
+	tok := enc([]byte(`{"alg":"RS256","kid":"1","typ":"JWT"}`)) + "." + enc([]byte(`{"Mesh":"payments"}`)) + ".c2ln"
+	path := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(path, []byte(tok), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runCommand(t, nil, "run", "--config", filepath.Join(examplesDir, "two-meshes", "billing-egress.yaml"),
+		"--dataplane-token-file", path)
+	if code != 78 || !strings.Contains(errOut, `token is for mesh "payments", not "billing"`) {
+		t.Errorf("billing-egress with a payments token: exit %d, want 78 naming the mesh; stderr:\n%s", code, errOut)
+	}
+}
+
+type renderedDataplane struct {
+	Name       string            `yaml:"name"`
+	Labels     map[string]string `yaml:"labels"`
+	Networking struct {
+		Address string `yaml:"address"`
+		Admin   struct {
+			Port int `yaml:"port"`
+		} `yaml:"admin"`
+	} `yaml:"networking"`
+}
+
+func renderDataplane(t *testing.T, env []string, args ...string) renderedDataplane {
+	t.Helper()
+	code, out, errOut := runCommand(t, env, append([]string{"render", "dataplane"}, args...)...)
+	if code != 0 {
+		t.Fatalf("zoneproxy render dataplane %s (env %v): exit %d\n%s", strings.Join(args, " "), env, code, errOut)
+	}
+	var dp renderedDataplane
+	if err := yaml.Unmarshal([]byte(out), &dp); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	return dp
+}
+
+// configWithout writes a copy of the config without key.
+func configWithout(t *testing.T, path, key string) string {
+	t.Helper()
+	m := readYAMLMap(t, path)
+	if _, ok := m[key]; !ok {
+		t.Fatalf("%s does not set %s", path, key)
+	}
+	delete(m, key)
+	b, err := yaml.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), filepath.Base(path))
+	if err := os.WriteFile(out, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// commentLines are a file's comment lines, without the "# ".
+func commentLines(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "#"); ok {
+			out = append(out, strings.TrimPrefix(rest, " "))
+		}
+	}
+	return out
 }
