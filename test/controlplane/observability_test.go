@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -374,5 +376,43 @@ func TestPolicyValidationNamesTheField(t *testing.T) {
 	}
 	if p := s.PoliciesFor("m", "n"); len(p.MeshAccessLogs)+len(p.MeshMetrics) != 0 {
 		t.Errorf("rejected policies were stored: %+v", p)
+	}
+}
+
+func TestPolicyAdminAPI(t *testing.T) {
+	s := startTestServer(t, Options{})
+	base := s.AdminURL() + "/proxies/payments/zp-egress-1"
+	do := func(method, path, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	tests := []struct {
+		method, path, body string
+		code               int
+		contains           string
+	}{
+		{"PUT", "/meshaccesslogs/zp-logs", `{"backends":[{"type":"Tcp","tcp":{"address":"127.0.0.1:5000","fromat":{}}}]}`, 400, `unknown field "fromat"`},
+		{"PUT", "/meshaccesslogs/zp-logs", `{"backends":[{"type":"Tcp","tcp":{"address":"nohost"}}]}`, 400, `backends[0].tcp.address`},
+		{"PUT", "/meshaccesslogs/zp-logs", `{"backends":[{"type":"Tcp","tcp":{"address":"127.0.0.1:5000"}}]}`, 200, `"meshAccessLogs":{"zp-logs":{"backends":[{"type":"Tcp","tcp":{"address":"127.0.0.1:5000"}}]}}`},
+		{"PUT", "/meshmetrics/zp-metrics", `{"backends":[{"type":"Prometheus","prometheus":{}}]}`, 200, `"prometheus":{"clientId":"default-backend","port":5670,"path":"/metrics"}`},
+		{"GET", "/policies", "", 200, `"withholdZoneListeners":false`},
+		{"PUT", "/zone-listeners", `{}`, 400, "withheld: required"},
+		{"PUT", "/zone-listeners", `{"withheld":true}`, 200, `"withholdZoneListeners":true`},
+		{"DELETE", "/meshmetrics/zp-metrics", "", 200, `"meshMetrics":{}`},
+		{"DELETE", "/meshmetrics/zp-metrics", "", 404, "no MeshMetric zp-metrics"},
+		{"DELETE", "/meshaccesslogs/zp-logs", "", 200, `"meshAccessLogs":{}`},
+	}
+	for _, tt := range tests {
+		code, body := do(tt.method, tt.path, tt.body)
+		if code != tt.code || !strings.Contains(body, tt.contains) {
+			t.Errorf("%s %s %s: %d %s\nwant %d containing %s", tt.method, tt.path, tt.body, code, body, tt.code, tt.contains)
+		}
 	}
 }

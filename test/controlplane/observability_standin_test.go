@@ -1,0 +1,245 @@
+package controlplane
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/zoneproxy/zoneproxy/pkg/kumasock"
+)
+
+var (
+	standInOnce sync.Once
+	standInBin  string
+	standInErr  error
+)
+
+// buildStandIn compiles the Envoy stand-in once per test run.
+func buildStandIn(t *testing.T) string {
+	t.Helper()
+	standInOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "cp-standin-")
+		if err != nil {
+			standInErr = err
+			return
+		}
+		standInBin = filepath.Join(dir, "envoy")
+		out, err := exec.Command("go", "build", "-o", standInBin, "../envoy").CombinedOutput()
+		if err != nil {
+			standInErr = fmt.Errorf("go build ../envoy: %v\n%s", err, out)
+		}
+	})
+	if standInErr != nil {
+		t.Fatal(standInErr)
+	}
+	return standInBin
+}
+
+func freeTCPPort(t *testing.T) uint32 {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return uint32(ln.Addr().(*net.TCPAddr).Port)
+}
+
+func unixHTTP(sock string) *http.Client {
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		},
+	}}
+}
+
+func httpGet(c *http.Client, url, ifNoneMatch string) (int, string, string, error) {
+	req, _ := http.NewRequest("GET", url, nil)
+	if ifNoneMatch != "" {
+		req.Header.Set("If-None-Match", ifNoneMatch)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, "", "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Etag"), string(b), nil
+}
+
+// TestObservabilityThroughTheStandIn runs the Envoy stand-in on the
+// bootstrap and xDS this CP generates for a zone egress with a
+// MeshAccessLog and a MeshMetric, and checks what the agent would meet:
+// lines in its FIFO, the dynconf socket, the Prometheus listener.
+func TestObservabilityThroughTheStandIn(t *testing.T) {
+	bin := buildStandIn(t)
+	s := startTestServer(t, Options{Meshes: []string{"payments"}})
+	work, err := os.MkdirTemp("", "zpobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(work) })
+
+	// kuma-dp's side: the FIFO (read end held) and the hijacker socket.
+	fifo := kumasock.AccessLog(work, "zp-egress-1", "payments")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rf, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rf.Close()
+	rf.SetReadDeadline(time.Now().Add(30 * time.Second))
+	hj, err := net.Listen("unix", kumasock.MetricsHijacker(work, "zp-egress-1", "payments"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hijacker := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "scraped %s\n", r.URL.Path)
+	})}
+	go hijacker.Serve(hj)
+	t.Cleanup(func() { hijacker.Close() })
+
+	zonePort, promPort := freeTCPPort(t), freeTCPPort(t)
+	if err := s.SetMeshAccessLog("payments", "zp-egress-1", "zp-logs", MeshAccessLog{Backends: []AccessLogBackend{
+		{Type: "Tcp", TCP: &TCPAccessLogBackend{Address: "127.0.0.1:5000"}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	mm := zpMetrics()
+	mm.Backends[0].Prometheus.Port = promPort
+	mm.Backends = mm.Backends[:1]
+	if err := s.SetMeshMetric("payments", "zp-egress-1", "zp-metrics", mm); err != nil {
+		t.Fatal(err)
+	}
+
+	tok, _ := s.IssueToken(TokenRequest{Mesh: "payments", Workload: "zp-egress"})
+	dp := dpJSON(t, "payments", "zp-egress-1", "zp-egress", listener{Type: "ZoneEgress", Address: "127.0.0.1", Port: int(zonePort), Name: "ze-port"})
+	body := bootstrapBody("payments", "zp-egress-1", tok, dp)
+	body["workdir"] = work
+	r := post(t, httpClient(t, s, true), s.URL()+"/bootstrap", mustJSON(t, body), "application/json")
+	if r.status != 200 {
+		t.Fatalf("bootstrap: %d %s", r.status, r.body)
+	}
+	var resp struct {
+		Bootstrap []byte `json:"bootstrap"`
+	}
+	if err := json.Unmarshal(r.body, &resp); err != nil {
+		t.Fatal(err)
+	}
+	bootstrap := filepath.Join(work, "bootstrap.yaml")
+	if err := os.WriteFile(bootstrap, resp.Bootstrap, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	var stderrMu sync.Mutex
+	cmd := exec.Command(bin, "--config-path", bootstrap, "--drain-time-s", "1", "--file-flush-interval-msec", "50", "--log-level", "info")
+	cmd.Stderr = writerFunc(func(p []byte) (int, error) { stderrMu.Lock(); defer stderrMu.Unlock(); return stderr.Write(p) })
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			stderrMu.Lock()
+			t.Logf("stand-in stderr:\n%s", stderr.String())
+			stderrMu.Unlock()
+		}
+	})
+
+	dynconf := unixHTTP(kumasock.DynamicConfig(work))
+	var etag string
+	await(t, 20*time.Second, "dynconf answering", func() bool {
+		code, e, _, err := httpGet(dynconf, "http://localhost/meshmetric", "")
+		etag = e
+		return err == nil && code == 200
+	})
+	if code, _, b, err := httpGet(dynconf, "http://localhost/meshmetric", etag); err != nil || code != 304 || b != "" {
+		t.Errorf("with the Etag: %d %q %v", code, b, err)
+	}
+	if code, _, _, _ := httpGet(dynconf, "http://localhost/otel", ""); code != 404 {
+		t.Errorf("/otel: %d, want 404", code)
+	}
+	code, _, b, err := httpGet(&http.Client{Timeout: 5 * time.Second}, fmt.Sprintf("http://127.0.0.1:%d/metrics", promPort), "")
+	if err != nil || code != 200 || b != "scraped /meshmetric\n" {
+		t.Errorf("scrape: %d %q %v", code, b, err)
+	}
+
+	// A TLS connection to the egress with the right SNI matches the zone
+	// filter chain: one line on connect, one on close.
+	conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", zonePort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := tls.Client(conn, &tls.Config{ServerName: "sni.extsvc.payments.default.httpbin.80", InsecureSkipVerify: true})
+	go tc.Handshake() // the stand-in proxies nothing and never answers
+	lines := bufio.NewReader(rf)
+	first, err := lines.ReadString('\n')
+	if err != nil {
+		t.Fatalf("no line on connect: %v", err)
+	}
+	conn.Close()
+	second, err := lines.ReadString('\n')
+	if err != nil {
+		t.Fatalf("no line on close: %v", err)
+	}
+	for _, l := range []string{first, second} {
+		var v struct{ Address, Message string }
+		if err := json.Unmarshal([]byte(l), &v); err != nil || v.Address != "127.0.0.1:5000" ||
+			!strings.Contains(v.Message, "] - payments 127.0.0.1(unknown)->-(unknown) took ") {
+			t.Errorf("line %q", l)
+		}
+	}
+	// Nothing was read at connect; the ClientHello was by the close.
+	if !strings.Contains(first, "received: 0 bytes") || strings.Contains(second, "received: 0 bytes") {
+		t.Errorf("byte counts: connect %q, close %q", first, second)
+	}
+
+	// Removing the MeshMetric removes the dynconf and Prometheus listeners.
+	s.DeleteMeshMetric("payments", "zp-egress-1", "zp-metrics")
+	await(t, 10*time.Second, "Prometheus listener gone", func() bool {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", promPort), time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
+	await(t, 10*time.Second, "dynconf listener gone", func() bool {
+		_, _, _, err := httpGet(dynconf, "http://localhost/meshmetric", "")
+		return err != nil
+	})
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// await polls cond until it holds or d passes (the stand-in starts slowly
+// on a loaded machine).
+func await(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
