@@ -493,3 +493,56 @@ func decodeStrict(body []byte, v any) error {
 	}
 	return nil
 }
+
+// SetPolicies replaces everything attached to the zone proxy mesh/name,
+// validating each policy first (nothing changes on an error).
+func (s *Server) SetPolicies(mesh, name string, p ProxyPolicies) error {
+	if err := checkProxyRef(mesh, name); err != nil {
+		return err
+	}
+	next := ProxyPolicies{MeshAccessLogs: map[string]MeshAccessLog{}, MeshMetrics: map[string]MeshMetric{}, WithholdZoneListeners: p.WithholdZoneListeners}
+	for policy, m := range p.MeshAccessLogs {
+		if err := checkPolicyName("MeshAccessLog", policy); err != nil {
+			return err
+		}
+		if err := m.validate(); err != nil {
+			return fmt.Errorf("MeshAccessLog %s: %w", policy, err)
+		}
+		next.MeshAccessLogs[policy] = m
+	}
+	for policy, m := range p.MeshMetrics {
+		if err := checkPolicyName("MeshMetric", policy); err != nil {
+			return err
+		}
+		withDefaults, err := m.withDefaults()
+		if err != nil {
+			return fmt.Errorf("MeshMetric %s: %w", policy, err)
+		}
+		next.MeshMetrics[policy] = withDefaults
+	}
+	s.updatePolicies(mesh, name, func(cur *ProxyPolicies) { *cur = next })
+	s.log.printf("policies of %s.%s set: %d MeshAccessLog, %d MeshMetric, zone listeners withheld=%t",
+		mesh, name, len(next.MeshAccessLogs), len(next.MeshMetrics), next.WithholdZoneListeners)
+	return nil
+}
+
+// LoadPolicies reads a JSON object keyed by "<mesh>/<name>" whose values
+// are ProxyPolicies, e.g.
+//
+//	{"payments/zp-egress-1": {"meshMetrics": {"m": {"backends": [{"type": "Prometheus", "prometheus": {}}]}}}}
+func (s *Server) LoadPolicies(data []byte) error {
+	var all map[string]ProxyPolicies
+	if err := decodeStrict(data, &all); err != nil {
+		return fmt.Errorf("policies: %w", err)
+	}
+	for key, p := range all {
+		mesh, name, ok := strings.Cut(key, "/")
+		if !ok {
+			return fmt.Errorf("policies: key %q must be <mesh>/<name>", key)
+		}
+		if err := s.SetPolicies(mesh, name, p); err != nil {
+			return fmt.Errorf("policies %s: %w", key, err)
+		}
+	}
+	return nil
+}

@@ -416,3 +416,24 @@ func TestPolicyAdminAPI(t *testing.T) {
 		}
 	}
 }
+
+func TestLoadPolicies(t *testing.T) {
+	s := startTestServer(t, Options{})
+	err := s.LoadPolicies([]byte(`{"payments/zp-egress-1": {"withholdZoneListeners": true,
+		"meshMetrics": {"m": {"backends": [{"type": "Prometheus", "prometheus": {"port": 5671}}]}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := s.PoliciesFor("payments", "zp-egress-1")
+	got := p.MeshMetrics["m"].Backends[0].Prometheus
+	if !p.WithholdZoneListeners || got.Port != 5671 || got.Path != "/metrics" || got.ClientID != "default-backend" {
+		t.Errorf("loaded %+v, prometheus %+v", p, got)
+	}
+	if err := s.LoadPolicies([]byte(`{"payments/zp-egress-1": {"meshAccessLogs": {"l": {"backends": []}}}}`)); err == nil ||
+		!strings.Contains(err.Error(), "policies payments/zp-egress-1: MeshAccessLog l: backends: must have at least one element") {
+		t.Errorf("got %v", err)
+	}
+	if p := s.PoliciesFor("payments", "zp-egress-1"); !p.WithholdZoneListeners || len(p.MeshMetrics) != 1 {
+		t.Errorf("a rejected file changed the policies: %+v", p)
+	}
+}

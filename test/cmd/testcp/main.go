@@ -34,6 +34,7 @@ func run(args []string) int {
 	addr := fs.String("addr", "127.0.0.1:5678", "DP server (TLS: /bootstrap, ADS, HDS) listen address")
 	adminAddr := fs.String("admin-addr", "127.0.0.1:5681", "plain-HTTP admin API listen address")
 	authDisabled := fs.Bool("auth-disabled", false, "accept proxies without a dataplane token (like KUMA_DP_SERVER_AUTHN_DP_PROXY_TYPE=none)")
+	policies := fs.String("policies", "", `JSON file of policies per zone proxy: {"<mesh>/<name>": {"meshAccessLogs": {...}, "meshMetrics": {...}, "withholdZoneListeners": false}}`)
 	var meshes meshList
 	fs.Var(&meshes, "mesh", "a mesh that exists at start (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -60,6 +61,17 @@ func run(args []string) int {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "testcp: %v\n", err)
 		return 1
+	}
+	if *policies != "" {
+		data, err := os.ReadFile(*policies)
+		if err == nil {
+			err = s.LoadPolicies(data)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "testcp: --policies: %v\n", err)
+			s.Close()
+			return 2
+		}
 	}
 	fmt.Printf("testcp ready dp=%s admin=%s ca=%s\n", s.URL(), s.AdminURL(), s.CACertFile())
 
