@@ -43,4 +43,51 @@
 //	POST   /restart?down=2s        answers once the DP listener is back
 //	GET    /bootstrap-requests     {"count":n,"records":[BootstrapRecord…]} (body base64)
 //	GET    /ready                  200 READY
+//
+// Observability policies on a zone proxy (observability*.go), by node id
+// mesh/name, attached before or after it connects; every change is pushed
+// as a new snapshot (the version is a hash of the resources):
+//
+//	GET    /proxies/{mesh}/{name}/policies                  ProxyPolicies
+//	PUT    /proxies/{mesh}/{name}/meshaccesslogs/{policy}   kuma's MeshAccessLog `default` (Tcp, File backends)
+//	PUT    /proxies/{mesh}/{name}/meshmetrics/{policy}      kuma's MeshMetric `default` (sidecar, backends)
+//	DELETE /proxies/{mesh}/{name}/{meshaccesslogs|meshmetrics}/{policy}
+//	PUT    /proxies/{mesh}/{name}/zone-listeners            {"withheld": true|false}
+//
+// Go API: SetMeshAccessLog, SetMeshMetric, Delete…, WithholdZoneListeners,
+// SetPolicies, LoadPolicies (testcp --policies FILE). Bodies are decoded
+// strictly; errors name the field (backends[0].tcp.address: …).
+//
+// What is generated (kuma-observability.md §1.2, §2.2), with paths from
+// pkg/kumasock and the bootstrap's workdir metadata:
+//   - MeshAccessLog: an envoy.access_loggers.file per backend, in every
+//     filter chain of the zone listeners (tcp_proxy and HCM), Tcp backends
+//     to the FIFO kuma-al-<name>-<mesh>.sock with json_format {address,
+//     message}, the message the default TCP format or Plain text plus "\n"
+//     or the Json object, %KUMA_*% expanded (source service "unknown",
+//     source address networking.address); tcp_proxy gets
+//     flush_access_log_on_connected. All policies add loggers, by name.
+//   - MeshMetric: per Prometheus backend a listener and a STATIC cluster
+//     system_meshmetric_prometheus_<clientId> (<networking.address>:<port>,
+//     enable_reuse_port as for zone listeners, prefix <path> rewritten to
+//     /meshmetric on kuma-mh-<name>-<mesh>.sock); per OpenTelemetry backend
+//     (direct mode) a listener on kuma-otel-<b>.sock and an HTTP/2 cluster
+//     system_meshmetric_otel_<b> to its endpoint; and system_dynamicconfig
+//     on kuma-mesh-metric-config.sock serving /meshmetric (304 route on
+//     If-None-Match == hex(sha256(body)), 200 route with the body and Etag,
+//     404 otherwise). extraLabels: mesh, zone (label kuma.io/zone, else
+//     "default"), kuma.proxy_role. Removing the last policy removes them all.
+//   - Withheld zone listeners: the zone listeners and their clusters are
+//     not sent (an ingress without MeshService, an egress without
+//     MeshIdentity/MeshExternalService); admin and readiness clusters are.
+//
+// Where this differs from kuma-cp: no targetRef, rules or matches (a
+// policy is attached to one proxy; several MeshMetrics merge by name, the
+// last one's sidecar and backends winning); MeshAccessLog OpenTelemetry
+// backends and CEL filters are not modelled; an OpenTelemetry MeshMetric
+// backend is given inline (name, endpoint) instead of a backendRef to a
+// MeshOpenTelemetryBackend; OTel is always direct mode, even when the
+// proxy advertises feature-otel-via-kuma-dp (no /otel route); MeshMetric
+// ProvidedTLS and `applications` are not accepted; %KUMA_WORKLOAD% expands
+// to "". A build error after connect keeps the previous snapshot.
 package controlplane
