@@ -16,13 +16,16 @@ type Options struct {
 
 // Args builds Envoy's command line. Hot restart is disabled so that several
 // zone proxies can share a host; drain strategy immediate because the agent
-// paces the drain itself.
+// paces the drain itself; access-log files (the MeshAccessLog FIFO among
+// them) are flushed every second instead of Envoy's 10, so lines reach
+// their backends promptly (istio's pilot-agent does the same).
 func Args(o Options) []string {
 	args := []string{
 		"--config-path", o.ConfigPath,
 		"--drain-time-s", strconv.Itoa(int(math.Ceil(o.DrainTime.Seconds()))),
 		"--drain-strategy", "immediate",
 		"--disable-hot-restart",
+		"--file-flush-interval-msec", "1000",
 		"--log-level", o.LogLevel,
 	}
 	if o.Concurrency > 0 {

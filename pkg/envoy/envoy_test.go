@@ -46,9 +46,9 @@ func TestArgs(t *testing.T) {
 		want []string
 	}{
 		{Options{ConfigPath: "/w/bootstrap.yaml", DrainTime: 30 * time.Second, LogLevel: "info"},
-			[]string{"--config-path", "/w/bootstrap.yaml", "--drain-time-s", "30", "--drain-strategy", "immediate", "--disable-hot-restart", "--log-level", "info"}},
+			[]string{"--config-path", "/w/bootstrap.yaml", "--drain-time-s", "30", "--drain-strategy", "immediate", "--disable-hot-restart", "--file-flush-interval-msec", "1000", "--log-level", "info"}},
 		{Options{ConfigPath: "/b", DrainTime: 1500 * time.Millisecond, LogLevel: "debug", Concurrency: 2},
-			[]string{"--config-path", "/b", "--drain-time-s", "2", "--drain-strategy", "immediate", "--disable-hot-restart", "--log-level", "debug", "--concurrency", "2"}},
+			[]string{"--config-path", "/b", "--drain-time-s", "2", "--drain-strategy", "immediate", "--disable-hot-restart", "--file-flush-interval-msec", "1000", "--log-level", "debug", "--concurrency", "2"}},
 	}
 	for _, tc := range cases {
 		if got := Args(tc.opts); !reflect.DeepEqual(got, tc.want) {
