@@ -218,9 +218,13 @@ func startRelay(t testing.TB, p *pki, cpAddr string, token func() (string, error
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
+	var caPEM []byte
+	if p != nil {
+		caPEM = p.caPEM
+	}
 	opts := Options{
 		SocketPath: filepath.Join(dir, "xds.sock"),
-		Upstream:   bootstraprewrite.Upstream{Address: cpAddr, ServerName: "127.0.0.1", CAPEM: p.caPEM, Metadata: []bootstraprewrite.Header{{Key: "x-zone", Value: "east"}}},
+		Upstream:   bootstraprewrite.Upstream{Address: cpAddr, ServerName: "127.0.0.1", CAPEM: caPEM, Metadata: []bootstraprewrite.Header{{Key: "x-zone", Value: "east"}}},
 		Token:      token,
 		Backoff:    bootstrap.Backoff{Initial: 5 * time.Millisecond, Max: 50 * time.Millisecond},
 		Log:        zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)),
@@ -290,7 +294,10 @@ func (c *envoyClient) send(m proto.Message) []byte {
 	return b
 }
 
+// recv gives up (failing the stream) after waitLimit.
 func (c *envoyClient) recv() ([]byte, error) {
+	stuck := time.AfterFunc(waitLimit, c.cancel)
+	defer stuck.Stop()
 	f := &frame{}
 	err := c.stream.RecvMsg(f)
 	return f.b, err
