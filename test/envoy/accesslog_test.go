@@ -155,16 +155,21 @@ func TestAccessLogFIFOWithoutReaderBlocksTheListener(t *testing.T) {
 		t.Fatal(err)
 	}
 	lport := freePort(t)
-	cp.setSnapshot(t, "v1", []types.Resource{staticCluster("backend")},
-		[]types.Resource{loggedTCPListener(t, "zp", lport, kumaFileLog(t, fifo))})
+	// The listener comes only once the stand-in is up: its blocked open
+	// holds the admin API too, which start-up waits for.
+	cp.setSnapshot(t, "v1", []types.Resource{staticCluster("backend")}, nil)
 	proc, _, _ := startWithCPArgs(t, cp, fastFlush...)
-
-	waitFor(t, 10*time.Second, "CDS ACK", func() bool { return cp.ackCount(resource.ClusterType) >= 1 })
+	waitFor(t, 10*time.Second, "CDS and LDS ACKs", func() bool {
+		return cp.ackCount(resource.ClusterType) >= 1 && cp.ackCount(resource.ListenerType) >= 1
+	})
+	acked := cp.ackCount(resource.ListenerType)
+	cp.setSnapshot(t, "v2", []types.Resource{staticCluster("backend")},
+		[]types.Resource{loggedTCPListener(t, "zp", lport, kumaFileLog(t, fifo))})
 	// Nothing can signal "still blocked", so watch for a while: the
 	// listener must neither be ACKed nor bound while the open blocks.
 	deadline := time.Now().Add(time.Second)
 	for time.Now().Before(deadline) {
-		if cp.ackCount(resource.ListenerType) > 0 || dialable(lport) {
+		if cp.ackCount(resource.ListenerType) > acked || dialable(lport) {
 			t.Fatal("the listener was built although its access-log FIFO has no reader")
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -180,7 +185,7 @@ func TestAccessLogFIFOWithoutReaderBlocksTheListener(t *testing.T) {
 	defer rf.Close()
 	rf.SetReadDeadline(time.Now().Add(20 * time.Second))
 	// The stand-in binds before it ACKs.
-	waitFor(t, 10*time.Second, "LDS ACK", func() bool { return cp.ackCount(resource.ListenerType) >= 1 })
+	waitFor(t, 10*time.Second, "LDS ACK", func() bool { return cp.ackCount(resource.ListenerType) > acked })
 
 	// One line on connect (flush_access_log_on_connected), one on close.
 	sendAndClose(t, lport, "hello")
