@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/zoneproxy/zoneproxy/pkg/throttle"
 )
 
 // backend owns one TCP connection to one address and a bounded queue of
@@ -83,8 +85,8 @@ type sender struct {
 	opts    *Options
 	log     *zap.Logger
 	closing <-chan struct{}
-	warn    throttle
-	info    throttle // a backend that stalls reconnects every WriteTimeout
+	warn    throttle.Throttle
+	info    throttle.Throttle // a backend that stalls reconnects every WriteTimeout
 	link    *link
 }
 
@@ -173,13 +175,13 @@ func (s *sender) dial(ctx context.Context) (*link, error) {
 }
 
 func (s *sender) warnf(msg string, err error, fields ...zap.Field) {
-	if ok, suppressed := s.warn.allow(time.Now()); ok {
+	if ok, suppressed := s.warn.Allow(time.Now()); ok {
 		s.log.Warn(msg, append(fields, zap.Error(err), zap.Int("suppressed_since_last", suppressed))...)
 	}
 }
 
 func (s *sender) infof(msg string) {
-	if ok, suppressed := s.info.allow(time.Now()); ok {
+	if ok, suppressed := s.info.Allow(time.Now()); ok {
 		s.log.Info(msg, zap.Int("suppressed_since_last", suppressed))
 	}
 }

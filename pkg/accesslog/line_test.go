@@ -2,7 +2,6 @@ package accesslog
 
 import (
 	"testing"
-	"time"
 )
 
 func TestLinesAreForwardedAsKumaDPSendsThem(t *testing.T) {
@@ -50,37 +49,5 @@ func TestLinesAreForwardedAsKumaDPSendsThem(t *testing.T) {
 				t.Fatalf("got ok=%v %q → %q, want %q → %q", ok, addr, payload, tt.wantAddr, tt.want)
 			}
 		})
-	}
-}
-
-func TestLabelValuesEscapedAsTheTextFormatSays(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{"127.0.0.1:5000", "127.0.0.1:5000"},
-		{`a\b`, `a\\b`},
-		{`a"b`, `a\"b`},
-		{"a\nb", `a\nb`},
-		{"é\t", "é\t"}, // not escaped, unlike Go's %q
-	}
-	for _, tt := range tests {
-		if got := escapeLabel(tt.in); got != tt.want {
-			t.Errorf("escapeLabel(%q) = %q, want %q", tt.in, got, tt.want)
-		}
-	}
-}
-
-func TestThrottleLetsOneWarningThroughPerInterval(t *testing.T) {
-	th := throttle{every: warnEvery}
-	now := time.Unix(1_000_000, 0)
-	if ok, _ := th.allow(now); !ok {
-		t.Fatal("first warning suppressed")
-	}
-	for range 5 {
-		if ok, _ := th.allow(now); ok {
-			t.Fatal("warning let through within the interval")
-		}
-	}
-	ok, suppressed := th.allow(now.Add(warnEvery))
-	if !ok || suppressed != 5 {
-		t.Fatalf("after the interval: ok=%v suppressed=%d, want true 5", ok, suppressed)
 	}
 }

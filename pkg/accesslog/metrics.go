@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strings"
+
+	"github.com/zoneproxy/zoneproxy/pkg/metrics"
 )
 
 // WriteMetrics writes the streamer's counters in Prometheus text format 0.0.4.
@@ -25,12 +26,12 @@ func (s *Streamer) WriteMetrics(w io.Writer) {
 
 	family("zoneproxy_accesslog_lines_forwarded_total", "counter", "Lines written to an access-log backend.")
 	for _, b := range backends {
-		fmt.Fprintf(w, "zoneproxy_accesslog_lines_forwarded_total{backend=\"%s\"} %d\n", escapeLabel(b.addr), b.forwarded.Load())
+		fmt.Fprintf(w, "zoneproxy_accesslog_lines_forwarded_total{backend=\"%s\"} %d\n", metrics.LabelValue(b.addr), b.forwarded.Load())
 	}
 
 	family("zoneproxy_accesslog_lines_dropped_total", "counter", `Lines dropped, by backend ("" when the line could not be parsed) and reason.`)
 	dropped := func(backend, reason string, n uint64) {
-		fmt.Fprintf(w, "zoneproxy_accesslog_lines_dropped_total{backend=\"%s\",reason=\"%s\"} %d\n", escapeLabel(backend), reason, n)
+		fmt.Fprintf(w, "zoneproxy_accesslog_lines_dropped_total{backend=\"%s\",reason=\"%s\"} %d\n", metrics.LabelValue(backend), reason, n)
 	}
 	dropped("", "invalid", s.invalid.Load())
 	dropped("", "too_long", s.tooLong.Load())
@@ -45,10 +46,6 @@ func (s *Streamer) WriteMetrics(w io.Writer) {
 		if b.connected.Load() {
 			up = 1
 		}
-		fmt.Fprintf(w, "zoneproxy_accesslog_backend_connected{backend=\"%s\"} %d\n", escapeLabel(b.addr), up)
+		fmt.Fprintf(w, "zoneproxy_accesslog_backend_connected{backend=\"%s\"} %d\n", metrics.LabelValue(b.addr), up)
 	}
 }
-
-// escapeLabel escapes a label value as the text format requires: only
-// backslash, double quote and newline (Go's %q would escape far more).
-var escapeLabel = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace

@@ -93,7 +93,7 @@ func (s *Streamer) dispatch(line []byte) {
 }
 
 func (s *Streamer) warnDrop(msg string, line []byte) {
-	ok, suppressed := s.warn.allow(time.Now())
+	ok, suppressed := s.warn.Allow(time.Now())
 	if !ok {
 		return
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/zoneproxy/zoneproxy/pkg/throttle"
 )
 
 // Streamer reads the FIFO and forwards each line to its backend.
@@ -22,7 +24,7 @@ type Streamer struct {
 	// Reader state, owned by the reader goroutine.
 	pending    []byte
 	discarding bool
-	warn       throttle
+	warn       throttle.Throttle
 
 	mu       sync.Mutex
 	backends map[string]*backend
@@ -57,7 +59,7 @@ func Start(opts Options) (*Streamer, error) {
 		opts:       o,
 		log:        o.Log.With(zap.String("fifo", o.Path)),
 		fifo:       fifo,
-		warn:       throttle{every: warnEvery},
+		warn:       throttle.Throttle{Every: warnEvery},
 		backends:   map[string]*backend{},
 		ctx:        ctx,
 		cancel:     cancel,
@@ -81,8 +83,8 @@ func (s *Streamer) backendFor(addr string) *backend {
 		opts:    &s.opts,
 		log:     s.log.With(zap.String("backend", addr)),
 		closing: s.closing,
-		warn:    throttle{every: warnEvery},
-		info:    throttle{every: warnEvery},
+		warn:    throttle.Throttle{Every: warnEvery},
+		info:    throttle.Throttle{Every: warnEvery},
 	}
 	s.senders.Add(1)
 	go func() {

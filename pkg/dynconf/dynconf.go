@@ -24,6 +24,9 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/zoneproxy/zoneproxy/pkg/metrics"
+	"github.com/zoneproxy/zoneproxy/pkg/throttle"
 )
 
 // DefaultInterval is kuma-dp's default refresh interval.
@@ -49,6 +52,9 @@ type Options struct {
 	Log      *zap.Logger
 }
 
+// warnEvery keeps a broken listener from writing a warning every second.
+const warnEvery = time.Minute
+
 // Poller fetches every path once per interval, in path order.
 type Poller struct {
 	interval time.Duration
@@ -64,7 +70,7 @@ type pathState struct {
 	handler Handler
 	etag    string
 	applied bool // the handler holds a config (so "no config" must be told once)
-	warn    rateLimited
+	warn    throttle.Throttle
 
 	calls, handlerErrors, fetchErrors uint64
 }
@@ -91,7 +97,7 @@ func New(o Options) (*Poller, error) {
 		if !strings.HasPrefix(path, "/") || h == nil {
 			return nil, fmt.Errorf("dynconf: handler path %q must start with \"/\" and have a non-nil handler", path)
 		}
-		p.paths = append(p.paths, &pathState{path: path, handler: h})
+		p.paths = append(p.paths, &pathState{path: path, handler: h, warn: throttle.Throttle{Every: warnEvery}})
 	}
 	slices.SortFunc(p.paths, func(a, b *pathState) int { return strings.Compare(a.path, b.path) })
 	return p, nil
@@ -142,7 +148,7 @@ func (p *Poller) pollPath(ctx context.Context, ps *pathState) {
 			return
 		}
 		p.count(&ps.fetchErrors)
-		ps.warn.log(p.log, "cannot fetch dynamic config; keeping the last one", zap.String("path", ps.path), zap.Error(err))
+		ps.warn.Warn(p.log, "cannot fetch dynamic config; keeping the last one", zap.String("path", ps.path), zap.Error(err))
 	case status == http.StatusOK:
 		p.apply(ps, etag, body)
 	case status == http.StatusNotModified:
@@ -150,7 +156,7 @@ func (p *Poller) pollPath(ctx context.Context, ps *pathState) {
 		p.revert(ps, "not found")
 	default:
 		p.count(&ps.fetchErrors)
-		ps.warn.log(p.log, "unexpected status from the dynamic config listener; keeping the last config",
+		ps.warn.Warn(p.log, "unexpected status from the dynamic config listener; keeping the last config",
 			zap.String("path", ps.path), zap.Int("status", status))
 	}
 }
@@ -196,7 +202,7 @@ func (p *Poller) apply(ps *pathState, etag string, body []byte) {
 	p.count(&ps.calls)
 	if err := ps.handler(body); err != nil {
 		p.count(&ps.handlerErrors)
-		ps.warn.log(p.log, "dynamic config rejected; keeping the last one", zap.String("path", ps.path), zap.Error(err))
+		ps.warn.Warn(p.log, "dynamic config rejected; keeping the last one", zap.String("path", ps.path), zap.Error(err))
 		return
 	}
 	p.log.Info("applied dynamic config", zap.String("path", ps.path), zap.String("etag", etag))
@@ -211,7 +217,7 @@ func (p *Poller) revert(ps *pathState, why string) {
 	p.count(&ps.calls)
 	if err := ps.handler(nil); err != nil {
 		p.count(&ps.handlerErrors)
-		ps.warn.log(p.log, "cannot remove dynamic config; will retry", zap.String("path", ps.path), zap.Error(err))
+		ps.warn.Warn(p.log, "cannot remove dynamic config; will retry", zap.String("path", ps.path), zap.Error(err))
 		return
 	}
 	p.log.Info("dynamic config removed", zap.String("path", ps.path), zap.String("reason", why))
@@ -231,7 +237,7 @@ func (p *Poller) WriteMetrics(w io.Writer) {
 	family := func(name, help string, value func(*pathState) uint64) {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n", name, help, name)
 		for _, ps := range p.paths {
-			fmt.Fprintf(w, "%s{path=\"%s\"} %d\n", name, escapeLabel(ps.path), value(ps))
+			fmt.Fprintf(w, "%s{path=\"%s\"} %d\n", name, metrics.LabelValue(ps.path), value(ps))
 		}
 	}
 	family("zoneproxy_dynconf_handler_calls_total", "Dynamic config changes handed to a handler, by path.",
@@ -241,8 +247,3 @@ func (p *Poller) WriteMetrics(w io.Writer) {
 	family("zoneproxy_dynconf_fetch_errors_total", "Polls that failed for a reason other than a missing listener, by path.",
 		func(ps *pathState) uint64 { return ps.fetchErrors })
 }
-
-var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
-
-// escapeLabel escapes a label value as the Prometheus text format requires.
-func escapeLabel(v string) string { return labelEscaper.Replace(v) }

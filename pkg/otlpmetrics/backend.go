@@ -13,10 +13,14 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/zoneproxy/zoneproxy/pkg/meshmetric"
+	"github.com/zoneproxy/zoneproxy/pkg/throttle"
 	"github.com/zoneproxy/zoneproxy/pkg/version"
 )
 
 const exportMethod = "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export"
+
+// warnEvery keeps a missing collector from filling the log.
+const warnEvery = time.Minute
 
 // backend pushes to one endpoint every interval until stopped.
 type backend struct {
@@ -26,7 +30,7 @@ type backend struct {
 	conn   *grpc.ClientConn
 	cancel context.CancelFunc
 	done   chan struct{}
-	warn   rateLimited
+	warn   throttle.Throttle
 	enc    encoder
 	req    []byte // the last request's buffer, reused
 }
@@ -51,7 +55,7 @@ func (p *Pusher) start(name string, t target) (*backend, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &backend{target: t, name: name, p: p, conn: conn, cancel: cancel, done: make(chan struct{})}
+	b := &backend{target: t, name: name, p: p, conn: conn, cancel: cancel, done: make(chan struct{}), warn: throttle.Throttle{Every: warnEvery}}
 	go b.run(ctx)
 	return b, nil
 }
@@ -73,7 +77,7 @@ func (b *backend) run(ctx context.Context) {
 		case <-t.C:
 			if err := b.push(ctx); err != nil && ctx.Err() == nil {
 				b.p.counted(b.name, false)
-				b.warn.log(b.p.log, "cannot push metrics to OpenTelemetry backend; retrying next interval",
+				b.warn.Warn(b.p.log, "cannot push metrics to OpenTelemetry backend; retrying next interval",
 					zap.String("backend", b.name), zap.String("endpoint", b.endpoint), zap.Error(err))
 			}
 		}
@@ -109,7 +113,7 @@ func (b *backend) push(ctx context.Context) error {
 	}
 	b.p.counted(b.name, true)
 	if rejected, msg := partialSuccess(resp); rejected > 0 || msg != "" {
-		b.warn.log(b.p.log, "OpenTelemetry backend rejected part of the metrics",
+		b.warn.Warn(b.p.log, "OpenTelemetry backend rejected part of the metrics",
 			zap.String("backend", b.name), zap.Int64("rejected_data_points", rejected), zap.String("message", msg))
 	}
 	return nil

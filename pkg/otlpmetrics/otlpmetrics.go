@@ -22,13 +22,13 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/zoneproxy/zoneproxy/pkg/meshmetric"
+	"github.com/zoneproxy/zoneproxy/pkg/metrics"
 )
 
 // DefaultRefreshInterval is MeshMetric's default for OpenTelemetry backends.
@@ -184,12 +184,7 @@ func (p *Pusher) WriteMetrics(w io.Writer) {
 	const name = "zoneproxy_otlp_exports_total"
 	fmt.Fprintf(w, "# HELP %s OTLP metric exports by OpenTelemetry backend and outcome.\n# TYPE %s counter\n", name, name)
 	for _, n := range names {
-		fmt.Fprintf(w, "%s{backend=\"%s\",outcome=\"success\"} %d\n", name, escapeLabel(n), p.exports[n][0])
-		fmt.Fprintf(w, "%s{backend=\"%s\",outcome=\"failure\"} %d\n", name, escapeLabel(n), p.exports[n][1])
+		fmt.Fprintf(w, "%s{backend=\"%s\",outcome=\"success\"} %d\n", name, metrics.LabelValue(n), p.exports[n][0])
+		fmt.Fprintf(w, "%s{backend=\"%s\",outcome=\"failure\"} %d\n", name, metrics.LabelValue(n), p.exports[n][1])
 	}
 }
-
-var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
-
-// escapeLabel escapes a label value as the Prometheus text format requires.
-func escapeLabel(v string) string { return labelEscaper.Replace(v) }
