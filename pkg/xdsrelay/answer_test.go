@@ -96,7 +96,7 @@ func TestHoldingsFollowEnvoyAcrossStreams(t *testing.T) {
 	stream := func(initial map[string]string, resp *discoveryv3.DeltaDiscoveryResponse, nack bool) {
 		o := newObserver(r)
 		delta{}.observeRequest(o, mustMarshal(t, &discoveryv3.DeltaDiscoveryRequest{TypeUrl: listenerType, InitialResourceVersions: initial}))
-		delta{}.observeResponseMsg(o, resp, false)
+		delta{}.observeResponse(o, mustMarshal(t, resp), false)
 		ack := &discoveryv3.DeltaDiscoveryRequest{TypeUrl: listenerType, ResponseNonce: resp.GetNonce()}
 		if nack {
 			ack.ErrorDetail = &rpcstatus.Status{Message: "bad"}

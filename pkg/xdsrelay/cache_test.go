@@ -223,7 +223,16 @@ func TestStateOfTheWorldIsServedFromTheCache(t *testing.T) {
 	}
 	envoy.send(&discoveryv3.DiscoveryRequest{TypeUrl: listenerType, VersionInfo: "v9", ResponseNonce: all.GetNonce(), ResourceNames: []string{"b"}})
 	only := recv()
-	if len(only.GetResources()) != 1 || firstStringField(only.GetResources()[0].GetValue()) != "b" {
+	if len(only.GetResources()) != 1 || mustName(t, only.GetResources()[0].GetValue()) != "b" {
 		t.Fatalf("answer for [b]: %v", only)
 	}
+}
+
+func mustName(t *testing.T, body []byte) string {
+	t.Helper()
+	name, err := stringField(body, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return name
 }

@@ -39,28 +39,14 @@ func (delta) observeRequest(o *observer, b []byte) (proto.Message, error) {
 	return req, nil
 }
 
-func (d delta) observeResponse(o *observer, b []byte, fromCache bool) (proto.Message, error) {
-	resp := &discoveryv3.DeltaDiscoveryResponse{}
-	if err := proto.Unmarshal(b, resp); err != nil {
-		return nil, err
+func (delta) observeResponse(o *observer, b []byte, fromCache bool) error {
+	p, nonce, err := scanDeltaResponse(b)
+	if err != nil {
+		return err
 	}
-	d.observeResponseMsg(o, resp, fromCache)
-	return resp, nil
-}
-
-func (delta) observeResponseMsg(o *observer, m proto.Message, fromCache bool) {
-	resp := m.(*discoveryv3.DeltaDiscoveryResponse)
-	p := &pendingResponse{typeURL: resp.GetTypeUrl(), version: resp.GetSystemVersionInfo(), fromCache: fromCache,
-		removed: append([]string(nil), resp.GetRemovedResources()...)}
-	for _, rn := range resp.GetRemovedResourceNames() {
-		p.removed = append(p.removed, rn.GetName())
-	}
-	for _, r := range resp.GetResources() {
-		if a := r.GetResource(); a != nil {
-			p.resources = append(p.resources, lkgcache.Resource{Name: r.GetName(), Version: r.GetVersion(), TypeURL: a.GetTypeUrl(), Body: a.GetValue()})
-		}
-	}
-	o.sent(resp.GetNonce(), p)
+	p.fromCache = fromCache
+	o.sent(nonce, p)
+	return nil
 }
 
 func (delta) cacheServer(s *lkgcache.Snapshot) cacheServer {

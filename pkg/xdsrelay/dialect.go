@@ -16,8 +16,7 @@ type dialect interface {
 	// cacheable: Envoy may be served from the cache on this stream.
 	cacheable() bool
 	observeRequest(o *observer, b []byte) (proto.Message, error)
-	observeResponse(o *observer, b []byte, fromCache bool) (proto.Message, error)
-	observeResponseMsg(o *observer, m proto.Message, fromCache bool)
+	observeResponse(o *observer, b []byte, fromCache bool) error
 	cacheServer(s *lkgcache.Snapshot) cacheServer
 }
 
@@ -43,8 +42,6 @@ func (hds) cacheable() bool { return false }
 
 func (hds) observeRequest(*observer, []byte) (proto.Message, error) { return nil, nil }
 
-func (hds) observeResponse(*observer, []byte, bool) (proto.Message, error) { return nil, nil }
-
-func (hds) observeResponseMsg(*observer, proto.Message, bool) {}
+func (hds) observeResponse(*observer, []byte, bool) error { return nil }
 
 func (hds) cacheServer(*lkgcache.Snapshot) cacheServer { return nil }

@@ -359,5 +359,6 @@ func openCache(t testing.TB, dir string) *lkgcache.Cache {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
 	return c
 }

@@ -193,9 +193,7 @@ func (r *Relay) accepted(p *pendingResponse) {
 		r.mu.Lock()
 		r.lastErr = nil
 		r.mu.Unlock()
-		if r.opts.Cache != nil {
-			r.opts.Cache.Store(r.held.export())
-		}
+		r.persistSoon()
 		r.leaveCache()
 	}
 	if f := r.opts.Events.Accepted; f != nil {

@@ -125,6 +125,13 @@ type Relay struct {
 
 	sessions sync.WaitGroup
 
+	// persist wakes the goroutine that hands Envoy's holdings to the
+	// cache, off the path of Envoy's ACKs.
+	persist   chan struct{}
+	stopped   chan struct{}
+	persisted chan struct{}
+	closeOnce sync.Once
+
 	upMu   sync.Mutex // serialises ADS opens: the old stream closes first
 	active *upstream
 
@@ -157,7 +164,8 @@ func New(opts Options) (*Relay, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	r := &Relay{opts: opts, log: opts.Log, roots: roots}
+	r := &Relay{opts: opts, log: opts.Log, roots: roots,
+		persist: make(chan struct{}, 1), stopped: make(chan struct{}), persisted: make(chan struct{})}
 	r.held.types = map[string]*typeHolding{}
 	return r, nil
 }
@@ -168,7 +176,8 @@ func (r *Relay) Start() error {
 	if err != nil {
 		return err
 	}
-	r.server = grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}), grpc.MaxRecvMsgSize(64<<20))
+	r.server = grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}), grpc.MaxRecvMsgSize(64<<20),
+		grpc.WriteBufferSize(256<<10))
 	r.server.RegisterService(&grpc.ServiceDesc{
 		ServiceName: discoveryv3.AggregatedDiscoveryService_ServiceDesc.ServiceName,
 		HandlerType: (*any)(nil),
@@ -185,7 +194,35 @@ func (r *Relay) Start() error {
 		},
 	}, struct{}{})
 	go func() { _ = r.server.Serve(ln) }()
+	go r.persister()
 	return nil
+}
+
+func (r *Relay) persistSoon() {
+	if r.opts.Cache == nil {
+		return
+	}
+	select {
+	case r.persist <- struct{}{}:
+	default:
+	}
+}
+
+func (r *Relay) persister() {
+	defer close(r.persisted)
+	for {
+		select {
+		case <-r.persist:
+			r.opts.Cache.Store(r.held.export())
+		case <-r.stopped:
+			select {
+			case <-r.persist:
+				r.opts.Cache.Store(r.held.export())
+			default:
+			}
+			return
+		}
+	}
 }
 
 func (r *Relay) handler(d dialect) grpc.StreamHandler {
@@ -196,18 +233,24 @@ func (r *Relay) handler(d dialect) grpc.StreamHandler {
 	}
 }
 
-// Close ends Envoy's streams and their upstream streams and removes the
-// socket. It does not close the cache.
+// Close ends Envoy's streams and their upstream streams, hands the last
+// holdings to the cache and removes the socket. It does not close the
+// cache.
 func (r *Relay) Close() {
-	if r.server != nil {
+	if r.server == nil {
+		return
+	}
+	r.closeOnce.Do(func() {
 		r.server.Stop()
-	}
-	r.sessions.Wait()
-	r.upMu.Lock()
-	if r.active != nil {
-		r.active.close()
-	}
-	r.upMu.Unlock()
+		r.sessions.Wait()
+		close(r.stopped)
+		<-r.persisted
+		r.upMu.Lock()
+		if r.active != nil {
+			r.active.close()
+		}
+		r.upMu.Unlock()
+	})
 }
 
 // State is the relay's view now.

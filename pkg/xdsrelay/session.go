@@ -189,7 +189,7 @@ func (s *session) pumpDown(up *upstream) error {
 			}
 			return err
 		}
-		if _, err := s.d.observeResponse(s.obs, b, false); err != nil {
+		if err := s.d.observeResponse(s.obs, b, false); err != nil {
 			s.r.log.Debug("a control plane xDS response could not be decoded; forwarding it anyway", zap.Error(err))
 		}
 		s.responded.Store(true)
@@ -210,10 +210,11 @@ func (s *session) serveCache(ctx context.Context, snap *lkgcache.Snapshot) error
 		}
 	}
 	probe := make(chan error, 1)
+	probed := make(chan struct{})
 	pctx, stop := context.WithCancel(ctx)
-	defer stop()
+	defer func() { stop(); <-probed }() // no probe outlives its session
 	first := s.early[0].raw
-	go func() { probe <- s.r.probe(pctx, s.d, first) }()
+	go func() { defer close(probed); probe <- s.r.probe(pctx, s.d, first) }()
 	for {
 		select {
 		case req, ok := <-s.reqs:
@@ -250,7 +251,9 @@ func (s *session) answer(cs cacheServer, req envoyRequest) error {
 	if err != nil {
 		return err
 	}
-	s.d.observeResponseMsg(s.obs, resp, true)
+	if err := s.d.observeResponse(s.obs, b, true); err != nil {
+		return err
+	}
 	return s.envoy.SendMsg(&frame{b: b})
 }
 

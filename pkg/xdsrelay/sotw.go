@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -35,56 +34,14 @@ func (sotw) observeRequest(o *observer, b []byte) (proto.Message, error) {
 	return req, nil
 }
 
-func (s sotw) observeResponse(o *observer, b []byte, fromCache bool) (proto.Message, error) {
-	resp := &discoveryv3.DiscoveryResponse{}
-	if err := proto.Unmarshal(b, resp); err != nil {
-		return nil, err
+func (sotw) observeResponse(o *observer, b []byte, fromCache bool) error {
+	p, nonce, err := scanSotwResponse(b)
+	if err != nil {
+		return err
 	}
-	s.observeResponseMsg(o, resp, fromCache)
-	return resp, nil
-}
-
-func (sotw) observeResponseMsg(o *observer, m proto.Message, fromCache bool) {
-	resp := m.(*discoveryv3.DiscoveryResponse)
-	p := &pendingResponse{typeURL: resp.GetTypeUrl(), version: resp.GetVersionInfo(), fromCache: fromCache, replace: true}
-	for _, a := range resp.GetResources() {
-		p.resources = append(p.resources, sotwResource(a))
-	}
-	o.sent(resp.GetNonce(), p)
-}
-
-const resourceWrapperType = "type.googleapis.com/envoy.service.discovery.v3.Resource"
-
-// sotwResource names a resource: unwrapped from a discovery Resource, or
-// by field 1, which is the name in every xDS resource type (Listener,
-// Cluster, ClusterLoadAssignment.cluster_name, RouteConfiguration, Secret…).
-func sotwResource(a *anypb.Any) lkgcache.Resource {
-	if a.GetTypeUrl() == resourceWrapperType {
-		w := &discoveryv3.Resource{}
-		if proto.Unmarshal(a.GetValue(), w) == nil && w.GetResource() != nil {
-			return lkgcache.Resource{Name: w.GetName(), Version: w.GetVersion(), TypeURL: w.GetResource().GetTypeUrl(), Body: w.GetResource().GetValue()}
-		}
-	}
-	return lkgcache.Resource{Name: firstStringField(a.GetValue()), TypeURL: a.GetTypeUrl(), Body: a.GetValue()}
-}
-
-func firstStringField(msg []byte) string {
-	for len(msg) > 0 {
-		num, typ, n := protowire.ConsumeTag(msg)
-		if n < 0 {
-			return ""
-		}
-		msg = msg[n:]
-		if num == 1 && typ == protowire.BytesType {
-			v, _ := protowire.ConsumeBytes(msg)
-			return string(v)
-		}
-		if n = protowire.ConsumeFieldValue(num, typ, msg); n < 0 {
-			return ""
-		}
-		msg = msg[n:]
-	}
-	return ""
+	p.fromCache = fromCache
+	o.sent(nonce, p)
+	return nil
 }
 
 func (sotw) cacheServer(s *lkgcache.Snapshot) cacheServer {
