@@ -40,7 +40,8 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, doc
 	a.tracker.Set(state.EnvoyStarting, "Envoy starting")
 	args := envoy.Args(envoy.Options{
 		ConfigPath: cfgPath, DrainTime: a.cfg.DrainTime,
-		LogLevel: a.cfg.EnvoyLogLevel, Concurrency: a.cfg.Concurrency,
+		LogLevel: a.cfg.EnvoyLogLevel, ComponentLogLevel: a.cfg.EnvoyComponentLogLevel,
+		Concurrency: a.cfg.Concurrency, Extra: a.cfg.EnvoyArgs,
 	})
 	envoyLog := a.log.Named("envoy")
 	secret := a.token

@@ -4,6 +4,7 @@ package config
 
 import (
 	"net"
+	"regexp"
 	"strconv"
 	"time"
 )
@@ -47,7 +48,12 @@ type Config struct {
 	DrainTime     time.Duration
 	DrainMin      time.Duration
 	EnvoyLogLevel string
-	Concurrency   int
+	// EnvoyComponentLogLevel is Envoy's --component-log-level:
+	// <component>:<level>,… with Envoy's level names.
+	EnvoyComponentLogLevel string
+	Concurrency            int
+	// EnvoyArgs follow the agent's own arguments on Envoy's command line.
+	EnvoyArgs []string
 
 	// MetricsAddress is host:port for a second listener serving only
 	// /metrics; empty serves it beside /ready on loopback alone.
@@ -94,6 +100,10 @@ func (c *Config) MetricsListener() (string, bool) {
 
 // EnvoyLogLevels are the levels Envoy's --log-level accepts.
 var EnvoyLogLevels = []string{"trace", "debug", "info", "warning", "warn", "error", "critical", "off"}
+
+// EnvoyLoggerName is the shape of Envoy's logger (component) names, e.g.
+// upstream, http2; the list itself depends on the Envoy build.
+var EnvoyLoggerName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 
 // LogLevels are the agent's own levels.
 var LogLevels = []string{"debug", "info", "warn", "error"}

@@ -144,8 +144,9 @@ func (c *Config) validate(now time.Time, files bool) (warnings []Warning, err er
 		add("envoy-log-level", "%q is not an Envoy log level: use one of %s", c.EnvoyLogLevel, strings.Join(EnvoyLogLevels, ", "))
 	}
 	if c.Concurrency < 0 {
-		add("concurrency", "%d is negative: use 0 for Envoy's default or a number of worker threads", c.Concurrency)
+		add("concurrency", "%d is negative: use 0 for one worker per usable CPU or a number of worker threads", c.Concurrency)
 	}
+	c.validateEnvoyCommandLine(add)
 	if c.RetryInitial <= 0 {
 		add("retry-initial", "%s must be positive, e.g. 1s", c.RetryInitial)
 	}

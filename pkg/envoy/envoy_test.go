@@ -1,10 +1,8 @@
 package envoy
 
 import (
-	"reflect"
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestParseVersion(t *testing.T) {
@@ -38,23 +36,6 @@ func FuzzParseVersion(f *testing.F) {
 			t.Fatalf("%q parsed to %+v", s, v)
 		}
 	})
-}
-
-func TestArgs(t *testing.T) {
-	cases := []struct {
-		opts Options
-		want []string
-	}{
-		{Options{ConfigPath: "/w/bootstrap.yaml", DrainTime: 30 * time.Second, LogLevel: "info"},
-			[]string{"--config-path", "/w/bootstrap.yaml", "--drain-time-s", "30", "--drain-strategy", "immediate", "--disable-hot-restart", "--file-flush-interval-msec", "1000", "--log-level", "info"}},
-		{Options{ConfigPath: "/b", DrainTime: 1500 * time.Millisecond, LogLevel: "debug", Concurrency: 2},
-			[]string{"--config-path", "/b", "--drain-time-s", "2", "--drain-strategy", "immediate", "--disable-hot-restart", "--file-flush-interval-msec", "1000", "--log-level", "debug", "--concurrency", "2"}},
-	}
-	for _, tc := range cases {
-		if got := Args(tc.opts); !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("Args(%+v) = %v", tc.opts, got)
-		}
-	}
 }
 
 func TestSumListenerConnections(t *testing.T) {
