@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -30,9 +31,10 @@ func (a AdminAddress) String() string {
 
 // Admin is a client of Envoy's admin API.
 type Admin struct {
-	addr AdminAddress
-	http *http.Client
-	base string
+	addr      AdminAddress
+	http      *http.Client
+	base      string
+	statsSize atomic.Int64 // the last /stats page's length
 }
 
 // NewAdmin returns a client; each call carries its own timeout.
@@ -202,16 +204,30 @@ func (a *Admin) Listeners(ctx context.Context) ([]Listener, error) {
 }
 
 // Stats answers GET /stats?<query>, e.g. the MeshMetric hijacker's
-// `format=prometheus&text_readouts=&usedonly=`.
+// `format=prometheus&text_readouts=&usedonly=`. Envoy sends no length, and
+// the page is megabytes: it is read into a buffer sized from the last one.
 func (a *Admin) Stats(ctx context.Context, query string) (string, error) {
-	code, body, err := a.do(ctx, http.MethodGet, "/stats?"+query, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.base+"/stats?"+query, nil)
 	if err != nil {
 		return "", err
 	}
-	if code != http.StatusOK {
-		return "", fmt.Errorf("GET /stats: %d %s", code, strings.TrimSpace(body))
+	resp, err := a.http.Do(req)
+	if err != nil {
+		return "", err
 	}
-	return body, nil
+	defer resp.Body.Close()
+	var b strings.Builder
+	b.Grow(int(a.statsSize.Load()) + 64<<10)
+	if _, err := io.Copy(&b, io.LimitReader(resp.Body, 64<<20)); err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET /stats: %d %s", resp.StatusCode, strings.TrimSpace(b.String()))
+	}
+	a.statsSize.Store(int64(b.Len()))
+	return b.String(), nil
 }
 
 // PrometheusStats returns Envoy's own metrics in Prometheus text format.

@@ -12,7 +12,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -146,8 +145,6 @@ func StatsQuery(c *Config) string {
 	return "format=prometheus&text_readouts=&usedonly="
 }
 
-var buffers = sync.Pool{New: func() any { return new([]byte) }}
-
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !strings.HasPrefix(r.URL.Path, "/meshmetric") {
 		http.NotFound(w, r)
@@ -173,9 +170,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	fams = cfg.Select(fams)
 
-	bp := buffers.Get().(*[]byte)
-	defer buffers.Put(bp)
-	out := (*bp)[:0]
+	// The answer is at most about the size of Envoy's page: allocate it
+	// once rather than grow it (a pooled buffer is emptied by the GC
+	// between scrapes a minute apart anyway).
+	out := make([]byte, 0, len(stats)+len(stats)/4)
 	ctype, openMetrics := negotiate(r.Header.Values("Accept"))
 	if openMetrics {
 		out = AppendOpenMetrics(out, fams, cfg.Labels())
@@ -185,7 +183,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		out = AppendText(out, fams, cfg.Labels())
 		out = s.appendExtraText(out)
 	}
-	*bp = out
 	w.Header().Set("Content-Type", ctype)
 	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 	if r.Method == http.MethodGet {
