@@ -43,46 +43,87 @@ const (
 	fResBody    = 4
 )
 
-// Encode serializes s (normalized first) into the cache file format.
+// Encode serializes s (normalized first) into the cache file format, in
+// one allocation: a snapshot is megabytes.
 func Encode(s *Snapshot) []byte {
 	s.normalize()
-	b := append([]byte(nil), magic...)
+	body := bodySize(s)
+	b := make([]byte, 0, len(magic)+body+sumSize)
+	b = append(b, magic...)
 	b = appendBody(b, s)
 	sum := sha256.Sum256(b)
 	return append(b, sum[:]...)
 }
 
+func identitySize(id Identity) int {
+	return bytesSize(fIDMesh, len(id.Mesh)) + bytesSize(fIDName, len(id.Name)) +
+		bytesSize(fIDRole, len(id.Role)) + bytesSize(fIDCP, len(id.ControlPlane))
+}
+
+func resourceSize(r Resource) int {
+	return bytesSize(fResName, len(r.Name)) + bytesSize(fResVersion, len(r.Version)) +
+		bytesSize(fResType, len(r.TypeURL)) + bytesSize(fResBody, len(r.Body))
+}
+
+func typeSize(t TypeState) int {
+	n := bytesSize(fTypeURL, len(t.TypeURL)) + bytesSize(fTypeVersion, len(t.Version))
+	for _, r := range t.Resources {
+		n += bytesSize(fTypeResource, resourceSize(r))
+	}
+	return n
+}
+
+func bodySize(s *Snapshot) int {
+	n := protowire.SizeTag(fFormat) + protowire.SizeVarint(formatVersion) +
+		bytesSize(fIdentity, identitySize(s.Identity)) +
+		protowire.SizeTag(fWrittenAt) + protowire.SizeVarint(uint64(s.WrittenAt.UnixNano())) +
+		bytesSize(fBootstrap, len(s.Bootstrap))
+	for _, t := range s.Types {
+		n += bytesSize(fType, typeSize(t))
+	}
+	return n
+}
+
+func bytesSize(num protowire.Number, n int) int {
+	return protowire.SizeTag(num) + protowire.SizeBytes(n)
+}
+
+// appendBody writes nested messages in place, their lengths known ahead.
 func appendBody(b []byte, s *Snapshot) []byte {
 	b = protowire.AppendTag(b, fFormat, protowire.VarintType)
 	b = protowire.AppendVarint(b, formatVersion)
-	var id []byte
-	id = appendString(id, fIDMesh, s.Identity.Mesh)
-	id = appendString(id, fIDName, s.Identity.Name)
-	id = appendString(id, fIDRole, s.Identity.Role)
-	id = appendString(id, fIDCP, s.Identity.ControlPlane)
-	b = appendBytes(b, fIdentity, id)
+	b = appendHeader(b, fIdentity, identitySize(s.Identity))
+	b = appendString(b, fIDMesh, s.Identity.Mesh)
+	b = appendString(b, fIDName, s.Identity.Name)
+	b = appendString(b, fIDRole, s.Identity.Role)
+	b = appendString(b, fIDCP, s.Identity.ControlPlane)
 	b = protowire.AppendTag(b, fWrittenAt, protowire.VarintType)
 	b = protowire.AppendVarint(b, uint64(s.WrittenAt.UnixNano()))
 	b = appendBytes(b, fBootstrap, s.Bootstrap)
 	for _, t := range s.Types {
-		var tb []byte
-		tb = appendString(tb, fTypeURL, t.TypeURL)
-		tb = appendString(tb, fTypeVersion, t.Version)
+		b = appendHeader(b, fType, typeSize(t))
+		b = appendString(b, fTypeURL, t.TypeURL)
+		b = appendString(b, fTypeVersion, t.Version)
 		for _, r := range t.Resources {
-			var rb []byte
-			rb = appendString(rb, fResName, r.Name)
-			rb = appendString(rb, fResVersion, r.Version)
-			rb = appendString(rb, fResType, r.TypeURL)
-			rb = appendBytes(rb, fResBody, r.Body)
-			tb = appendBytes(tb, fTypeResource, rb)
+			b = appendHeader(b, fTypeResource, resourceSize(r))
+			b = appendString(b, fResName, r.Name)
+			b = appendString(b, fResVersion, r.Version)
+			b = appendString(b, fResType, r.TypeURL)
+			b = appendBytes(b, fResBody, r.Body)
 		}
-		b = appendBytes(b, fType, tb)
 	}
 	return b
 }
 
+// appendHeader starts a length-delimited field of n bytes.
+func appendHeader(b []byte, num protowire.Number, n int) []byte {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendVarint(b, uint64(n))
+}
+
 func appendString(b []byte, num protowire.Number, s string) []byte {
-	return appendBytes(b, num, []byte(s))
+	b = appendHeader(b, num, len(s))
+	return append(b, s...)
 }
 
 func appendBytes(b []byte, num protowire.Number, v []byte) []byte {

@@ -12,6 +12,9 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	s := &Snapshot{Identity: testID, WrittenAt: time.Unix(1900000000, 123), Bootstrap: []byte("admin: {}\n"),
 		Types: append(listenerTypes(), TypeState{TypeURL: SecretType, Resources: []Resource{trustBundle(t, "bundle")}})}
 	data := Encode(s)
+	if cap(data) != len(data) {
+		t.Errorf("Encode allocated %d bytes for %d: its size computation is off", cap(data), len(data))
+	}
 	got, err := Decode(data)
 	if err != nil {
 		t.Fatal(err)
