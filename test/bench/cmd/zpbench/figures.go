@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -192,7 +191,8 @@ func (b *bed) startupRun(bin string) (startupRun, error) {
 	if kids := harness.Children(a.pid()); len(kids) > 0 {
 		envoyPID = kids[0]
 	}
-	conn, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(p.egress))
+	// A ClientHello passes Envoy's TLS inspector, as a real client's does.
+	conn, err := harness.DialTLSHello("127.0.0.1:"+strconv.Itoa(p.egress), controlplane.DestinationSNI(p.mesh, "egress"))
 	if err == nil {
 		defer conn.Close()
 		waitForDownstream(p.workDir)
