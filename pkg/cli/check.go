@@ -8,7 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/go-multierror"
 	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
 
 	"github.com/zoneproxy/zoneproxy/pkg/agent"
 	"github.com/zoneproxy/zoneproxy/pkg/bootstrap"
@@ -28,18 +30,26 @@ func newCheckCommand() *cobra.Command {
 		Long: `check runs every check "run" would, and asks the control plane for a bootstrap
 whose answer is discarded (a proxy is only registered once Envoy connects),
 without starting Envoy. It prints a checklist with a fix for each failure and
-exits 0 only if everything passes. It takes the same flags and config as run.`,
-		Args: cobra.NoArgs,
+exits 0 only if everything passes. It takes the same flags and config as run.
+
+Next to a running instance of the same configuration (the one locking its
+--work-dir or, without one, started with the same --config file), the ports
+that instance holds are noted as in use by it rather than failed.`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, log, _, err := prepare(cmd, fullCheck)
+			var configFile string
+			cfg, log, _, err := prepareWith(cmd, fullCheck, func(_ *config.Config, v *viper.Viper) error {
+				configFile = v.GetString("config")
+				return nil
+			})
 			if err != nil {
 				return err
 			}
 			defer func() { _ = log.Sync() }()
-			return runChecks(cmd.Context(), cmd.OutOrStdout(), cfg)
+			return runChecks(cmd.Context(), cmd.OutOrStdout(), cfg, findInstance(cfg, configFile))
 		},
 	}
-	addRunFlags(cmd.Flags())
+	addFlags(cmd.Flags(), runFlags...)
 	return cmd
 }
 
@@ -67,7 +77,9 @@ func (c *checklist) fail(what string, err error) {
 	}
 }
 
-func runChecks(ctx context.Context, w io.Writer, cfg *config.Config) error {
+// runChecks prints the checklist; running is this configuration's agent
+// if one runs (nil otherwise).
+func runChecks(ctx context.Context, w io.Writer, cfg *config.Config, running *instance) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -94,16 +106,7 @@ func runChecks(ctx context.Context, w io.Writer, cfg *config.Config) error {
 		c.note("%s: tokens and certificates may look expired or not yet valid until it is; zoneproxy keeps retrying meanwhile", strings.TrimSuffix(clock.Problem(), "."))
 	}
 
-	ports := append(preflight.AgentPorts(cfg), preflight.Ports(cfg)...)
-	if err := preflight.CheckFree(ports...); err != nil {
-		c.fail("ports are free", err)
-	} else {
-		var addrs []string
-		for _, p := range ports {
-			addrs = append(addrs, p.Addr)
-		}
-		c.ok("ports are free: %s", strings.Join(addrs, ", "))
-	}
+	c.checkPorts(append(preflight.AgentPorts(cfg), preflight.Ports(cfg)...), running)
 
 	c.checkToken(cfg)
 	c.checkControlPlane(ctx, cfg, ev)
@@ -117,6 +120,31 @@ func runChecks(ctx context.Context, w io.Writer, cfg *config.Config) error {
 	}
 	fmt.Fprintln(w, "all checks passed")
 	return nil
+}
+
+// checkPorts binds each port; one that the running instance of this
+// configuration holds is noted, not failed.
+func (c *checklist) checkPorts(ports []preflight.Port, running *instance) {
+	var free, held []string
+	var busy *multierror.Error
+	for _, p := range ports {
+		switch err := preflight.CheckFree(p); {
+		case err == nil:
+			free = append(free, p.Addr)
+		case running != nil && running.holds(p):
+			held = append(held, p.Addr)
+		default:
+			busy = multierror.Append(busy, err)
+		}
+	}
+	if busy != nil {
+		c.fail("ports are free", busy)
+	} else if len(free) > 0 {
+		c.ok("ports are free: %s", strings.Join(free, ", "))
+	}
+	if len(held) > 0 {
+		c.note("ports in use by zoneproxy (pid %d, this config): %s", running.pid, strings.Join(held, ", "))
+	}
 }
 
 func (c *checklist) checkToken(cfg *config.Config) {

@@ -17,15 +17,23 @@ import (
 )
 
 // loadConfig merges flags > env ZONEPROXY_* > config file > defaults into
-// a Config. Every unreadable value is reported, not just the first.
-func loadConfig(fs *pflag.FlagSet) (*config.Config, error) {
+// a Config. Every setting is read from the environment and the file, so
+// that one env file and config serve every command; the command's flags
+// override them. Every unreadable value is reported, not just the first.
+// The viper instance answers for settings outside the Config.
+func loadConfig(fs *pflag.FlagSet) (*config.Config, *viper.Viper, error) {
 	v := viper.New()
 	v.SetEnvPrefix(strings.TrimSuffix(envPrefix, "_"))
 	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
 	v.AutomaticEnv()
 	v.AllowEmptyEnv(true) // ZONEPROXY_X= clears what the file sets
+	for _, s := range settings {
+		if s.kind != list {
+			v.SetDefault(s.name, s.def)
+		}
+	}
 	if err := v.BindPFlags(fs); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var errs *multierror.Error
 	add := func(key, format string, args ...any) {
@@ -38,8 +46,8 @@ func loadConfig(fs *pflag.FlagSet) (*config.Config, error) {
 			continue
 		}
 		key := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, envPrefix), "_", "-"))
-		if fs.Lookup(key) == nil {
-			add(name, "not a setting of this command%s", suggestEnv(key, fs))
+		if _, ok := lookupSetting(key); !ok {
+			add(name, "not a setting of zoneproxy%s", suggestEnv(key))
 		}
 	}
 
@@ -47,28 +55,33 @@ func loadConfig(fs *pflag.FlagSet) (*config.Config, error) {
 		raw, err := os.ReadFile(path)
 		if err != nil {
 			add("config", "cannot read %s: %v", path, unwrapPathErr(err))
-			return nil, errs
+			return nil, nil, errs
 		}
 		keys, err := topLevelKeys(raw)
 		if err != nil {
 			add("config", "%s is not valid YAML: %v", path, err)
-			return nil, errs
+			return nil, nil, errs
 		}
 		for _, k := range keys {
-			if f := fs.Lookup(k); f == nil || k == "config" {
-				add("config", "unknown key %q in %s%s", k, path, suggest(k, fs))
+			if _, ok := lookupSetting(k); !ok || k == "config" {
+				add("config", "unknown key %q in %s%s", k, path, suggest(k))
 			}
 		}
 		v.SetConfigFile(path)
 		v.SetConfigType("yaml")
 		if err := v.ReadInConfig(); err != nil {
 			add("config", "cannot load %s: %v", path, err)
-			return nil, errs
+			return nil, nil, errs
 		}
 	}
 
 	c := &config.Config{}
-	str := func(key string) string { return strings.TrimSpace(fmt.Sprint(v.Get(key))) }
+	str := func(key string) string {
+		if x := v.Get(key); x != nil {
+			return strings.TrimSpace(fmt.Sprint(x))
+		}
+		return ""
+	}
 	num := func(key string) int {
 		n, err := toInt(v.Get(key))
 		if err != nil {
@@ -83,11 +96,19 @@ func loadConfig(fs *pflag.FlagSet) (*config.Config, error) {
 		}
 		return d
 	}
+	// Repeated flags are taken as given: viper would split them as CSV.
+	repeated := func(key string) any {
+		if f := fs.Lookup(key); f != nil && f.Changed {
+			vals, _ := fs.GetStringArray(key)
+			return vals
+		}
+		return v.Get(key)
+	}
 	c.Mesh = str("mesh")
 	c.Role = config.Role(str("role"))
 	c.Name = str("name")
 	c.Workload = str("workload")
-	labels, err := toLabels(v.Get("label"))
+	labels, err := toLabels(repeated("label"))
 	if err != nil {
 		add("label", "%v", err)
 	}
@@ -107,13 +128,19 @@ func loadConfig(fs *pflag.FlagSet) (*config.Config, error) {
 	c.DrainTime = dur("drain-time")
 	c.DrainMin = dur("drain-min")
 	c.EnvoyLogLevel = str("envoy-log-level")
+	c.EnvoyComponentLogLevel = str("envoy-component-log-level")
 	c.Concurrency = num("concurrency")
+	envoyArgs, err := toArgs(repeated("envoy-arg"))
+	if err != nil {
+		add("envoy-arg", "%v", err)
+	}
+	c.EnvoyArgs = envoyArgs
 	c.RetryInitial = dur("retry-initial")
 	c.RetryMax = dur("retry-max")
 	c.BootstrapTimeout = dur("bootstrap-timeout")
 	c.LogLevel = str("log-level")
 	c.LogFormat = str("log-format")
-	return c, errs.ErrorOrNil()
+	return c, v, errs.ErrorOrNil()
 }
 
 func topLevelKeys(raw []byte) ([]string, error) {
@@ -207,30 +234,78 @@ func toLabels(v any) (map[string]string, error) {
 	return out, nil
 }
 
+// toArgs accepts repeated flags (one argument each), a YAML list (one
+// argument per item) or a string of space-separated arguments.
+func toArgs(v any) ([]string, error) {
+	switch x := v.(type) {
+	case nil:
+		return nil, nil
+	case []string:
+		return x, nil
+	case string:
+		return strings.Fields(x), nil
+	case []any:
+		out := make([]string, 0, len(x))
+		for _, e := range x {
+			switch e.(type) {
+			case map[string]any, []any:
+				return nil, fmt.Errorf("%v is not an argument: give one string per argument", e)
+			}
+			out = append(out, fmt.Sprint(e))
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%v is not a list of arguments: give one string per argument", v)
+}
+
 // envPrefix starts every environment variable zoneproxy reads.
 const envPrefix = "ZONEPROXY_"
 
-func suggestEnv(key string, fs *pflag.FlagSet) string {
-	s := suggest(key, fs)
-	if name, ok := strings.CutPrefix(s, ` (did you mean "`); ok {
-		flag := strings.TrimSuffix(name, `"?)`)
-		return fmt.Sprintf(" (did you mean %s%s?)", envPrefix, strings.ToUpper(strings.ReplaceAll(flag, "-", "_")))
+func suggestEnv(key string) string {
+	if use, ok := kumaDPEquivalent(key); ok && use != "" {
+		return fmt.Sprintf(" (kuma-dp's --%s is %s here)", key, envName(use))
+	}
+	if best := closest(key, settingNames()); best != "" {
+		return fmt.Sprintf(" (did you mean %s?)", envName(best))
 	}
 	return " (variables are ZONEPROXY_ plus a flag name of `zoneproxy run --help` in upper case, - as _)"
 }
 
-// suggest names the closest flag to a mistyped key.
-func suggest(key string, fs *pflag.FlagSet) string {
-	best, bestD := "", 4 // up to three edits away
-	fs.VisitAll(func(f *pflag.Flag) {
-		if d := editDistance(key, f.Name); d < bestD {
-			best, bestD = f.Name, d
-		}
-	})
-	if best == "" {
-		return " (keys are the flag names of `zoneproxy run --help`)"
+// suggest names the closest setting to a mistyped config key.
+func suggest(key string) string {
+	if use, ok := kumaDPEquivalent(key); ok && use != "" {
+		return fmt.Sprintf(" (kuma-dp's --%s is %q here)", key, use)
 	}
-	return fmt.Sprintf(" (did you mean %q?)", best)
+	if best := closest(key, settingNames()); best != "" {
+		return fmt.Sprintf(" (did you mean %q?)", best)
+	}
+	return " (keys are the flag names of `zoneproxy run --help`)"
+}
+
+func settingNames() []string {
+	names := make([]string, 0, len(settings))
+	for _, s := range settings {
+		if s.name != "config" {
+			names = append(names, s.name)
+		}
+	}
+	return names
+}
+
+// closest is the candidate at most three edits from name, or one that
+// starts with it or that it starts with ("mesh-name": "mesh"), or "".
+func closest(name string, candidates []string) string {
+	best, bestD := "", 4
+	for _, c := range candidates {
+		d := editDistance(name, c)
+		if min(len(name), len(c)) >= 3 && (strings.HasPrefix(c, name) || strings.HasPrefix(name, c)) {
+			d = min(d, 3)
+		}
+		if d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
 }
 
 func editDistance(a, b string) int {

@@ -30,11 +30,11 @@ func FuzzConfigFile(f *testing.F) {
 			t.Fatal(err)
 		}
 		fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
-		addRunFlags(fs)
+		addFlags(fs, runFlags...)
 		if err := fs.Parse([]string{"--config", path}); err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := loadConfig(fs)
+		cfg, _, err := loadConfig(fs)
 		if err != nil {
 			return
 		}

@@ -25,11 +25,11 @@ func load(t *testing.T, file string, env map[string]string, args ...string) (*co
 		args = append(args, "--config", path)
 	}
 	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
-	addRunFlags(fs)
+	addFlags(fs, runFlags...)
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := loadConfig(fs)
+	cfg, _, err := loadConfig(fs)
 	if err != nil {
 		return nil, err.Error()
 	}

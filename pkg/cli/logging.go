@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -71,15 +70,12 @@ func loggingHandler(level zap.AtomicLevel, running *atomic.Pointer[runningEnvoy]
 	})
 }
 
-// envoyComponent is the shape of Envoy's logger names (e.g. upstream, http2).
-var envoyComponent = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
-
 // parseEnvoyLevel accepts `<level>` or `<component>:<level>` with Envoy's
 // level names; anything else would reach Envoy's admin query.
 func parseEnvoyLevel(v string) (component, level string, err error) {
 	level = v
 	if c, l, ok := strings.Cut(v, ":"); ok {
-		if !envoyComponent.MatchString(c) {
+		if !config.EnvoyLoggerName.MatchString(c) {
 			return "", "", fmt.Errorf("envoy=%q: %q is not an Envoy logger name (lower-case letters, digits and _)", v, c)
 		}
 		component, level = c, l

@@ -6,10 +6,13 @@ import (
 	"os"
 	"strings"
 
+	"github.com/hashicorp/go-multierror"
 	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
 
 	"github.com/zoneproxy/zoneproxy/pkg/agent"
 	"github.com/zoneproxy/zoneproxy/pkg/bootstrap"
+	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/dataplane"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 	"github.com/zoneproxy/zoneproxy/pkg/preflight"
@@ -19,11 +22,23 @@ func newRenderCommand() *cobra.Command {
 	render := &cobra.Command{
 		Use:   "render",
 		Short: "Print the resources this zone proxy uses, for review or kumactl apply",
+		// Cobra leaves an unknown subcommand of a subcommand to it.
+		RunE: func(cmd *cobra.Command, args []string) error {
+			names := []string{"dataplane", "meshzoneaddress"}
+			if len(args) == 0 {
+				return usageError{"render which resource? " + strings.Join(names, " or ")}
+			}
+			hint := ""
+			if best := closest(args[0], names); best != "" {
+				hint = fmt.Sprintf(" (did you mean %q?)", best)
+			}
+			return usageError{fmt.Sprintf("unknown resource %q for %q%s: render %s", args[0], cmd.CommandPath(), hint, strings.Join(names, " or "))}
+		},
 	}
 	dp := &cobra.Command{
 		Use:   "dataplane",
 		Short: "Print the Dataplane that run registers (YAML)",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, _, _, err := prepare(cmd, resourceCheck)
 			if err != nil {
@@ -33,7 +48,7 @@ func newRenderCommand() *cobra.Command {
 			return nil
 		},
 	}
-	addRunFlags(dp.Flags())
+	addFlags(dp.Flags(), dataplaneFlags...)
 
 	mza := &cobra.Command{
 		Use:   "meshzoneaddress",
@@ -42,52 +57,57 @@ func newRenderCommand() *cobra.Command {
 resource that the operator creates (kumactl apply -f). It carries the public
 address and port, which differ from --address/--ingress-port behind NAT or a
 load balancer.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			addr, _ := cmd.Flags().GetString("advertised-address")
-			port, _ := cmd.Flags().GetInt("advertised-port")
-			zone, _ := cmd.Flags().GetString("zone")
-			cfg, _, _, err := prepare(cmd, resourceCheck)
+			var res dataplane.MeshZoneAddress
+			_, _, _, err := prepareWith(cmd, resourceCheck, func(cfg *config.Config, v *viper.Viper) error {
+				return meshZoneAddress(cfg, v, &res)
+			})
 			if err != nil {
 				return err
-			}
-			if !cfg.Role.HasIngress() {
-				return usageError(cmd, "--role: a MeshZoneAddress is for zone ingress; use --role ingress or combined")
-			}
-			if addr == "" {
-				addr = cfg.Address
-			}
-			if port == 0 {
-				port = cfg.IngressPort
-			}
-			res := dataplane.MeshZoneAddress{Mesh: cfg.Mesh, Name: cfg.Name, Zone: zone, Address: addr, Port: port}
-			if errs := res.Validate(); len(errs) > 0 {
-				return usageError(cmd, errs.Error())
 			}
 			fmt.Fprint(cmd.OutOrStdout(), res.YAML())
 			return nil
 		},
 	}
-	addRunFlags(mza.Flags())
-	mza.Flags().String("advertised-address", "", "address other zones reach this ingress on (default --address)")
-	mza.Flags().Int("advertised-port", 0, "port other zones reach this ingress on (default --ingress-port)")
-	mza.Flags().String("zone", "", "zone name for the kuma.io/zone label (required)")
-	_ = mza.MarkFlagRequired("zone")
+	addFlags(mza.Flags(), meshZoneAddressFlags...)
 
 	render.AddCommand(dp, mza)
 	return render
 }
 
-func usageError(cmd *cobra.Command, msg string) error {
-	fmt.Fprintln(cmd.ErrOrStderr(), "zoneproxy: "+msg)
-	return reportedError{exitcode.AsConfig(fmt.Errorf("%s", msg))}
+// meshZoneAddress builds the resource from the zone proxy's settings and
+// its own, reporting every problem.
+func meshZoneAddress(cfg *config.Config, v *viper.Viper, res *dataplane.MeshZoneAddress) error {
+	var errs *multierror.Error
+	port, err := toInt(v.Get("advertised-port"))
+	if err != nil {
+		errs = multierror.Append(errs, config.Problem{Key: "advertised-port", Message: err.Error()})
+	}
+	switch cfg.Role {
+	case config.RoleEgress:
+		errs = multierror.Append(errs, config.Problem{Key: "role", Message: "a MeshZoneAddress is for zone ingress; use --role ingress or combined"})
+	case config.RoleIngress, config.RoleCombined:
+		*res = dataplane.MeshZoneAddress{Mesh: cfg.Mesh, Name: cfg.Name, Zone: strings.TrimSpace(v.GetString("zone")),
+			Address: strings.TrimSpace(v.GetString("advertised-address")), Port: port}
+		if res.Address == "" {
+			res.Address = cfg.Address
+		}
+		if res.Port == 0 {
+			res.Port = cfg.IngressPort
+		}
+		for _, fe := range res.Validate() {
+			errs = multierror.Append(errs, config.Problem{Key: strings.TrimPrefix(fe.Field, "--"), Message: fe.Message})
+		}
+	}
+	return errs.ErrorOrNil()
 }
 
 func newBootstrapCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bootstrap",
 		Short: "Fetch and print the Envoy bootstrap the control plane generates (token redacted)",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, _, _, err := prepare(cmd, fullCheck)
 			if err != nil {
@@ -99,20 +119,21 @@ func newBootstrapCommand() *cobra.Command {
 			}
 			_, ev, _, err := preflight.Envoy(ctx, cfg.EnvoyBinary)
 			if err != nil {
-				return usageError(cmd, err.Error())
+				return refuse(cmd, err)
 			}
 			workDir := cfg.WorkDir
 			if workDir == "" {
 				tmp, err := os.MkdirTemp("", "zoneproxy-")
 				if err != nil {
-					return err
+					fmt.Fprintln(cmd.ErrOrStderr(), "zoneproxy: "+err.Error())
+					return reportedError{err}
 				}
 				defer os.RemoveAll(tmp)
 				workDir = tmp
 			}
 			f, err := agent.NewFetcher(cfg, workDir, "", ev)
 			if err != nil {
-				return usageError(cmd, err.Error())
+				return refuse(cmd, err)
 			}
 			defer f.Close()
 			doc, err := f.Attempt(ctx)
@@ -131,6 +152,12 @@ func newBootstrapCommand() *cobra.Command {
 			return nil
 		},
 	}
-	addRunFlags(cmd.Flags())
+	addFlags(cmd.Flags(), bootstrapFlags...)
 	return cmd
+}
+
+// refuse prints a problem a restart cannot fix (exit 78).
+func refuse(cmd *cobra.Command, err error) error {
+	fmt.Fprintln(cmd.ErrOrStderr(), "zoneproxy: "+err.Error())
+	return reportedError{exitcode.AsConfig(err)}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -27,6 +28,9 @@ while the mesh does not exist yet), starts and supervises Envoy, reports
 readiness, and drains Envoy gracefully on stop.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usageError{"which command? " + strings.Join(commandNames(cmd), ", ")}
+		},
 	}
 	root.AddCommand(newRunCommand(), newCheckCommand(), newRenderCommand(), newBootstrapCommand(), newVersionCommand())
 	return root
@@ -36,7 +40,7 @@ func newVersionCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the version and commit",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
 			fmt.Fprintln(cmd.OutOrStdout(), version.String())
 		},
@@ -48,7 +52,7 @@ func Main(args []string, stderr io.Writer) int {
 	root := NewRootCommand()
 	root.SetArgs(args)
 	root.SetErr(stderr)
-	err := root.Execute()
+	cmd, err := root.ExecuteC()
 	if err == nil {
 		return exitcode.OK
 	}
@@ -56,9 +60,20 @@ func Main(args []string, stderr io.Writer) int {
 	if errors.As(err, &reported) {
 		return exitcode.Of(reported.err)
 	}
-	// Cobra's own complaints (unknown flag, bad value) are usage errors.
-	fmt.Fprintln(stderr, "zoneproxy: "+err.Error())
-	return exitcode.Config
+	// The rest is cobra's complaint, or ours, about the command line.
+	fmt.Fprint(stderr, describeUsage(cmd, args, err))
+	return exitUsage
+}
+
+// commandNames are the commands an operator runs.
+func commandNames(root *cobra.Command) []string {
+	var out []string
+	for _, c := range root.Commands() {
+		if c.IsAvailableCommand() && c.Name() != "help" && c.Name() != "completion" {
+			out = append(out, c.Name())
+		}
+	}
+	return out
 }
 
 // reportedError was already written out; Main only maps its exit code.

@@ -2,17 +2,11 @@ package cli
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"sync/atomic"
 	"syscall"
-	"time"
 
-	"github.com/hashicorp/go-multierror"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
@@ -43,12 +37,13 @@ work dir is cleaned. A second signal skips the rest of the drain. Under nohup
 (SIGHUP ignored at start) SIGHUP stays ignored.
 
 Exit codes: 0 clean stop; 1 a failure a restart may fix (Envoy died, a full
-disk, --bootstrap-timeout); 78 a configuration problem or a permanent refusal
-that a restart cannot fix.`,
+disk, --bootstrap-timeout); 64 a command line zoneproxy cannot parse (an
+unknown flag, kuma-dp's among them); 78 a configuration problem or a
+permanent refusal that a restart cannot fix.`,
 		Example: `  zoneproxy run --mesh payments --role egress \
     --cp-address https://cp.zone-1.internal:5678 --ca-cert-file /etc/zoneproxy/cp-ca.pem \
     --dataplane-token-file /etc/zoneproxy/tokens/payments-egress`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, log, level, err := prepare(cmd, fullCheck)
 			if err != nil {
@@ -58,62 +53,8 @@ that a restart cannot fix.`,
 			return runAgent(cfg, log, level)
 		},
 	}
-	addRunFlags(cmd.Flags())
+	addFlags(cmd.Flags(), runFlags...)
 	return cmd
-}
-
-type checkLevel bool
-
-const (
-	fullCheck     checkLevel = true  // run, check, bootstrap: everything, files included
-	resourceCheck checkLevel = false // render: only what the printed resource needs
-)
-
-// prepare loads and validates the configuration and builds the logger.
-// Configuration problems are printed, all of them, and map to exit 78.
-func prepare(cmd *cobra.Command, level checkLevel) (*config.Config, *zap.Logger, zap.AtomicLevel, error) {
-	stderr := cmd.ErrOrStderr()
-	cfg, err := loadConfig(cmd.Flags())
-	var warnings []config.Warning
-	if cfg != nil {
-		cfg.Complete(config.LocalHost())
-		var verr error
-		if level == fullCheck {
-			warnings, verr = cfg.Validate(time.Now())
-		} else {
-			verr = cfg.ValidateResource()
-		}
-		err = multierror.Append(err, verr).ErrorOrNil()
-	}
-	if err != nil {
-		printProblems(stderr, err)
-		return nil, nil, zap.AtomicLevel{}, reportedError{exitcode.AsConfig(err)}
-	}
-	logLevel := parseLevel(cfg.LogLevel)
-	log := newLogger(stderr, logLevel, cfg.LogFormat)
-	for _, w := range warnings {
-		log.Warn(w.Message, zap.String("setting", "--"+w.Key))
-	}
-	return cfg, log, logLevel, nil
-}
-
-func printProblems(w io.Writer, err error) {
-	var merr *multierror.Error
-	if !errors.As(err, &merr) || len(merr.Errors) == 0 {
-		fmt.Fprintln(w, "zoneproxy: invalid configuration: "+err.Error())
-		return
-	}
-	n := len(merr.Errors)
-	noun := "problem"
-	if n > 1 {
-		noun = "problems"
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "zoneproxy: invalid configuration (%d %s):\n", n, noun)
-	for _, e := range merr.Errors {
-		fmt.Fprintf(&b, "  %s\n", e)
-	}
-	fmt.Fprint(w, b.String())
 }
 
 // runningEnvoy lets the watchdog ask whether Envoy is alive and answering.

@@ -83,8 +83,10 @@ networking:
 }
 
 func TestRenderNeedsNoTokenOrCAFile(t *testing.T) {
-	code, out := harness.Run(t, bins.Zoneproxy, nil, "render", "dataplane", "--mesh", "payments", "--role", "egress",
-		"--address", "10.0.0.5", "--dataplane-token-file", "/nonexistent/token", "--ca-cert-file", "/nonexistent/ca.pem")
+	// Set as for every command of an instance: render reads them, unused.
+	env := []string{"ZONEPROXY_DATAPLANE_TOKEN_FILE=/nonexistent/token", "ZONEPROXY_CA_CERT_FILE=/nonexistent/ca.pem"}
+	code, out := harness.Run(t, bins.Zoneproxy, env, "render", "dataplane", "--mesh", "payments", "--role", "egress",
+		"--address", "10.0.0.5")
 	if code != 0 || !strings.Contains(out, "type: ZoneEgress") {
 		t.Fatalf("exit %d\n%s", code, out)
 	}
@@ -109,8 +111,15 @@ func TestBootstrapCommandRedactsTheToken(t *testing.T) {
 	zone := harness.NewZone(t, bins, "payments")
 	p := zone.NewProxy("payments", "egress")
 	tok, _ := os.ReadFile(p.TokenFile)
-	args := zone.Args(p)
-	args[0] = "bootstrap"
+	args := []string{"bootstrap"}
+	run := zone.Args(p)
+	for i := 1; i+1 < len(run); i += 2 {
+		switch run[i] {
+		case "--retry-initial", "--retry-max", "--drain-time": // run's alone
+		default:
+			args = append(args, run[i], run[i+1])
+		}
+	}
 	code, out := harness.Run(t, bins.Zoneproxy, nil, args...)
 	if code != 0 || !strings.Contains(out, "DELTA_GRPC") || !strings.Contains(out, "REDACTED") {
 		t.Fatalf("exit %d\n%s", code, out)

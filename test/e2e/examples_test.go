@@ -90,7 +90,15 @@ func runExample(t *testing.T, ex exampleCase) {
 		t.Fatalf("zoneproxy check: exit %d\n%s%s", code, out, errOut)
 	}
 
-	code, out, errOut := runCommand(t, ex.env, append([]string{"render", "dataplane"}, overrides...)...)
+	// render takes only the Dataplane's flags; the rest stays in the env and file.
+	var renderArgs []string
+	for i := 0; i+1 < len(overrides); i += 2 {
+		switch overrides[i] {
+		case "--config", "--address", "--admin-port", "--ingress-port", "--egress-port":
+			renderArgs = append(renderArgs, overrides[i], overrides[i+1])
+		}
+	}
+	code, out, errOut := runCommand(t, ex.env, append([]string{"render", "dataplane"}, renderArgs...)...)
 	if code != 0 {
 		t.Fatalf("zoneproxy render dataplane: exit %d\n%s", code, errOut)
 	}
@@ -370,9 +378,9 @@ func TestExampleMeshZoneAddressIsWhatItsCommentRenders(t *testing.T) {
 	}
 	args[i+1] = filepath.Join(filepath.Dir(path), filepath.Base(args[i+1]))
 	// The token file only has to exist and parse: stand in for the one on the VM.
-	args = append(args, "--dataplane-token-file", unboundTokenFile(t))
+	env := []string{"ZONEPROXY_DATAPLANE_TOKEN_FILE=" + unboundTokenFile(t)}
 
-	code, out, errOut := runCommand(t, nil, args...)
+	code, out, errOut := runCommand(t, env, args...)
 	if code != 0 {
 		t.Fatalf("zoneproxy %s: exit %d\n%s", strings.Join(args, " "), code, errOut)
 	}

@@ -1,0 +1,99 @@
+package cli
+
+import "fmt"
+
+// kumaDPFlag is a flag of `kuma-dp run` (its own or its root's) and what
+// zoneproxy has for it.
+type kumaDPFlag struct {
+	short  string // kuma-dp's one-letter form
+	noValue bool // takes no value
+	// use is zoneproxy's flag for it: the same name when shared, "" when
+	// there is none.
+	use string
+	// none says why zoneproxy has no such flag, starting "not needed" or
+	// "not supported" as the migration guide's table does.
+	none string
+}
+
+const (
+	noDNS       = "not needed for a zone proxy: zoneproxy runs no DNS proxy"
+	noTemplate  = "not needed for a zone proxy: zoneproxy renders the Dataplane from --mesh, --role, --name, --workload, --label, --address and the ports (`zoneproxy render dataplane` prints it)"
+	noRotation  = "not supported: zoneproxy logs to stderr, which the journal keeps and rotates under systemd"
+	noMetricTLS = "not supported: the agent's /metrics is plain HTTP on --readiness-port or --metrics-address"
+)
+
+// kumaDPFlags are kuma-dp's `run` flags, those of earlier releases
+// included, so that a unit written for kuma-dp is translated flag by flag.
+// docs/migration-from-kuma-dp.md lists each; a test keeps them in step.
+var kumaDPFlags = map[string]kumaDPFlag{
+	"log-level":                 {use: "log-level"},
+	"log-output-path":           {none: noRotation},
+	"log-max-retained-files":    {none: noRotation},
+	"log-max-size":              {none: noRotation},
+	"log-max-age":               {none: noRotation},
+	"cp-address":                {use: "cp-address"},
+	"ca-cert-file":              {use: "ca-cert-file"},
+	"skip-verify":               {noValue: true, none: "not supported: the control plane's certificate is always verified; give its CA with --ca-cert-file"},
+	"name":                      {use: "name"},
+	"mesh":                      {use: "mesh"},
+	"proxy-type":                {none: "not needed for a zone proxy: the kind of zone proxy is --role ingress, egress or combined"},
+	"drain-time":                {use: "drain-time"},
+	"binary-path":               {use: "envoy-binary"},
+	"concurrency":               {use: "concurrency"},
+	"work-dir":                  {use: "work-dir"},
+	"config-dir":                {use: "work-dir"},
+	"dataplane-token-file":      {use: "dataplane-token-file"},
+	"dataplane-token":           {use: "dataplane-token"},
+	"dataplane":                 {none: noTemplate},
+	"dataplane-file":            {short: "d", none: noTemplate},
+	"dataplane-var":             {short: "v", none: "not needed for a zone proxy: there are no templates; give per-host values as ZONEPROXY_* variables, e.g. in /etc/zoneproxy/<instance>.env"},
+	"envoy-log-level":           {use: "envoy-log-level"},
+	"envoy-component-log-level": {use: "envoy-component-log-level"},
+	"metrics-cert-path":         {none: noMetricTLS},
+	"metrics-key-path":          {none: noMetricTLS},
+	"bind-outbounds":            {noValue: true, none: "not needed for a zone proxy: it has no outbounds"},
+	"transparent-proxy":         {noValue: true, none: "not needed for a zone proxy: it runs without a transparent proxy"},
+	"transparent-proxy-config":  {none: "not needed for a zone proxy: it runs without a transparent proxy"},
+	"dns-enabled":               {noValue: true, none: noDNS},
+	"dns-proxy-port":            {none: noDNS},
+	// Earlier releases.
+	"admin-port":                       {use: "admin-port"},
+	"bootstrap-version":                {none: "not needed: Envoy's v3 API is the only one"},
+	"dns-envoy-port":                   {none: noDNS},
+	"dns-coredns-port":                 {none: noDNS},
+	"dns-coredns-empty-port":           {none: noDNS},
+	"dns-coredns-path":                 {none: noDNS},
+	"dns-coredns-config-template-path": {none: noDNS},
+	"dns-server-config-dir":            {none: noDNS},
+	"dns-prometheus-port":              {none: noDNS},
+}
+
+// kumaDPEquivalent is zoneproxy's flag for a kuma-dp flag ("" for none),
+// and whether name is kuma-dp's at all.
+func kumaDPEquivalent(name string) (use string, ok bool) {
+	f, ok := kumaDPFlags[name]
+	return f.use, ok
+}
+
+// kumaDPByShort finds a kuma-dp flag by its one-letter form.
+func kumaDPByShort(short string) (string, bool) {
+	for name, f := range kumaDPFlags {
+		if f.short != "" && f.short == short {
+			return name, true
+		}
+	}
+	return "", false
+}
+
+// kumaDPHint explains a kuma-dp flag that zoneproxy does not take under
+// that name; "" when name is not kuma-dp's or is zoneproxy's too.
+func kumaDPHint(name string) string {
+	f, ok := kumaDPFlags[name]
+	switch {
+	case !ok || f.use == name:
+		return ""
+	case f.use != "":
+		return fmt.Sprintf("kuma-dp's --%s is --%s in zoneproxy", name, f.use)
+	}
+	return fmt.Sprintf("kuma-dp's --%s is %s", name, f.none)
+}
