@@ -5,8 +5,8 @@ import "fmt"
 // kumaDPFlag is a flag of `kuma-dp run` (its own or its root's) and what
 // zoneproxy has for it.
 type kumaDPFlag struct {
-	short  string // kuma-dp's one-letter form
-	noValue bool // takes no value
+	short   string // kuma-dp's one-letter form
+	noValue bool   // takes no value
 	// use is zoneproxy's flag for it: the same name when shared, "" when
 	// there is none.
 	use string
@@ -66,6 +66,7 @@ var kumaDPFlags = map[string]kumaDPFlag{
 	"dns-coredns-config-template-path": {none: noDNS},
 	"dns-server-config-dir":            {none: noDNS},
 	"dns-prometheus-port":              {none: noDNS},
+	"dns-enable-logging":               {noValue: true, none: noDNS},
 }
 
 // kumaDPEquivalent is zoneproxy's flag for a kuma-dp flag ("" for none),

@@ -8,11 +8,20 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
 
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 )
 
-func load(t *testing.T, file string, env map[string]string, args ...string) (*config.Config, string) {
+// loaded is what loadConfig read.
+type loaded struct {
+	cfg *config.Config
+	v   *viper.Viper
+}
+
+// loadWith loads as a command with these flags would; a problem comes
+// back as its message.
+func loadWith(t *testing.T, flags []string, file string, env map[string]string, args ...string) (*loaded, string) {
 	t.Helper()
 	for k, v := range env {
 		t.Setenv(k, v)
@@ -24,16 +33,26 @@ func load(t *testing.T, file string, env map[string]string, args ...string) (*co
 		}
 		args = append(args, "--config", path)
 	}
-	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
-	addFlags(fs, runFlags...)
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	addFlags(fs, flags...)
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	cfg, _, err := loadConfig(fs)
+	cfg, v, err := loadConfig(fs)
 	if err != nil {
 		return nil, err.Error()
 	}
-	return cfg, ""
+	return &loaded{cfg, v}, ""
+}
+
+// load loads as `run` would.
+func load(t *testing.T, file string, env map[string]string, args ...string) (*config.Config, string) {
+	t.Helper()
+	l, msg := loadWith(t, runFlags, file, env, args...)
+	if l == nil {
+		return nil, msg
+	}
+	return l.cfg, msg
 }
 
 func TestPrecedenceFlagsEnvFileDefaults(t *testing.T) {
@@ -128,5 +147,67 @@ func TestEmptyEnvironmentVariableClearsTheFile(t *testing.T) {
 	c, msg := load(t, "ca-cert-file: /etc/zoneproxy/ca.pem\n", map[string]string{"ZONEPROXY_CA_CERT_FILE": ""})
 	if msg != "" || c.CACertFile != "" {
 		t.Fatalf("%q %q", c.CACertFile, msg)
+	}
+}
+
+// --envoy-arg: one argument per flag or list item, as given (spaces and
+// commas kept); space-separated in the environment.
+func TestEnvoyArgForms(t *testing.T) {
+	cases := []struct {
+		name string
+		file string
+		env  map[string]string
+		args []string
+		want []string
+		err  string
+	}{
+		{name: "flags", args: []string{"--envoy-arg", "--log-format", "--envoy-arg", "[%l] %v, %n", "--envoy-arg=--stats-tag a:b"},
+			want: []string{"--log-format", "[%l] %v, %n", "--stats-tag a:b"}},
+		{name: "env", env: map[string]string{"ZONEPROXY_ENVOY_ARG": " --disable-extensions  envoy.a,envoy.b "},
+			want: []string{"--disable-extensions", "envoy.a,envoy.b"}},
+		{name: "file list", file: "envoy-arg: [--log-format, '[%l] %v', --base-id-path, 7]\n",
+			want: []string{"--log-format", "[%l] %v", "--base-id-path", "7"}},
+		{name: "file string", file: "envoy-arg: --stats-tag a:b\n", want: []string{"--stats-tag", "a:b"}},
+		{name: "flag over env", env: map[string]string{"ZONEPROXY_ENVOY_ARG": "--from-env"}, args: []string{"--envoy-arg", "--from-flag"},
+			want: []string{"--from-flag"}},
+		{name: "empty env clears the file", file: "envoy-arg: [--x]\n", env: map[string]string{"ZONEPROXY_ENVOY_ARG": ""}, want: []string{}},
+		{name: "file nested list", file: "envoy-arg: [[--x]]\n", err: "--envoy-arg: [--x] is not an argument"},
+		{name: "file map", file: "envoy-arg: {a: b}\n", err: "--envoy-arg: map[a:b] is not a list of arguments"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, msg := load(t, tc.file, tc.env, tc.args...)
+			if tc.err != "" {
+				if !strings.Contains(msg, tc.err) {
+					t.Fatalf("got %q, want %q", msg, tc.err)
+				}
+				return
+			}
+			if msg != "" {
+				t.Fatal(msg)
+			}
+			if strings.Join(c.EnvoyArgs, "|") != strings.Join(tc.want, "|") || len(c.EnvoyArgs) != len(tc.want) {
+				t.Fatalf("got %q want %q", c.EnvoyArgs, tc.want)
+			}
+		})
+	}
+}
+
+func TestEnvoyComponentLogLevelFromEveryPlace(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		env  map[string]string
+		args []string
+	}{
+		{args: []string{"--envoy-component-log-level", "upstream:debug"}},
+		{env: map[string]string{"ZONEPROXY_ENVOY_COMPONENT_LOG_LEVEL": "upstream:debug"}},
+		{file: "envoy-component-log-level: upstream:debug\n"},
+	} {
+		t.Run("", func(t *testing.T) {
+			c, msg := load(t, tc.file, tc.env, tc.args...)
+			if msg != "" || c.EnvoyComponentLogLevel != "upstream:debug" {
+				t.Errorf("%+v: %q", tc, msg)
+			}
+		})
 	}
 }
