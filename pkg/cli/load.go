@@ -187,6 +187,9 @@ func toDuration(v any) (time.Duration, error) {
 		if err == nil {
 			return d, nil
 		}
+		if _, err := strconv.ParseFloat(strings.TrimSpace(x), 64); err == nil {
+			return 0, fmt.Errorf("%s has no unit: write a duration such as %ss", strings.TrimSpace(x), strings.TrimSpace(x))
+		}
 	case int, int64, float64:
 		return 0, fmt.Errorf("%v has no unit: write a duration such as %vs", v, v)
 	}
