@@ -79,6 +79,11 @@ Stopped cleanly.
 \fB1\fP
 Runtime failure (Envoy died, bootstrap timed out); systemd restarts the instance.
 .TP
+\fB64\fP
+The command line cannot be parsed: an unknown flag (kuma-dp's flags are
+answered with zoneproxy's), an unknown command, a missing or extra argument;
+systemd does not restart the instance.
+.TP
 \fB78\fP
 Configuration or permanent error; systemd does not restart the instance.
 
