@@ -139,17 +139,9 @@ func TestSharedEnvironmentAndFile(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c, msg := loadWith(t, tc.flags, tc.file, tc.env)
-			if tc.err != "" {
-				if !strings.Contains(msg, tc.err) {
-					t.Fatalf("got %q, want %q", msg, tc.err)
-				}
-				return
+			if c, msg := loadWith(t, tc.flags, tc.file, tc.env); loadedAsExpected(t, msg, tc.err) {
+				tc.check(t, c)
 			}
-			if msg != "" {
-				t.Fatal(msg)
-			}
-			tc.check(t, c)
 		})
 	}
 }
