@@ -53,7 +53,7 @@ type Cache struct {
 	stop     chan struct{}
 	stopped  chan struct{}
 	closeMu  sync.Once
-	writeOut func(dir string, data []byte) error // tests slow it down
+	writeOut func(dir string, s *Snapshot) error // tests slow it down
 }
 
 // Open loads the cache in opts.Dir if it is intact and made for
@@ -223,7 +223,7 @@ func (c *Cache) writePending() {
 	if s == nil {
 		return
 	}
-	err := c.writeOut(c.dir, Encode(s))
+	err := c.writeOut(c.dir, s)
 	c.mu.Lock()
 	wasFailing := c.failing
 	c.failing = err != nil
@@ -238,13 +238,13 @@ func (c *Cache) writePending() {
 
 // writeAtomic replaces the cache file: temp file, fsync, rename, fsync of
 // the directory, so a crash leaves the old file or the new one.
-func writeAtomic(dir string, data []byte) error {
+func writeAtomic(dir string, s *Snapshot) error {
 	f, err := os.CreateTemp(dir, tempPattern) // 0600
 	if err != nil {
 		return err
 	}
 	tmp := f.Name()
-	if _, err = f.Write(data); err == nil {
+	if err = encodeTo(f, s); err == nil {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {

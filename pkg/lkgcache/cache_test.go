@@ -184,11 +184,11 @@ func TestStoreNeverWaitsForTheDisk(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{}, 100)
 	writes := 0
-	c.writeOut = func(dir string, data []byte) error {
+	c.writeOut = func(dir string, s *Snapshot) error {
 		writes++
 		entered <- struct{}{}
 		<-release
-		return writeAtomic(dir, data)
+		return writeAtomic(dir, s)
 	}
 	c.Store(listenerTypes())
 	<-entered // the writer is now stuck on the disk
@@ -231,12 +231,12 @@ func TestWriteFailureIsWarnedOncePerEpisode(t *testing.T) {
 	c, logs := open(t, dir, testID, &clock{now: time.Now()})
 	fail := true
 	done := make(chan struct{}, 10)
-	c.writeOut = func(dir string, data []byte) error {
+	c.writeOut = func(dir string, s *Snapshot) error {
 		defer func() { done <- struct{}{} }()
 		if fail {
 			return errors.New("no space left on device")
 		}
-		return writeAtomic(dir, data)
+		return writeAtomic(dir, s)
 	}
 	for i := 0; i < 3; i++ {
 		c.Store(listenerTypes())

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 	"unicode/utf8"
 
@@ -282,4 +283,64 @@ func fields(b []byte, each func(num protowire.Number, v uint64, raw []byte) erro
 		}
 	}
 	return nil
+}
+
+// encodeTo writes what Encode returns without holding it all: the file is
+// streamed from the snapshot's own bodies, so a write costs no second copy
+// of a megabyte-sized configuration.
+func encodeTo(w io.Writer, s *Snapshot) error {
+	s.normalize()
+	h := sha256.New()
+	out := &streamer{w: io.MultiWriter(w, h), buf: make([]byte, 0, 32<<10)}
+	out.add(magic)
+	out.add(appendBody(nil, &Snapshot{Identity: s.Identity, WrittenAt: s.WrittenAt, Bootstrap: s.Bootstrap}))
+	for _, t := range s.Types {
+		out.add(appendHeader(nil, fType, typeSize(t)))
+		out.add(appendString(appendString(nil, fTypeURL, t.TypeURL), fTypeVersion, t.Version))
+		for _, r := range t.Resources {
+			var head []byte
+			head = appendHeader(head, fTypeResource, resourceSize(r))
+			head = appendString(head, fResName, r.Name)
+			head = appendString(head, fResVersion, r.Version)
+			head = appendString(head, fResType, r.TypeURL)
+			head = appendHeader(head, fResBody, len(r.Body))
+			out.add(head)
+			out.add(r.Body)
+		}
+	}
+	out.flush()
+	if out.err != nil {
+		return out.err
+	}
+	_, err := w.Write(h.Sum(nil))
+	return err
+}
+
+// streamer batches small writes; large ones go straight through.
+type streamer struct {
+	w   io.Writer
+	buf []byte
+	err error
+}
+
+func (s *streamer) add(b []byte) {
+	if len(s.buf)+len(b) > cap(s.buf) {
+		s.flush()
+	}
+	if len(b) > cap(s.buf) {
+		s.write(b)
+		return
+	}
+	s.buf = append(s.buf, b...)
+}
+
+func (s *streamer) flush() {
+	s.write(s.buf)
+	s.buf = s.buf[:0]
+}
+
+func (s *streamer) write(b []byte) {
+	if s.err == nil && len(b) > 0 {
+		_, s.err = s.w.Write(b)
+	}
 }

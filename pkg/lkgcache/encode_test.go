@@ -25,6 +25,15 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	if !bytes.Equal(Encode(got), data) {
 		t.Fatal("re-encoding a decoded cache changes it")
 	}
+	// The writer streams the same bytes, big bodies or small.
+	s.Types = append(s.Types, TypeState{TypeURL: "big", Resources: []Resource{{Name: "b", TypeURL: "big", Body: bytes.Repeat([]byte{7}, 100<<10)}}})
+	var streamed bytes.Buffer
+	if err := encodeTo(&streamed, s); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(streamed.Bytes(), Encode(s)) {
+		t.Fatal("the streamed file differs from Encode's")
+	}
 }
 
 func TestDecodeRejects(t *testing.T) {

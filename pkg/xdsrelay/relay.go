@@ -176,8 +176,7 @@ func (r *Relay) Start() error {
 	if err != nil {
 		return err
 	}
-	r.server = grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}), grpc.MaxRecvMsgSize(64<<20),
-		grpc.WriteBufferSize(256<<10))
+	r.server = grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}), grpc.MaxRecvMsgSize(64<<20))
 	r.server.RegisterService(&grpc.ServiceDesc{
 		ServiceName: discoveryv3.AggregatedDiscoveryService_ServiceDesc.ServiceName,
 		HandlerType: (*any)(nil),

@@ -82,7 +82,6 @@ func (r *Relay) dialUpstream(ctx context.Context, method string, replay [][]byte
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecv), grpc.ForceCodecV2(rawCodec{})),
 		// Large windows: a snapshot of megabytes arrives in one round trip.
 		grpc.WithInitialWindowSize(16<<20), grpc.WithInitialConnWindowSize(16<<20),
-		grpc.WithReadBufferSize(256<<10),
 	)
 	if err != nil {
 		cancel()
