@@ -8,6 +8,7 @@ import (
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/zoneproxy/zoneproxy/pkg/bootstraprewrite"
 	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
@@ -74,9 +75,25 @@ func TestDeltaCacheAnswers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cs := delta{}.cacheServer(snap)
 			for i, req := range tc.requests {
+				scanned, err := scanDeltaRequest(mustMarshal(t, req))
+				if err != nil {
+					t.Fatal(err)
+				}
 				got := "none"
-				if m := cs.answer(req); m != nil {
-					got = describe(m.(*discoveryv3.DeltaDiscoveryResponse))
+				if b := cs.answer(scanned); b != nil {
+					resp := &discoveryv3.DeltaDiscoveryResponse{}
+					if err := proto.Unmarshal(b, resp); err != nil {
+						t.Fatalf("the cache's answer is not a DeltaDiscoveryResponse: %v", err)
+					}
+					if resp.GetTypeUrl() != req.GetTypeUrl() || resp.GetNonce() == "" {
+						t.Errorf("answer type %q nonce %q", resp.GetTypeUrl(), resp.GetNonce())
+					}
+					for _, r := range resp.GetResources() {
+						if r.GetResource().GetTypeUrl() != req.GetTypeUrl() || string(r.GetResource().GetValue()) != r.GetName() {
+							t.Errorf("resource %s: body %q of type %q", r.GetName(), r.GetResource().GetValue(), r.GetResource().GetTypeUrl())
+						}
+					}
+					got = describe(resp)
 				}
 				if got != tc.want[i] {
 					t.Errorf("request %d: %s, want %s", i, got, tc.want[i])

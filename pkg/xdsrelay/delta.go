@@ -4,37 +4,30 @@ import (
 	"fmt"
 	"slices"
 
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
-
 	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
 )
 
 // delta is incremental ADS, what kuma-cp serves.
 type delta struct{}
 
-func (delta) name() string { return "delta ADS" }
-func (delta) method() string {
-	return discoveryv3.AggregatedDiscoveryService_DeltaAggregatedResources_FullMethodName
-}
+func (delta) name() string    { return "delta ADS" }
+func (delta) method() string  { return adsMethodPrefix + "DeltaAggregatedResources" }
 func (delta) exclusive() bool { return true }
 func (delta) cacheable() bool { return true }
 
-func (delta) observeRequest(o *observer, b []byte) (proto.Message, error) {
-	req := &discoveryv3.DeltaDiscoveryRequest{}
-	if err := proto.Unmarshal(b, req); err != nil {
+func (delta) observeRequest(o *observer, b []byte) (*request, error) {
+	req, err := scanDeltaRequest(b)
+	if err != nil {
 		return nil, err
 	}
-	t := req.GetTypeUrl()
-	if req.GetResponseNonce() == "" {
-		o.subscribed(t, req.GetInitialResourceVersions())
+	if req.nonce == "" {
+		o.subscribed(req.typeURL, req.initial)
 	}
-	if un := req.GetResourceNamesUnsubscribe(); len(un) > 0 {
-		o.r.held.drop(t, un)
+	if len(req.unsubscribe) > 0 {
+		o.r.held.drop(req.typeURL, req.unsubscribe)
 	}
-	if n := req.GetResponseNonce(); n != "" {
-		o.answered(n, req.GetErrorDetail() != nil, req.GetErrorDetail().GetMessage())
+	if req.nonce != "" {
+		o.answered(req.nonce, req.nack, req.errMsg)
 	}
 	return req, nil
 }
@@ -61,45 +54,46 @@ type deltaCache struct {
 	n     int
 }
 
-func (c *deltaCache) answer(m proto.Message) proto.Message {
-	req := m.(*discoveryv3.DeltaDiscoveryRequest)
-	t := req.GetTypeUrl()
-	sub := req.GetResourceNamesSubscribe()
+func (c *deltaCache) answer(req *request) []byte {
+	t := req.typeURL
 	first := !c.asked[t]
-	if !first && len(sub) == 0 {
+	if !first && len(req.subscribe) == 0 {
 		return nil // an ACK, a NACK or an unsubscription
 	}
 	c.asked[t] = true
-	wildcard := (first && len(sub) == 0) || slices.Contains(sub, "*")
-	held := map[string]string{}
+	wildcard := (first && len(req.subscribe) == 0) || slices.Contains(req.subscribe, "*")
+	var held map[string]string
 	if first {
-		held = req.GetInitialResourceVersions()
+		held = req.initial
 	}
-	c.n++
-	resp := &discoveryv3.DeltaDiscoveryResponse{TypeUrl: t, Nonce: fmt.Sprintf("zoneproxy-lkg-%d", c.n)}
-	ts := c.snap.Type(t)
+	var version string
+	var res []lkgcache.Resource
+	var removed []string
 	cached := map[string]bool{}
-	if ts != nil {
-		resp.SystemVersionInfo = ts.Version
+	if ts := c.snap.Type(t); ts != nil {
+		version = ts.Version
 		for _, r := range ts.Resources {
 			cached[r.Name] = true
-			if (!wildcard && !slices.Contains(sub, r.Name)) || (held[r.Name] == r.Version && r.Version != "") {
+			if !wildcard && !slices.Contains(req.subscribe, r.Name) {
 				continue
 			}
-			resp.Resources = append(resp.Resources, &discoveryv3.Resource{Name: r.Name, Version: r.Version,
-				Resource: &anypb.Any{TypeUrl: r.TypeURL, Value: r.Body}})
+			if v, ok := held[r.Name]; ok && v == r.Version && v != "" {
+				continue // Envoy has it
+			}
+			res = append(res, r)
 		}
 	}
 	if first && wildcard {
 		for name := range held {
 			if !cached[name] {
-				resp.RemovedResources = append(resp.RemovedResources, name)
+				removed = append(removed, name)
 			}
 		}
-		slices.Sort(resp.RemovedResources)
+		slices.Sort(removed)
 	}
-	if len(resp.Resources) == 0 && len(resp.RemovedResources) == 0 && !(first && wildcard) {
+	if len(res) == 0 && len(removed) == 0 && !(first && wildcard) {
 		return nil
 	}
-	return resp
+	c.n++
+	return deltaResponseBytes(t, version, fmt.Sprintf("zoneproxy-lkg-%d", c.n), res, removed)
 }

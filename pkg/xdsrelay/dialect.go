@@ -1,8 +1,6 @@
 package xdsrelay
 
 import (
-	"google.golang.org/protobuf/proto"
-
 	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
 )
 
@@ -15,20 +13,23 @@ type dialect interface {
 	exclusive() bool
 	// cacheable: Envoy may be served from the cache on this stream.
 	cacheable() bool
-	observeRequest(o *observer, b []byte) (proto.Message, error)
+	// observeRequest reads one of Envoy's requests (nil if not ADS).
+	observeRequest(o *observer, b []byte) (*request, error)
 	observeResponse(o *observer, b []byte, fromCache bool) error
 	cacheServer(s *lkgcache.Snapshot) cacheServer
 }
 
-// cacheServer answers Envoy's requests from a snapshot; nil means no
-// answer is due.
+// cacheServer answers Envoy's requests from a snapshot, encoded; nil
+// means no answer is due.
 type cacheServer interface {
-	answer(req proto.Message) proto.Message
+	answer(req *request) []byte
 }
 
 const (
-	hdsService = "envoy.service.health.v3.HealthDiscoveryService"
-	hdsMethod  = "/" + hdsService + "/StreamHealthCheck"
+	adsService      = "envoy.service.discovery.v3.AggregatedDiscoveryService"
+	adsMethodPrefix = "/" + adsService + "/"
+	hdsService      = "envoy.service.health.v3.HealthDiscoveryService"
+	hdsMethod       = "/" + hdsService + "/StreamHealthCheck"
 )
 
 // hds is relayed unchanged and unobserved (the relay does not link the
@@ -40,7 +41,7 @@ func (hds) method() string  { return hdsMethod }
 func (hds) exclusive() bool { return false }
 func (hds) cacheable() bool { return false }
 
-func (hds) observeRequest(*observer, []byte) (proto.Message, error) { return nil, nil }
+func (hds) observeRequest(*observer, []byte) (*request, error) { return nil, nil }
 
 func (hds) observeResponse(*observer, []byte, bool) error { return nil }
 

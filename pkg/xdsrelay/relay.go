@@ -18,7 +18,6 @@ import (
 	"sync"
 	"time"
 
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -178,7 +177,7 @@ func (r *Relay) Start() error {
 	}
 	r.server = grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}), grpc.MaxRecvMsgSize(64<<20))
 	r.server.RegisterService(&grpc.ServiceDesc{
-		ServiceName: discoveryv3.AggregatedDiscoveryService_ServiceDesc.ServiceName,
+		ServiceName: adsService,
 		HandlerType: (*any)(nil),
 		Streams: []grpc.StreamDesc{
 			{StreamName: "StreamAggregatedResources", Handler: r.handler(sotw{}), ServerStreams: true, ClientStreams: true},

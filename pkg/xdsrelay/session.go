@@ -12,16 +12,15 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
 )
 
-// envoyRequest is one of Envoy's messages, raw for forwarding and decoded
+// envoyRequest is one of Envoy's messages, raw for forwarding and read
 // (nil if it could not be) for the cache.
 type envoyRequest struct {
 	raw []byte
-	msg proto.Message
+	msg *request
 }
 
 // session is one Envoy stream.
@@ -243,13 +242,9 @@ func (s *session) answer(cs cacheServer, req envoyRequest) error {
 	if req.msg == nil {
 		return nil
 	}
-	resp := cs.answer(req.msg)
-	if resp == nil {
+	b := cs.answer(req.msg)
+	if b == nil {
 		return nil
-	}
-	b, err := proto.Marshal(resp)
-	if err != nil {
-		return err
 	}
 	if err := s.d.observeResponse(s.obs, b, true); err != nil {
 		return err

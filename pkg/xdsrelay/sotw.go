@@ -5,10 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
-
 	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
 )
 
@@ -16,20 +12,18 @@ import (
 // its type (or of the names asked for).
 type sotw struct{}
 
-func (sotw) name() string { return "state-of-the-world ADS" }
-func (sotw) method() string {
-	return discoveryv3.AggregatedDiscoveryService_StreamAggregatedResources_FullMethodName
-}
+func (sotw) name() string    { return "state-of-the-world ADS" }
+func (sotw) method() string  { return adsMethodPrefix + "StreamAggregatedResources" }
 func (sotw) exclusive() bool { return true }
 func (sotw) cacheable() bool { return true }
 
-func (sotw) observeRequest(o *observer, b []byte) (proto.Message, error) {
-	req := &discoveryv3.DiscoveryRequest{}
-	if err := proto.Unmarshal(b, req); err != nil {
+func (sotw) observeRequest(o *observer, b []byte) (*request, error) {
+	req, err := scanSotwRequest(b)
+	if err != nil {
 		return nil, err
 	}
-	if n := req.GetResponseNonce(); n != "" {
-		o.answered(n, req.GetErrorDetail() != nil, req.GetErrorDetail().GetMessage())
+	if req.nonce != "" {
+		o.answered(req.nonce, req.nack, req.errMsg)
 	}
 	return req, nil
 }
@@ -55,28 +49,27 @@ type sotwCache struct {
 	n    int
 }
 
-func (c *sotwCache) answer(m proto.Message) proto.Message {
-	req := m.(*discoveryv3.DiscoveryRequest)
-	t := req.GetTypeUrl()
-	names := slices.Sorted(slices.Values(req.GetResourceNames()))
+func (c *sotwCache) answer(req *request) []byte {
+	t := req.typeURL
+	names := slices.Sorted(slices.Values(req.subscribe))
 	key := strings.Join(names, "\x00")
 	if prev, ok := c.sent[t]; ok && prev == key {
 		return nil // an ACK or a NACK of the last answer
 	}
 	c.sent[t] = key
 	c.n++
-	resp := &discoveryv3.DiscoveryResponse{TypeUrl: t, Nonce: fmt.Sprintf("zoneproxy-lkg-%d", c.n),
-		VersionInfo: fmt.Sprintf("zoneproxy-lkg-%d", c.snap.WrittenAt.Unix())}
+	version := fmt.Sprintf("zoneproxy-lkg-%d", c.snap.WrittenAt.Unix())
 	all := len(names) == 0 || slices.Contains(names, "*")
+	var res []lkgcache.Resource
 	if ts := c.snap.Type(t); ts != nil {
 		if ts.Version != "" {
-			resp.VersionInfo = ts.Version
+			version = ts.Version
 		}
 		for _, r := range ts.Resources {
 			if all || slices.Contains(names, r.Name) {
-				resp.Resources = append(resp.Resources, &anypb.Any{TypeUrl: r.TypeURL, Value: r.Body})
+				res = append(res, r)
 			}
 		}
 	}
-	return resp
+	return sotwResponseBytes(t, version, fmt.Sprintf("zoneproxy-lkg-%d", c.n), res)
 }
