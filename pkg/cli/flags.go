@@ -27,6 +27,7 @@ const (
 	text kind = iota
 	number
 	duration
+	boolean
 	list // repeatable flag
 )
 
@@ -65,6 +66,9 @@ var settings = []setting{
 	{"metrics-address", text, "", "host:port serving only /metrics, for Prometheus on other hosts, e.g. 0.0.0.0:9903 (default 127.0.0.1:<readiness-port>, beside /ready and /logging)"},
 	{"drain-time", duration, config.DefaultDrainTime.String(), "how long to drain Envoy on stop"},
 	{"drain-min", duration, config.DefaultDrainMin.String(), "least time between failing health checks and the end of a drain, so a load balancer sees it (capped at --drain-time)"},
+	{"xds-relay", boolean, "true", "relay Envoy's xDS through the agent, which keeps the last-known-good configuration (false: Envoy talks to the control plane directly)"},
+	{"state-dir", text, "", "directory for the last-known-good configuration (default $STATE_DIRECTORY, else $XDG_STATE_HOME/zoneproxy/<name>; \"\" keeps none)"},
+	{"cache-max-age", duration, config.DefaultCacheMaxAge.String(), "never serve a cached configuration older than this"},
 	{"envoy-log-level", text, config.DefaultEnvoyLogLevel, "Envoy's log level"},
 	{"envoy-component-log-level", text, "", "Envoy's log levels per component, e.g. upstream:debug,connection:trace (Envoy's --component-log-level)"},
 	{"concurrency", number, "0", "Envoy worker threads (0 = one per CPU this process may use: Envoy's --cpuset-threads)"},
@@ -134,6 +138,9 @@ func addFlags(fs *pflag.FlagSet, names ...string) {
 			fs.Var(&rawValue{s.def, "int"}, s.name, usage)
 		case duration:
 			fs.Var(&rawValue{s.def, "duration"}, s.name, usage)
+		case boolean:
+			fs.Var(&rawValue{s.def, "bool"}, s.name, usage)
+			fs.Lookup(s.name).NoOptDefVal = "true"
 		case list:
 			fs.StringArray(s.name, nil, usage)
 		}

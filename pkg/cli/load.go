@@ -96,6 +96,13 @@ func loadConfig(fs *pflag.FlagSet) (*config.Config, *viper.Viper, error) {
 		}
 		return d
 	}
+	flag := func(key string) bool {
+		b, err := toBool(v.Get(key))
+		if err != nil {
+			add(key, "%v", err)
+		}
+		return b
+	}
 	// Repeated flags are taken as given: viper would split them as CSV.
 	repeated := func(key string) any {
 		if f := fs.Lookup(key); f != nil && f.Changed {
@@ -127,6 +134,10 @@ func loadConfig(fs *pflag.FlagSet) (*config.Config, *viper.Viper, error) {
 	c.MetricsAddress = str("metrics-address")
 	c.DrainTime = dur("drain-time")
 	c.DrainMin = dur("drain-min")
+	c.XDSRelay = flag("xds-relay")
+	c.StateDir = str("state-dir")
+	c.StateDirSet = v.IsSet("state-dir")
+	c.CacheMaxAge = dur("cache-max-age")
 	c.EnvoyLogLevel = str("envoy-log-level")
 	c.EnvoyComponentLogLevel = str("envoy-component-log-level")
 	c.Concurrency = num("concurrency")
@@ -178,6 +189,19 @@ func toInt(v any) (int, error) {
 
 // toDuration accepts Go durations ("30s", "1m30s"); a bare number is
 // refused because its unit would be a guess.
+func toBool(v any) (bool, error) {
+	switch x := v.(type) {
+	case bool:
+		return x, nil
+	case string:
+		if b, err := strconv.ParseBool(strings.TrimSpace(x)); err == nil {
+			return b, nil
+		}
+		return false, fmt.Errorf("%q is not true or false", x)
+	}
+	return false, fmt.Errorf("%v is not true or false", v)
+}
+
 func toDuration(v any) (time.Duration, error) {
 	switch x := v.(type) {
 	case time.Duration:

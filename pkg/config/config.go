@@ -47,6 +47,15 @@ type Config struct {
 	ReadinessPort int
 	DrainTime     time.Duration
 	DrainMin      time.Duration
+
+	// XDSRelay puts the agent between Envoy and the control plane.
+	XDSRelay bool
+	// StateDir keeps the last-known-good configuration; "" disables it.
+	// StateDirSet says it was given (an explicit "" too), not derived.
+	StateDir    string
+	StateDirSet bool
+	// CacheMaxAge is the oldest cached configuration ever served.
+	CacheMaxAge   time.Duration
 	EnvoyLogLevel string
 	// EnvoyComponentLogLevel is Envoy's --component-log-level:
 	// <component>:<level>,… with Envoy's level names.
@@ -78,6 +87,7 @@ const (
 	DefaultReadinessPort = 9902
 	DefaultDrainTime     = 30 * time.Second
 	DefaultDrainMin      = 5 * time.Second
+	DefaultCacheMaxAge   = 72 * time.Hour
 	DefaultEnvoyLogLevel = "info"
 	DefaultRetryInitial  = time.Second
 	DefaultRetryMax      = 5 * time.Second

@@ -15,12 +15,24 @@ type Host struct {
 	Hostname         string
 	FirstIPv4        string // first non-loopback IPv4, "" if none
 	RuntimeDirectory string // $RUNTIME_DIRECTORY, set by systemd
+	StateDirectory   string // $STATE_DIRECTORY, set by systemd
+	XDGStateHome     string // $XDG_STATE_HOME, else ~/.local/state
 }
 
 // LocalHost reads the running machine.
 func LocalHost() Host {
 	h, _ := os.Hostname()
-	return Host{Hostname: h, FirstIPv4: firstIPv4(), RuntimeDirectory: os.Getenv("RUNTIME_DIRECTORY")}
+	state := os.Getenv("XDG_STATE_HOME")
+	if state == "" {
+		if home, err := os.UserHomeDir(); err == nil {
+			state = filepath.Join(home, ".local", "state")
+		}
+	}
+	// systemd lists several directories separated by ":" when the unit
+	// names several; the first is this instance's.
+	stateDir, _, _ := strings.Cut(os.Getenv("STATE_DIRECTORY"), ":")
+	return Host{Hostname: h, FirstIPv4: firstIPv4(), RuntimeDirectory: os.Getenv("RUNTIME_DIRECTORY"),
+		StateDirectory: stateDir, XDGStateHome: state}
 }
 
 func firstIPv4() string {
@@ -59,6 +71,14 @@ func (c *Config) Complete(h Host) {
 	}
 	if c.WorkDir == "" {
 		c.WorkDir = h.RuntimeDirectory
+	}
+	if !c.StateDirSet {
+		switch {
+		case h.StateDirectory != "":
+			c.StateDir = h.StateDirectory
+		case h.XDGStateHome != "" && c.Name != "":
+			c.StateDir = filepath.Join(h.XDGStateHome, "zoneproxy", c.Name)
+		}
 	}
 	// Envoy runs in the work dir and, with reloadable tokens, reads the
 	// token path the control plane hands back: relative paths would break.

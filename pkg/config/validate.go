@@ -137,6 +137,12 @@ func (c *Config) validate(now time.Time, files bool) (warnings []Warning, err er
 	if c.DrainTime < 0 {
 		add("drain-time", "%s is negative: use a duration such as 30s", c.DrainTime)
 	}
+	if c.CacheMaxAge < 0 {
+		add("cache-max-age", "%s is negative: use a duration such as 72h (the control plane forgets an offline proxy after 72h)", c.CacheMaxAge)
+	}
+	if c.StateDir != "" && !filepath.IsAbs(c.StateDir) {
+		add("state-dir", "%q must be an absolute path (or \"\" to keep no cached configuration)", c.StateDir)
+	}
 	if c.DrainMin < 0 {
 		add("drain-min", "%s is negative: use a duration such as 5s (it is capped at --drain-time)", c.DrainMin)
 	}
