@@ -119,6 +119,7 @@ type Relay struct {
 	log    *zap.Logger
 	roots  *x509.CertPool
 	server *grpc.Server
+	ln     net.Listener
 	held   holdings
 	met    relayMetrics
 
@@ -175,6 +176,7 @@ func (r *Relay) Start() error {
 	if err != nil {
 		return err
 	}
+	r.ln = ln
 	r.server = grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}), grpc.MaxRecvMsgSize(64<<20))
 	r.server.RegisterService(&grpc.ServiceDesc{
 		ServiceName: adsService,
@@ -240,6 +242,7 @@ func (r *Relay) Close() {
 	}
 	r.closeOnce.Do(func() {
 		r.server.Stop()
+		_ = r.ln.Close() // Serve may not have taken it yet; this unlinks the socket
 		r.sessions.Wait()
 		close(r.stopped)
 		<-r.persisted
@@ -270,7 +273,7 @@ func listenUnix(path string) (net.Listener, error) {
 		if fi.Mode().Type() != fs.ModeSocket {
 			return nil, fmt.Errorf("xDS relay socket %s exists and is not a socket; remove it", path)
 		}
-		if err := os.Remove(path); err != nil {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("xDS relay socket %s: %w", path, err)
 		}
 	}

@@ -370,7 +370,16 @@ func TestSocketIsPrivateAndReplacesOnlyASocket(t *testing.T) {
 		t.Fatalf("socket mode %v, %v", fi.Mode().Perm(), err)
 	}
 	// A stale socket (a killed agent's) is replaced.
-	r.server.Stop()
+	r.Close()
+	stale, err := net.Listen("unix", r.opts.SocketPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale.(*net.UnixListener).SetUnlinkOnClose(false)
+	stale.Close()
+	if _, err := os.Stat(r.opts.SocketPath); err != nil {
+		t.Fatalf("no stale socket to replace: %v", err)
+	}
 	r2, err := New(r.opts)
 	if err != nil {
 		t.Fatal(err)
