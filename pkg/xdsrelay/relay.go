@@ -20,98 +20,7 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-
-	"github.com/zoneproxy/zoneproxy/pkg/bootstrap"
-	"github.com/zoneproxy/zoneproxy/pkg/bootstraprewrite"
-	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
 )
-
-// Options configures a Relay.
-type Options struct {
-	// SocketPath is where Envoy connects (the rewritten bootstrap's ADS
-	// cluster); created 0600, a stale socket there is replaced.
-	SocketPath string
-	// Upstream is how to reach the control plane, from bootstraprewrite.
-	Upstream bootstraprewrite.Upstream
-	// Token returns the dataplane token; called for every new upstream
-	// stream, so a rotated token file applies at the next reconnect. An
-	// error (a file being replaced) is retried with Backoff.
-	Token func() (string, error)
-	// Cache, when set, is fed with what Envoy ACKs and served while the
-	// control plane is unreachable.
-	Cache *lkgcache.Cache
-	// Backoff paces retries of "already an active stream", token reads
-	// and reconnection attempts while Envoy runs from the cache.
-	Backoff bootstrap.Backoff
-	// ConnectTimeout bounds TCP connect plus TLS handshake (default 5 s).
-	ConnectTimeout time.Duration
-	Log            *zap.Logger
-	Events         Events
-	Now            func() time.Time
-}
-
-// Events are called from the relay's goroutines, so they must not block.
-// Any may be nil.
-type Events struct {
-	// StreamError: an upstream stream could not be opened or the control
-	// plane ended it with an error.
-	StreamError func(StreamError)
-	// Rejected: Envoy NACKed a configuration.
-	Rejected func(Rejection)
-	// Accepted: Envoy ACKed a configuration.
-	Accepted func(Acceptance)
-	// CachedConfig: Envoy started or stopped running on the cached
-	// configuration.
-	CachedConfig func(CacheState)
-}
-
-// StreamError is an upstream stream's end, as the control plane put it.
-type StreamError struct {
-	Code    codes.Code
-	Message string // the gRPC status message, e.g. kuma-cp's "authentication failed: …"
-	// Unreachable: the control plane could not be reached (the cache may
-	// be served); otherwise it answered and refused.
-	Unreachable bool
-	// Retrying: the relay retries by itself (another stream of this node
-	// is still active, or the token file is being replaced).
-	Retrying bool
-	// Local: the relay could not read the token; nothing reached the
-	// control plane.
-	Local bool
-}
-
-func (e StreamError) String() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
-
-// Rejection is one NACK.
-type Rejection struct {
-	TypeURL   string
-	Names     []string // resources of the rejected response
-	Version   string
-	Message   string // Envoy's error_detail
-	FromCache bool
-}
-
-// Acceptance is one ACK.
-type Acceptance struct {
-	TypeURL   string
-	Names     []string
-	Version   string
-	FromCache bool
-}
-
-// CacheState says whether Envoy runs on the cached configuration.
-type CacheState struct {
-	InUse     bool
-	Since     time.Time // when the relay started serving it
-	WrittenAt time.Time // when that configuration was last confirmed by the control plane
-}
-
-// State is the relay's view now, for readiness and status lines.
-type State struct {
-	Cache     CacheState
-	LastError *StreamError // of the current outage, nil once configuration flows again
-}
 
 // Relay serves ADS (and HDS) to Envoy on a Unix socket.
 type Relay struct {
@@ -150,7 +59,7 @@ func New(opts Options) (*Relay, error) {
 		return nil, errors.New("xdsrelay: no CA certificate for the control plane (the bootstrap's validation context or --ca-cert-file)")
 	}
 	if opts.ConnectTimeout <= 0 {
-		opts.ConnectTimeout = 5 * time.Second
+		opts.ConnectTimeout = 3 * time.Second
 	}
 	if opts.Backoff.Initial <= 0 {
 		opts.Backoff.Initial = time.Second
