@@ -36,12 +36,18 @@ type kumaSetup struct {
 
 func kumaBootstrap(t *testing.T) kumaSetup {
 	t.Helper()
+	return kumaBootstrapAt(t, "192.0.2.10", 10001)
+}
+
+// kumaBootstrapAt is for a zone ingress on address:port.
+func kumaBootstrapAt(t *testing.T, address string, port int) kumaSetup {
+	t.Helper()
 	cp, err := controlplane.Start(controlplane.Options{Dir: t.TempDir(), Meshes: []string{"default"}, Log: testLog{t}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cp.Close() })
-	cfg := &config.Config{Mesh: "default", Role: config.RoleIngress, Address: "192.0.2.10", IngressPort: 10001, AdminPort: 9901}
+	cfg := &config.Config{Mesh: "default", Role: config.RoleIngress, Address: address, IngressPort: port, AdminPort: 9901}
 	cfg.Complete(config.Host{Hostname: "vm1"})
 	token, err := cp.IssueToken(controlplane.TokenRequest{Mesh: "default", Name: cfg.Name})
 	if err != nil {
@@ -92,12 +98,12 @@ func bootstrapNode(t *testing.T, doc []byte) *corev3.Node {
 	return n
 }
 
-func (k kumaSetup) relay(t *testing.T, token string, ev *events) *Relay {
+func (k kumaSetup) relay(t *testing.T, token string, ev *events, mods ...relayOpts) *Relay {
 	t.Helper()
-	return startRelay(t, nil, "", staticToken(token), ev, func(o *Options) {
+	return startRelay(t, nil, "", staticToken(token), ev, append([]relayOpts{func(o *Options) {
 		o.SocketPath = k.socket
 		o.Upstream = k.rewrite.Upstream
-	})
+	}}, mods...)...)
 }
 
 // Against the test control plane, which authenticates like kuma-cp: the
@@ -117,14 +123,22 @@ func TestKumaShapedControlPlaneThroughTheRelay(t *testing.T) {
 	}
 	envoy.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: clusterType, ResponseNonce: resp.GetNonce()})
 	ev.await(t, "the CDS ACK", func(e *events) bool { return len(e.accepts) == 1 })
+	k.awaitProxy(t, "connected with its clusters ACKed", func(p controlplane.ProxyInfo) bool {
+		return p.Connected && slices.Contains(p.ACKed, clusterType)
+	})
+}
+
+// awaitProxy waits until the control plane's view of the one proxy holds.
+func (k kumaSetup) awaitProxy(t *testing.T, what string, cond func(controlplane.ProxyInfo) bool) {
+	t.Helper()
 	deadline := time.Now().Add(waitLimit)
 	for {
 		ps := k.cp.Proxies()
-		if len(ps) == 1 && ps[0].Connected && slices.Contains(ps[0].ACKed, clusterType) {
-			break
+		if len(ps) == 1 && cond(ps[0]) {
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the control plane's view: %+v", ps)
+			t.Fatalf("the control plane never saw the proxy %s: %+v", what, ps)
 		}
 		time.Sleep(20 * time.Millisecond) // the test CP offers no change notification
 	}
