@@ -66,6 +66,11 @@ type StreamError struct {
 	// Local: the relay could not read the token; nothing reached the
 	// control plane.
 	Local bool
+	// Attempt and Next: the relay's own retry (Retrying, or reconnection
+	// attempts while Envoy runs from the cache); zero when Envoy's
+	// reconnect is the retry.
+	Attempt int
+	Next    time.Duration
 }
 
 func (e StreamError) String() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/genproto/googleapis/rpc/status"
@@ -189,6 +190,9 @@ func TestAlreadyActiveStreamIsRetried(t *testing.T) {
 		}
 	}
 	ev.await(t, "two retries reported", func(e *events) bool { return len(e.errs) == 2 && e.errs[0].Retrying && e.errs[1].Retrying })
+	if e := ev.errs[1]; e.Attempt != 2 || e.Next <= 0 || e.Next > 50*time.Millisecond {
+		t.Fatalf("the second retry says attempt %d, next %s", e.Attempt, e.Next)
+	}
 }
 
 // kuma-cp refuses a second stream of a node while the first is active: a

@@ -5,6 +5,7 @@ import (
 	"io"
 	"sort"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -13,9 +14,13 @@ import (
 )
 
 // report logs an upstream failure, counts it and tells the agent; it
-// returns how the relay goes on.
-func (r *Relay) report(d dialect, err error) StreamError {
+// returns how the relay goes on. attempt and next describe the relay's own
+// retry, if it makes one (next 0 for none).
+func (r *Relay) report(d dialect, err error, attempt int, next time.Duration) StreamError {
 	se := classify(err)
+	if next > 0 {
+		se.Attempt, se.Next = attempt, next
+	}
 	if !d.exclusive() {
 		// HDS fails with ADS; ADS says it once.
 		r.log.Debug("the control plane ended the health-check stream", zap.Stringer("code", se.Code), zap.String("message", se.Message))
@@ -27,8 +32,12 @@ func (r *Relay) report(d dialect, err error) StreamError {
 	r.mu.Lock()
 	r.lastErr = &se
 	r.mu.Unlock()
-	r.log.Warn("xDS stream to the control plane failed", zap.String("stream", d.name()), zap.Stringer("code", se.Code),
-		zap.String("message", se.Message), zap.Bool("unreachable", se.Unreachable), zap.Bool("retrying", se.Retrying))
+	fields := []zap.Field{zap.String("stream", d.name()), zap.Stringer("code", se.Code), zap.String("message", se.Message),
+		zap.Bool("unreachable", se.Unreachable)}
+	if se.Next > 0 {
+		fields = append(fields, zap.Int("attempt", se.Attempt), zap.Duration("next", se.Next.Round(time.Millisecond)))
+	}
+	r.log.Warn("xDS stream to the control plane failed", fields...)
 	if f := r.opts.Events.StreamError; f != nil {
 		f(se)
 	}

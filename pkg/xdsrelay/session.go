@@ -95,9 +95,13 @@ func (s *session) run(ctx context.Context) error {
 			s.r.log.Info("the control plane closed the stream", zap.String("stream", s.d.name()))
 			return nil
 		}
-		switch se := s.r.report(s.d, err); {
+		var next time.Duration
+		if classify(err).Retrying {
+			next = s.r.opts.Backoff.Delay(attempt)
+		}
+		switch se := s.r.report(s.d, err, attempt, next); {
 		case se.Retrying:
-			if !s.pause(ctx, s.r.opts.Backoff.Delay(attempt)) {
+			if !s.pause(ctx, next) {
 				return nil
 			}
 		case se.Unreachable && s.d.cacheable():
@@ -275,8 +279,9 @@ func (r *Relay) open(ctx context.Context, d dialect, replay [][]byte) (*upstream
 // probe retries the control plane until a stream gets its first response
 // (nil), the control plane refuses (that error) or ctx ends.
 func (r *Relay) probe(ctx context.Context, d dialect, first []byte) error {
+	next := r.opts.Backoff.Delay(1)
 	for attempt := 1; ; attempt++ {
-		t := time.NewTimer(r.opts.Backoff.Delay(attempt))
+		t := time.NewTimer(next)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -294,7 +299,8 @@ func (r *Relay) probe(ctx context.Context, d dialect, first []byte) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if se := r.report(d, err); !se.Unreachable && !se.Retrying {
+		next = r.opts.Backoff.Delay(attempt + 1)
+		if se := r.report(d, err, attempt, next); !se.Unreachable && !se.Retrying {
 			return err
 		}
 	}
@@ -306,7 +312,7 @@ func (r *Relay) upstreamEnded(d dialect, err error) error {
 	if errors.Is(err, errSuperseded) {
 		return status.Error(codes.Aborted, errSuperseded.Error())
 	}
-	r.report(d, err)
+	r.report(d, err, 0, 0)
 	return envoyStatus(err)
 }
 
