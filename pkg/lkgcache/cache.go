@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/zoneproxy/zoneproxy/pkg/bootstraprewrite"
 )
 
 // DefaultMaxAge matches the control plane's cleanup of offline Dataplanes
@@ -46,6 +48,7 @@ type Cache struct {
 	mu        sync.Mutex
 	current   *Snapshot // what Usable judges; nil if none
 	bootstrap []byte
+	upstream  bootstraprewrite.Upstream
 	pending   *Snapshot // not written yet
 	failing   bool      // the last write failed (logged once per episode)
 
@@ -139,10 +142,11 @@ func (c *Cache) load() *Snapshot {
 	return s
 }
 
-// SetBootstrap is the tokenless bootstrap stored with every later snapshot.
-func (c *Cache) SetBootstrap(yaml []byte) {
+// SetBootstrap is the rewritten (tokenless) bootstrap and the control
+// plane it came from, stored with every later snapshot.
+func (c *Cache) SetBootstrap(r *bootstraprewrite.Result) {
 	c.mu.Lock()
-	c.bootstrap = yaml
+	c.bootstrap, c.upstream = r.YAML, r.Upstream
 	c.mu.Unlock()
 }
 
@@ -150,7 +154,7 @@ func (c *Cache) SetBootstrap(yaml []byte) {
 // It takes ownership of types.
 func (c *Cache) Store(types []TypeState) {
 	c.mu.Lock()
-	s := &Snapshot{Identity: c.opts.Identity, WrittenAt: c.opts.Now(), Bootstrap: c.bootstrap, Types: types}
+	s := &Snapshot{Identity: c.opts.Identity, WrittenAt: c.opts.Now(), Bootstrap: c.bootstrap, Upstream: c.upstream, Types: types}
 	s.normalize()
 	c.current = s
 	c.pending = s

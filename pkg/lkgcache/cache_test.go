@@ -14,6 +14,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/zoneproxy/zoneproxy/pkg/bootstraprewrite"
 )
 
 type clock struct{ now time.Time }
@@ -48,7 +50,9 @@ func TestStoredConfigurationIsServedAfterRestart(t *testing.T) {
 	if _, err := c.Usable(); err == nil {
 		t.Fatal("a fresh cache claims a usable configuration")
 	}
-	c.SetBootstrap([]byte("node: {id: default.zp-1}\n"))
+	up := bootstraprewrite.Upstream{Address: "cp.example:5678", ServerName: "cp.example", CAPEM: []byte("CA"), HDS: true,
+		Metadata: []bootstraprewrite.Header{{Key: "x-zone", Value: "east"}}}
+	c.SetBootstrap(&bootstraprewrite.Result{YAML: []byte("node: {id: default.zp-1}\n"), Upstream: up})
 	c.Store(listenerTypes())
 	closeCache(t, c)
 
@@ -68,9 +72,10 @@ func TestStoredConfigurationIsServedAfterRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &Snapshot{Identity: testID, WrittenAt: clk.now.Add(-time.Hour), Bootstrap: []byte("node: {id: default.zp-1}\n"), Types: listenerTypes()}
+	want := &Snapshot{Identity: testID, WrittenAt: clk.now.Add(-time.Hour), Bootstrap: []byte("node: {id: default.zp-1}\n"), Upstream: up, Types: listenerTypes()}
 	want.normalize()
-	if !s.WrittenAt.Equal(want.WrittenAt) || !reflect.DeepEqual(s.Types, want.Types) || !bytes.Equal(s.Bootstrap, want.Bootstrap) || s.Identity != testID {
+	if !s.WrittenAt.Equal(want.WrittenAt) || !reflect.DeepEqual(s.Types, want.Types) || !bytes.Equal(s.Bootstrap, want.Bootstrap) ||
+		s.Identity != testID || !reflect.DeepEqual(s.Upstream, up) {
 		t.Fatalf("loaded %+v\nwant %+v", s, want)
 	}
 }

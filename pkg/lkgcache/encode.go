@@ -3,9 +3,11 @@ package lkgcache
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"time"
 	"unicode/utf8"
 
@@ -28,6 +30,7 @@ const (
 	fWrittenAt = 3
 	fBootstrap = 4
 	fType      = 5
+	fUpstream  = 6 // JSON of bootstraprewrite.Upstream
 
 	fIDMesh = 1
 	fIDName = 2
@@ -48,10 +51,11 @@ const (
 // one allocation: a snapshot is megabytes.
 func Encode(s *Snapshot) []byte {
 	s.normalize()
-	body := bodySize(s)
+	up := upstreamJSON(s)
+	body := bodySize(s, up)
 	b := make([]byte, 0, len(magic)+body+sumSize)
 	b = append(b, magic...)
-	b = appendBody(b, s)
+	b = appendBody(b, s, up)
 	sum := sha256.Sum256(b)
 	return append(b, sum[:]...)
 }
@@ -74,11 +78,23 @@ func typeSize(t TypeState) int {
 	return n
 }
 
-func bodySize(s *Snapshot) int {
+// upstreamJSON is field fUpstream, nil when there is no upstream.
+func upstreamJSON(s *Snapshot) []byte {
+	if reflect.ValueOf(s.Upstream).IsZero() {
+		return nil
+	}
+	b, _ := json.Marshal(s.Upstream) // plain strings, bytes and ints cannot fail
+	return b
+}
+
+func bodySize(s *Snapshot, up []byte) int {
 	n := protowire.SizeTag(fFormat) + protowire.SizeVarint(formatVersion) +
 		bytesSize(fIdentity, identitySize(s.Identity)) +
 		protowire.SizeTag(fWrittenAt) + protowire.SizeVarint(uint64(s.WrittenAt.UnixNano())) +
 		bytesSize(fBootstrap, len(s.Bootstrap))
+	if up != nil {
+		n += bytesSize(fUpstream, len(up))
+	}
 	for _, t := range s.Types {
 		n += bytesSize(fType, typeSize(t))
 	}
@@ -90,7 +106,7 @@ func bytesSize(num protowire.Number, n int) int {
 }
 
 // appendBody writes nested messages in place, their lengths known ahead.
-func appendBody(b []byte, s *Snapshot) []byte {
+func appendBody(b []byte, s *Snapshot, up []byte) []byte {
 	b = protowire.AppendTag(b, fFormat, protowire.VarintType)
 	b = protowire.AppendVarint(b, formatVersion)
 	b = appendHeader(b, fIdentity, identitySize(s.Identity))
@@ -101,6 +117,9 @@ func appendBody(b []byte, s *Snapshot) []byte {
 	b = protowire.AppendTag(b, fWrittenAt, protowire.VarintType)
 	b = protowire.AppendVarint(b, uint64(s.WrittenAt.UnixNano()))
 	b = appendBytes(b, fBootstrap, s.Bootstrap)
+	if up != nil {
+		b = appendBytes(b, fUpstream, up)
+	}
 	for _, t := range s.Types {
 		b = appendHeader(b, fType, typeSize(t))
 		b = appendString(b, fTypeURL, t.TypeURL)
@@ -163,6 +182,10 @@ func decodeBody(b []byte) (*Snapshot, error) {
 			s.WrittenAt = time.Unix(0, int64(v))
 		case fBootstrap:
 			s.Bootstrap = raw
+		case fUpstream:
+			if err := json.Unmarshal(raw, &s.Upstream); err != nil {
+				return fmt.Errorf("upstream: %w", err)
+			}
 		case fType:
 			t, err := decodeType(raw)
 			if err != nil {
@@ -293,7 +316,7 @@ func encodeTo(w io.Writer, s *Snapshot) error {
 	h := sha256.New()
 	out := &streamer{w: io.MultiWriter(w, h), buf: make([]byte, 0, 32<<10)}
 	out.add(magic)
-	out.add(appendBody(nil, &Snapshot{Identity: s.Identity, WrittenAt: s.WrittenAt, Bootstrap: s.Bootstrap}))
+	out.add(appendBody(nil, &Snapshot{Identity: s.Identity, WrittenAt: s.WrittenAt, Bootstrap: s.Bootstrap}, upstreamJSON(s)))
 	for _, t := range s.Types {
 		out.add(appendHeader(nil, fType, typeSize(t)))
 		out.add(appendString(appendString(nil, fTypeURL, t.TypeURL), fTypeVersion, t.Version))

@@ -6,11 +6,14 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/zoneproxy/zoneproxy/pkg/bootstraprewrite"
 )
 
 func TestEncodeDecodeRoundTrip(t *testing.T) {
 	s := &Snapshot{Identity: testID, WrittenAt: time.Unix(1900000000, 123), Bootstrap: []byte("admin: {}\n"),
-		Types: append(listenerTypes(), TypeState{TypeURL: SecretType, Resources: []Resource{trustBundle(t, "bundle")}})}
+		Upstream: bootstraprewrite.Upstream{Address: "cp:5678", ServerName: "cp", CAPEM: []byte("CA"), MaxReceiveMessageLength: 4 << 20},
+		Types:    append(listenerTypes(), TypeState{TypeURL: SecretType, Resources: []Resource{trustBundle(t, "bundle")}})}
 	data := Encode(s)
 	if cap(data) != len(data) {
 		t.Errorf("Encode allocated %d bytes for %d: its size computation is off", cap(data), len(data))
@@ -55,6 +58,7 @@ func TestDecodeRejects(t *testing.T) {
 		"resource no name":  seal(append(append([]byte(nil), body...), 0x2a, 0x05, 0x0a, 0x01, 't', 0x1a, 0x00)),
 		"type twice":        seal(append(append(append([]byte(nil), body...), 0x2a, 0x03, 0x0a, 0x01, 't'), 0x2a, 0x03, 0x0a, 0x01, 't')),
 		"invalid utf-8 url": seal(append(append([]byte(nil), body...), 0x2a, 0x03, 0x0a, 0x01, 0xff)),
+		"upstream not JSON": seal(append(append([]byte(nil), body...), 0x32, 0x01, '{')),
 	} {
 		t.Run(name, func(t *testing.T) {
 			if s, err := Decode(data); err == nil {
@@ -68,7 +72,7 @@ func TestDecodeRejects(t *testing.T) {
 // checksum. Whatever decodes must re-encode to something that decodes equal.
 func FuzzDecode(f *testing.F) {
 	f.Add(Encode(&Snapshot{Identity: testID, WrittenAt: time.Unix(1900000000, 0), Types: listenerTypes()})[len(magic):])
-	f.Add(Encode(&Snapshot{Identity: testID, WrittenAt: time.Unix(1, 0), Bootstrap: []byte("x"),
+	f.Add(Encode(&Snapshot{Identity: testID, WrittenAt: time.Unix(1, 0), Bootstrap: []byte("x"), Upstream: bootstraprewrite.Upstream{Address: "a:1"},
 		Types: []TypeState{{TypeURL: SecretType, Resources: []Resource{trustBundle(f, "b")}}}})[len(magic):])
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if len(body) >= sumSize {
@@ -93,7 +97,8 @@ func FuzzDecode(f *testing.F) {
 
 // sameSnapshot compares ignoring nil versus empty byte slices.
 func sameSnapshot(a, b *Snapshot) bool {
-	if a.Identity != b.Identity || !a.WrittenAt.Equal(b.WrittenAt) || !bytes.Equal(a.Bootstrap, b.Bootstrap) || len(a.Types) != len(b.Types) {
+	if a.Identity != b.Identity || !a.WrittenAt.Equal(b.WrittenAt) || !bytes.Equal(a.Bootstrap, b.Bootstrap) ||
+		!reflect.DeepEqual(a.Upstream, b.Upstream) || len(a.Types) != len(b.Types) {
 		return false
 	}
 	for i := range a.Types {

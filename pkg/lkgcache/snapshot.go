@@ -9,6 +9,8 @@ package lkgcache
 import (
 	"sort"
 	"time"
+
+	"github.com/zoneproxy/zoneproxy/pkg/bootstraprewrite"
 )
 
 // Identity is who a cache was made for; a cache of another identity is
@@ -36,11 +38,14 @@ type TypeState struct {
 }
 
 // Snapshot is a whole cache: Envoy's configuration after its last ACK of a
-// control plane response, with the (tokenless) bootstrap it ran with.
+// control plane response, with the (tokenless) bootstrap it ran with and
+// how the relay reached the control plane, so that both can be started
+// again while the control plane is unreachable.
 type Snapshot struct {
 	Identity  Identity
 	WrittenAt time.Time // when Envoy ACKed the last of it from the control plane
 	Bootstrap []byte
+	Upstream  bootstraprewrite.Upstream
 	Types     []TypeState
 }
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zoneproxy/zoneproxy/pkg/bootstraprewrite"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
 	"github.com/zoneproxy/zoneproxy/test/controlplane"
@@ -126,7 +127,7 @@ func TestStandInRestartsOnTheCacheWhileTheControlPlaneIsDown(t *testing.T) {
 	k := kumaBootstrapAt(t, "127.0.0.1", freePort(t))
 	stateDir := t.TempDir()
 	cache1 := openCache(t, stateDir)
-	cache1.SetBootstrap(k.rewrite.YAML)
+	cache1.SetBootstrap(k.rewrite)
 	ev1 := newEvents()
 	r1 := k.relay(t, k.token, ev1, func(o *Options) { o.Cache = cache1 })
 	admin, log, stop := runStandIn(t, k)
@@ -150,6 +151,8 @@ func TestStandInRestartsOnTheCacheWhileTheControlPlaneIsDown(t *testing.T) {
 	if !bytes.Equal(snap.Bootstrap, k.rewrite.YAML) || bytes.Contains(lkgcache.Encode(snap), []byte(k.token)) {
 		t.Fatal("the cache lacks the tokenless bootstrap, or holds the token")
 	}
+	// The restarted agent has only the cache: bootstrap and upstream come from it.
+	k.rewrite = &bootstraprewrite.Result{YAML: snap.Bootstrap, Upstream: snap.Upstream}
 	ev := newEvents()
 	k.relay(t, k.token, ev, func(o *Options) { o.Cache = cache2 })
 	admin, log, _ = runStandIn(t, k)
