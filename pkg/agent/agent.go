@@ -6,6 +6,7 @@ package agent
 import (
 	"context"
 	"net"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -47,8 +48,12 @@ type Agent struct {
 	cfg     *config.Config
 	log     *zap.Logger
 	tracker *state.Tracker
-	token   string // redacted from Envoy's output
 	ready   *readiness.Server
+
+	tokenMu sync.Mutex
+	token   string // the last one sent, redacted from Envoy's output
+
+	xds *xds // the relay, nil in direct mode; set before Envoy starts
 }
 
 // New returns an agent for a validated configuration.
@@ -121,11 +126,13 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		return exitcode.AsConfig(err)
 	}
 
-	doc, err := a.bootstrap(ctx, wd, envoyVersion)
-	if err != nil || doc == nil {
-		return err // nil doc: stopped while waiting
+	cache := a.openCache()
+	defer closeCache(cache)
+	doc, cached, err := a.bootstrap(ctx, wd, envoyVersion, cache)
+	if err != nil || (doc == nil && cached == nil) {
+		return err // nothing: stopped while waiting
 	}
-	return a.runEnvoy(ctx, wd, envoyPath, doc)
+	return a.runEnvoy(ctx, wd, envoyPath, doc, cached, cache)
 }
 
 func (a *Agent) findEnvoy(ctx context.Context) (string, envoy.Version, error) {

@@ -14,6 +14,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
+	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 	"github.com/zoneproxy/zoneproxy/pkg/version"
 )
@@ -105,20 +106,22 @@ func (f *Fetcher) Token() string { return f.sent }
 func (f *Fetcher) Close() { f.client.CloseIdle() }
 
 // bootstrap fetches Envoy's bootstrap, waiting while the mesh is missing
-// or the control plane unreachable. A nil result with nil error means the
-// agent was stopped while waiting.
-func (a *Agent) bootstrap(ctx context.Context, wd *workDir, ev envoy.Version) ([]byte, error) {
+// or the control plane unreachable. While it is unreachable (not when it
+// refuses) a usable last-known-good configuration is taken instead and
+// returned as the snapshot. Nil results with a nil error mean the agent was
+// stopped while waiting.
+func (a *Agent) bootstrap(ctx context.Context, wd *workDir, ev envoy.Version, cache *lkgcache.Cache) ([]byte, *lkgcache.Snapshot, error) {
 	tokenPath := ""
 	if a.cfg.DataplaneToken != "" {
 		p, err := wd.write(tokenFile, []byte(strings.TrimSpace(a.cfg.DataplaneToken)))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		tokenPath = p
 	}
 	f, err := NewFetcher(a.cfg, wd.path, tokenPath, ev)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
 	// Starting, not Waiting*: those mean an attempt failed.
@@ -139,21 +142,40 @@ func (a *Agent) bootstrap(ctx context.Context, wd *workDir, ev envoy.Version) ([
 			}
 			return doc, err
 		},
-		OnWait: a.logWait,
+	}
+	loopCtx, stopLoop := context.WithCancel(ctx)
+	defer stopLoop()
+	var cached *lkgcache.Snapshot
+	var said string
+	loop.OnWait = func(w bootstrap.Wait) {
+		a.logWait(w)
+		// Unreachable or busy, never a refusal (mesh missing, token, 4xx
+		// of its own): then the cached configuration serves meanwhile.
+		if w.Err.Kind == bootstrap.Retryable {
+			if cached = a.usableCache(cache, &said); cached != nil {
+				stopLoop()
+			}
+		}
 	}
 	start := time.Now()
-	doc, err := loop.Run(ctx)
+	doc, err := loop.Run(loopCtx)
 	switch {
 	case err == nil:
-		a.token = f.Token()
+		a.setToken(f.Token())
 		a.log.Info("received bootstrap", zap.Duration("after", time.Since(start).Round(time.Millisecond)))
 		a.tracker.Set(state.Bootstrapped, "bootstrap received")
-		return doc, nil
+		return doc, nil, nil
 	case ctx.Err() != nil:
 		a.log.Info("stopped while waiting for the control plane")
-		return nil, nil
+		return nil, nil, nil
+	case cached != nil:
+		a.setToken(f.Token())
+		a.log.Warn("the control plane is unreachable: starting Envoy on the last-known-good configuration; the agent keeps trying the control plane",
+			zap.Time("configuration from", cached.WrittenAt))
+		a.tracker.Set(state.Bootstrapped, "starting on the cached configuration")
+		return nil, cached, nil
 	default:
-		return nil, bootstrap.ExitError(err)
+		return nil, nil, bootstrap.ExitError(err)
 	}
 }
 

@@ -79,7 +79,7 @@ func (w *listenerWatch) check(ctx context.Context) {
 	if err != nil {
 		w.a.log.Debug("cannot list Envoy's listeners", zap.Error(err))
 		if !w.checked {
-			w.a.tracker.Set(state.Ready, "Envoy ready")
+			w.a.tracker.Set(state.Ready, w.a.xds.servingDetail())
 		}
 		return
 	}
@@ -99,7 +99,7 @@ func (w *listenerWatch) check(ctx context.Context) {
 	}
 	w.checked, w.missing = true, names
 	if len(missing) == 0 {
-		w.a.tracker.Set(state.Ready, "Envoy ready")
+		w.a.tracker.Set(state.Ready, w.a.xds.servingDetail())
 		if len(w.want) > 0 {
 			w.a.log.Info("zone listeners present", zap.Strings("listeners", listenerNames(w.want)))
 		}

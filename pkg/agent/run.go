@@ -13,6 +13,7 @@ import (
 
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
+	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
 	"github.com/zoneproxy/zoneproxy/pkg/sdnotify"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 )
@@ -20,7 +21,21 @@ import (
 // ErrEnvoyExited is wrapped when Envoy stops by itself.
 var ErrEnvoyExited = errors.New("Envoy exited unexpectedly")
 
-func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, doc []byte) error {
+func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, doc []byte, cached *lkgcache.Snapshot, cache *lkgcache.Cache) error {
+	if a.cfg.XDSRelay {
+		x, rewritten, err := a.startRelay(wd, doc, cached, cache)
+		switch {
+		case err == nil:
+			a.xds, doc = x, rewritten
+			defer x.close() // after Envoy is gone
+		case cached != nil:
+			return err
+		default:
+			// An unexpected bootstrap shape: Envoy can still talk to the
+			// control plane itself, without the cache.
+			a.log.Warn("cannot relay Envoy's xDS; Envoy talks to the control plane directly", zap.Error(err))
+		}
+	}
 	adminAddr, err := envoy.AdminFromBootstrap(doc)
 	if err != nil {
 		return exitcode.AsConfig(fmt.Errorf("the control plane's bootstrap is unusable: %w", err))
@@ -44,10 +59,9 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, doc
 		Concurrency: a.cfg.Concurrency, Extra: a.cfg.EnvoyArgs,
 	})
 	envoyLog := a.log.Named("envoy")
-	secret := a.token
 	proc, err := envoy.Start(envoy.Spec{
 		Path: envoyPath, Args: args, Env: envoyEnv(os.Environ()), Dir: wd.path,
-		Output: func(line string) { logEnvoyLine(envoyLog, redact(line, secret)) },
+		Output: func(line string) { logEnvoyLine(envoyLog, redact(line, a.currentToken())) },
 	})
 	if err != nil {
 		return err
@@ -135,7 +149,12 @@ func (a *Agent) awaitLive(ctx context.Context, admin envoyAdmin, proc envoyProce
 			reason := "its admin API does not answer yet"
 			if err == nil {
 				reason = "it reports " + word + "; it waits for its first configuration from the control plane over ADS (check the control plane's log for this proxy, e.g. a rejected token)"
-				a.tracker.Set(state.WaitingForControlPlane, fmt.Sprintf("Envoy is running but waits for its configuration from the control plane (%s for %s)", word, waited.Round(time.Second)))
+				// The control plane's own refusal, when the relay saw one, says more.
+				if refusal := a.xds.lastRefusal(); refusal != "" {
+					reason = "it reports " + word + "; the control plane refused its configuration stream: " + refusal
+				} else {
+					a.tracker.Set(state.WaitingForControlPlane, fmt.Sprintf("Envoy is running but waits for its configuration from the control plane (%s for %s)", word, waited.Round(time.Second)))
+				}
 			}
 			a.log.Warn("Envoy is not ready yet", zap.Duration("waited", waited.Round(time.Second)), zap.String("reason", reason))
 		}

@@ -129,5 +129,12 @@ func (s *Server) Status(ctx context.Context) (int, string) {
 	case !live:
 		return http.StatusServiceUnavailable, "ENVOY_" + word
 	}
+	if snap.Detail != "" && snap.Detail != readyDetail {
+		// e.g. serving the cached configuration while the control plane is away.
+		return http.StatusOK, "READY\n" + snap.Detail
+	}
 	return http.StatusOK, "READY"
 }
+
+// readyDetail is the plain READY detail, which adds nothing to the word.
+const readyDetail = "Envoy ready"

@@ -115,7 +115,7 @@ func TestBootstrapCommandRedactsTheToken(t *testing.T) {
 	run := zone.Args(p)
 	for i := 1; i+1 < len(run); i += 2 {
 		switch run[i] {
-		case "--retry-initial", "--retry-max", "--drain-time": // run's alone
+		case "--retry-initial", "--retry-max", "--drain-time", "--state-dir": // run's alone
 		default:
 			args = append(args, run[i], run[i+1])
 		}

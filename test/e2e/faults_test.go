@@ -122,9 +122,10 @@ func TestAgentKilledTakesEnvoyWithItAndRestartsCleanly(t *testing.T) {
 	}
 
 	// Hold the next start before it reaches Envoy: the stale files must be
-	// gone already, not merely replaced by Envoy's own.
+	// gone already, not merely replaced by Envoy's own. (Without a cache:
+	// with one, Envoy would start on it at once; see TestRestartWhileTheControlPlaneIsDownServesFromCache.)
 	zone.CP.SetFaults(controlplane.Faults{RefuseConnections: true})
-	again := zone.Start(p, nil)
+	again := zone.Start(p, nil, "--state-dir", "")
 	again.AwaitReadiness(p.Readiness, 503, "WAITING_FOR_CONTROL_PLANE", promptly)
 	for _, name := range stale {
 		if _, err := os.Lstat(filepath.Join(p.WorkDir, name)); !errors.Is(err, fs.ErrNotExist) {

@@ -21,7 +21,8 @@ func TestEnvoysHeaderDumpReachesTheLogRedacted(t *testing.T) {
 	token := strings.TrimSpace(string(b))
 	signature := token[strings.LastIndexByte(token, '.')+1:]
 
-	agent := zone.Start(p, []string{"ENVOY_STANDIN_DUMP_ADS_HEADERS=1"}, "--envoy-log-level", "debug", "--log-level", "debug")
+	// Direct mode: through the relay Envoy never holds the token at all.
+	agent := zone.Start(p, []string{"ENVOY_STANDIN_DUMP_ADS_HEADERS=1"}, "--xds-relay=false", "--envoy-log-level", "debug", "--log-level", "debug")
 	agent.AwaitReadiness(p.Readiness, 200, "READY", promptly)
 	agent.AwaitLog("'authorization', '", promptly)
 	out := agent.Output()

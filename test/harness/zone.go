@@ -65,6 +65,7 @@ type Proxy struct {
 	Mesh, Role                 string
 	Readiness, Ingress, Egress int
 	WorkDir                    string
+	StateDir                   string // the last-known-good cache
 	TokenFile                  string
 }
 
@@ -72,9 +73,10 @@ type Proxy struct {
 // the default workload.
 func (z *Zone) NewProxy(mesh, role string) Proxy {
 	z.t.Helper()
-	wd := filepath.Join(z.Dir, "wd-"+role+"-"+strconv.Itoa(FreePort(z.t)))
+	n := strconv.Itoa(FreePort(z.t))
+	wd := filepath.Join(z.Dir, "wd-"+role+"-"+n)
 	return Proxy{
-		Mesh: mesh, Role: role, WorkDir: wd,
+		Mesh: mesh, Role: role, WorkDir: wd, StateDir: filepath.Join(z.Dir, "state-"+role+"-"+n),
 		Readiness: FreePort(z.t), Ingress: FreePort(z.t), Egress: FreePort(z.t),
 		TokenFile: z.TokenFile(mesh, "zone-proxy-"+mesh+"-"+role),
 	}
@@ -86,7 +88,7 @@ func (z *Zone) Args(p Proxy, extra ...string) []string {
 		"--mesh", p.Mesh, "--role", p.Role, "--address", "127.0.0.1",
 		"--cp-address", z.CP.URL(), "--ca-cert-file", z.CP.CACertFile(),
 		"--dataplane-token-file", p.TokenFile, "--envoy-binary", z.Bins.Envoy,
-		"--work-dir", p.WorkDir, "--readiness-port", strconv.Itoa(p.Readiness),
+		"--work-dir", p.WorkDir, "--state-dir", p.StateDir, "--readiness-port", strconv.Itoa(p.Readiness),
 		"--ingress-port", strconv.Itoa(p.Ingress), "--egress-port", strconv.Itoa(p.Egress),
 		"--retry-initial", "50ms", "--retry-max", "200ms", "--drain-time", "2s",
 	}

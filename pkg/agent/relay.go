@@ -1,0 +1,235 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/zoneproxy/zoneproxy/pkg/bootstrap"
+	"github.com/zoneproxy/zoneproxy/pkg/bootstraprewrite"
+	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
+	"github.com/zoneproxy/zoneproxy/pkg/state"
+	"github.com/zoneproxy/zoneproxy/pkg/xdsrelay"
+)
+
+// relaySocket is where Envoy's rewritten bootstrap points its ADS.
+const relaySocket = "zoneproxy-xds.sock"
+
+// xds is the agent's side of Envoy's configuration: the relay between Envoy
+// and the control plane and the last-known-good cache it feeds. It also
+// remembers what readiness should say about it.
+type xds struct {
+	a     *Agent
+	cache *lkgcache.Cache
+	relay *xdsrelay.Relay
+
+	mu        sync.Mutex
+	cached    xdsrelay.CacheState
+	streamErr string // the control plane's last refusal, while not yet serving
+}
+
+// openCache opens the last-known-good cache of this identity; nil when the
+// relay or the state dir is off. A cache that cannot be opened is a warning:
+// the proxy runs without one.
+func (a *Agent) openCache() *lkgcache.Cache {
+	if !a.cfg.XDSRelay || a.cfg.StateDir == "" {
+		return nil
+	}
+	c, err := lkgcache.Open(lkgcache.Options{
+		Dir: a.cfg.StateDir, Identity: a.cacheIdentity(), MaxAge: a.cfg.CacheMaxAge, Log: a.log.Named("cache"),
+	})
+	if err != nil {
+		a.log.Warn("cannot keep a last-known-good configuration; running without one", zap.String("state-dir", a.cfg.StateDir), zap.Error(err))
+		return nil
+	}
+	return c
+}
+
+func (a *Agent) cacheIdentity() lkgcache.Identity {
+	return lkgcache.Identity{Mesh: a.cfg.Mesh, Name: a.cfg.Name, Role: string(a.cfg.Role), ControlPlane: a.cfg.CPAddress}
+}
+
+// usableCache is the cached configuration the agent may start Envoy on, nil
+// when there is none it may serve (logged once per reason).
+func (a *Agent) usableCache(c *lkgcache.Cache, said *string) *lkgcache.Snapshot {
+	if c == nil {
+		return nil
+	}
+	snap, err := c.Usable()
+	if err != nil {
+		if err.Error() != *said {
+			*said = err.Error()
+			a.log.Info("no cached configuration to serve while the control plane is unreachable", zap.String("reason", *said))
+		}
+		return nil
+	}
+	return snap
+}
+
+// startRelay rewrites the bootstrap so Envoy's ADS goes through the agent,
+// and starts the relay. res is the rewritten bootstrap, made now or taken
+// from the cache. The returned YAML is what Envoy gets: it holds no token.
+func (a *Agent) startRelay(wd *workDir, doc []byte, fromCache *lkgcache.Snapshot, cache *lkgcache.Cache) (*xds, []byte, error) {
+	var res *bootstraprewrite.Result
+	if fromCache != nil {
+		res = &bootstraprewrite.Result{YAML: fromCache.Bootstrap, Upstream: fromCache.Upstream}
+	} else {
+		r, err := bootstraprewrite.Rewrite(doc, wd.file(relaySocket))
+		if err != nil {
+			return nil, nil, err
+		}
+		res = r
+		if cache != nil {
+			cache.SetBootstrap(res)
+		}
+	}
+	x := &xds{a: a, cache: cache}
+	relay, err := xdsrelay.New(xdsrelay.Options{
+		SocketPath: wd.file(relaySocket),
+		Upstream:   res.Upstream,
+		Token:      a.readToken,
+		Cache:      cache,
+		Backoff:    bootstrap.Backoff{Initial: a.cfg.RetryInitial, Max: a.cfg.RetryMax},
+		Log:        a.log.Named("xds"),
+		Events: xdsrelay.Events{
+			StreamError:  x.streamError,
+			Rejected:     x.rejected,
+			CachedConfig: x.cachedConfig,
+		},
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := relay.Start(); err != nil {
+		return nil, nil, classify(fmt.Errorf("cannot serve Envoy's xDS on %s: %w", wd.file(relaySocket), err))
+	}
+	x.relay = relay
+	a.opts.Metrics.AddSource(relay.WriteMetrics)
+	return x, res.YAML, nil
+}
+
+// readToken reads the token for each new upstream stream, so a rotated
+// file applies at the next reconnect whatever the control plane's setting.
+func (a *Agent) readToken() (string, error) {
+	tok := strings.TrimSpace(a.cfg.DataplaneToken)
+	if a.cfg.DataplaneTokenFile != "" {
+		b, err := os.ReadFile(a.cfg.DataplaneTokenFile)
+		if err != nil {
+			return "", fmt.Errorf("--dataplane-token-file: %w", err)
+		}
+		tok = strings.TrimSpace(string(b))
+		if tok == "" {
+			return "", fmt.Errorf("--dataplane-token-file %s is empty (is it being rotated?)", a.cfg.DataplaneTokenFile)
+		}
+	}
+	a.setToken(tok)
+	return tok, nil
+}
+
+// close stops the relay (Envoy is gone by now), then flushes the cache.
+func (x *xds) close() {
+	if x == nil {
+		return
+	}
+	x.relay.Close()
+}
+
+func (x *xds) streamError(e xdsrelay.StreamError) {
+	if e.Local || e.Unreachable {
+		return // the relay logs and retries; the cache may be serving
+	}
+	x.a.log.Warn("the control plane ended Envoy's configuration stream", zap.String("code", e.Code.String()), zap.String("message", e.Message), zap.Bool("retrying", e.Retrying))
+	if e.Retrying {
+		return
+	}
+	x.mu.Lock()
+	x.streamErr = e.Message
+	x.mu.Unlock()
+	// Before Envoy serves, the control plane's own words are the reason.
+	if p := x.a.tracker.Current().Phase; p == state.EnvoyStarting || p == state.WaitingForControlPlane {
+		x.a.tracker.Set(state.WaitingForControlPlane, "the control plane refused Envoy's configuration stream: "+e.Message)
+	}
+}
+
+func (x *xds) rejected(r xdsrelay.Rejection) {
+	x.a.log.Warn("Envoy rejected a configuration from the control plane", zap.String("type", r.TypeURL),
+		zap.Strings("resources", r.Names), zap.String("version", r.Version), zap.String("error", r.Message), zap.Bool("from cache", r.FromCache))
+}
+
+func (x *xds) cachedConfig(c xdsrelay.CacheState) {
+	x.mu.Lock()
+	x.cached = c
+	if !c.InUse {
+		x.streamErr = ""
+	}
+	x.mu.Unlock()
+	if c.InUse {
+		x.a.log.Warn("the control plane is unreachable: Envoy serves the last-known-good configuration",
+			zap.Time("configuration from", c.WrittenAt), zap.Time("since", c.Since))
+	} else {
+		x.a.log.Info("the control plane is back: Envoy's configuration comes from it again")
+	}
+	x.a.refreshServing()
+}
+
+// servingDetail is the READY detail: plain, or saying the configuration is
+// the cached one and since when.
+func (x *xds) servingDetail() string {
+	if x == nil {
+		return "Envoy ready"
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if !x.cached.InUse {
+		return "Envoy ready"
+	}
+	return fmt.Sprintf("serving the cached configuration of %s since %s: the control plane is unreachable",
+		x.cached.WrittenAt.UTC().Format(time.RFC3339), x.cached.Since.UTC().Format(time.RFC3339))
+}
+
+// lastRefusal is the control plane's last refusal, "" if none.
+func (x *xds) lastRefusal() string {
+	if x == nil {
+		return ""
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.streamErr
+}
+
+func (a *Agent) setToken(tok string) {
+	a.tokenMu.Lock()
+	a.token = tok
+	a.tokenMu.Unlock()
+}
+
+func (a *Agent) currentToken() string {
+	a.tokenMu.Lock()
+	defer a.tokenMu.Unlock()
+	return a.token
+}
+
+// closeCache flushes what is pending, bounded.
+func closeCache(c *lkgcache.Cache) {
+	if c == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = c.Close(ctx)
+}
+
+// refreshServing restates READY when what it says changed (the cached
+// configuration in use or not); any other phase is left alone.
+func (a *Agent) refreshServing() {
+	if snap := a.tracker.Current(); snap.Phase == state.Ready {
+		if d := a.xds.servingDetail(); d != snap.Detail {
+			a.tracker.Set(state.Ready, d)
+		}
+	}
+}

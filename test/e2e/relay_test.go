@@ -1,0 +1,247 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/zoneproxy/zoneproxy/pkg/kumasock"
+	"github.com/zoneproxy/zoneproxy/test/controlplane"
+	"github.com/zoneproxy/zoneproxy/test/harness"
+)
+
+// cacheFile is where the agent keeps the last-known-good configuration.
+func cacheFile(p harness.Proxy) string { return filepath.Join(p.StateDir, "xds", "xds-lkg") }
+
+// readyWithCache starts an egress and waits until it is READY and its
+// configuration is cached on disk.
+func readyWithCache(t *testing.T, zone *harness.Zone, extra ...string) (harness.Proxy, *harness.Agent) {
+	t.Helper()
+	p := zone.NewProxy("payments", "egress")
+	agent := zone.Start(p, nil, extra...)
+	agent.AwaitReadiness(p.Readiness, 200, "READY", promptly)
+	harness.Eventually(t, promptly, "the configuration to be cached", func() bool {
+		_, err := os.Stat(cacheFile(p))
+		return err == nil
+	})
+	return p, agent
+}
+
+// kill ends the agent as a crash would; Envoy dies with it.
+func kill(t *testing.T, agent *harness.Agent) {
+	t.Helper()
+	envoyPID := agent.EnvoyPID(promptly)
+	agent.Signal(syscall.SIGKILL)
+	agent.Wait(promptly)
+	harness.Eventually(t, promptly, "Envoy to die with its agent", func() bool { return harness.ProcessGone(envoyPID) })
+}
+
+func readinessBody(t *testing.T, p harness.Proxy) (int, string) {
+	t.Helper()
+	return tryGet("http://127.0.0.1:" + strconv.Itoa(p.Readiness) + "/ready")
+}
+
+func TestRelayKeepsTheTokenOutOfEnvoysBootstrap(t *testing.T) {
+	t.Parallel()
+	zone := harness.NewZone(t, bins, "payments")
+	p, agent := readyWithCache(t, zone)
+	tok, _ := os.ReadFile(p.TokenFile)
+	for _, f := range []string{filepath.Join(p.WorkDir, "bootstrap.yaml"), cacheFile(p)} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), strings.TrimSpace(string(tok))) {
+			t.Fatalf("%s holds the token", f)
+		}
+	}
+	if fi, err := os.Stat(cacheFile(p)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("cache file %v %v, want mode 0600", fi, err)
+	}
+	// The control plane authenticated the agent's stream and got Envoy's ACKs.
+	var px controlplane.ProxyInfo
+	for _, x := range zone.CP.Proxies() {
+		px = x
+	}
+	if !px.Connected || len(px.ACKed) == 0 || !slices.Contains(px.Listeners, "self_zoneegress_dp_ze-port") {
+		t.Fatalf("control plane sees %+v", px)
+	}
+	if _, m := get(t, "http://127.0.0.1:"+strconv.Itoa(p.Readiness)+"/metrics"); !strings.Contains(m, "zoneproxy_xds_cached_config 0") {
+		t.Errorf("/metrics lacks zoneproxy_xds_cached_config 0")
+	}
+	agent.Signal(syscall.SIGTERM)
+	if code := agent.Wait(promptly); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if _, err := os.Lstat(filepath.Join(p.WorkDir, "zoneproxy-xds.sock")); !os.IsNotExist(err) {
+		t.Fatalf("relay socket left behind: %v", err)
+	}
+}
+
+// The point of the cache: a restart while the control plane is down still
+// serves, and the control plane's return is picked up without a restart.
+func TestRestartWhileTheControlPlaneIsDownServesFromCache(t *testing.T) {
+	t.Parallel()
+	zone := harness.NewZone(t, bins, "payments")
+	p, agent := readyWithCache(t, zone)
+	zone.CP.SetFaults(controlplane.Faults{RefuseConnections: true})
+	kill(t, agent)
+
+	again := zone.Start(p, nil)
+	again.AwaitReadiness(p.Readiness, 200, "READY", promptly)
+	if code, body := readinessBody(t, p); code != 200 || !strings.Contains(body, "serving the cached configuration") {
+		t.Fatalf("readiness %d %q, want READY saying the configuration is cached", code, body)
+	}
+	if _, m := get(t, "http://127.0.0.1:"+strconv.Itoa(p.Readiness)+"/metrics"); !strings.Contains(m, "zoneproxy_xds_cached_config 1") {
+		t.Errorf("/metrics lacks zoneproxy_xds_cached_config 1")
+	}
+	c, err := harness.DialTLSHello("127.0.0.1:"+strconv.Itoa(p.Egress), controlplane.DestinationSNI("payments", "egress"))
+	if err != nil {
+		t.Fatalf("the zone listener is not bound while serving from cache: %v", err)
+	}
+	c.Close()
+
+	// The control plane returns: the cached state clears, and a change made
+	// there reaches Envoy, in the same agent.
+	zone.CP.SetFaults(controlplane.Faults{})
+	harness.Eventually(t, promptly, "the cached state to clear", func() bool {
+		code, body := readinessBody(t, p)
+		return code == 200 && strings.TrimSpace(body) == "READY"
+	})
+	name := ""
+	for _, x := range zone.CP.Proxies() {
+		name = strings.TrimPrefix(x.NodeID, "payments.")
+	}
+	port := harness.FreePort(t)
+	if err := zone.CP.SetMeshMetric("payments", name, "after-outage", controlplane.MeshMetric{
+		Backends: []controlplane.MetricsBackend{{Type: "Prometheus", Prometheus: &controlplane.PrometheusBackend{Port: uint32(port)}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, promptly, "the new listener in Envoy", func() bool {
+		b, err := unixGet(filepath.Join(p.WorkDir, "kuma-envoy-admin.sock"), "/listeners")
+		return err == nil && strings.Contains(b, "system_meshmetric_prometheus_")
+	})
+	if again.Exited() {
+		t.Fatal("the agent restarted")
+	}
+	_ = kumasock.MetricsHijacker // the listener forwards to the agent's socket
+}
+
+// The cache serves only while the control plane is unreachable, and only a
+// cache made for this proxy, fresh and intact.
+func TestNeverFromCache(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		prepare   func(t *testing.T, zone *harness.Zone, p harness.Proxy)
+		extra     []string
+		wantPhase string
+	}{
+		{name: "the mesh is gone (422)", prepare: func(t *testing.T, zone *harness.Zone, p harness.Proxy) {
+			zone.CP.DeleteMesh("payments")
+		}, wantPhase: "WAITING_FOR_MESH"},
+		{name: "a cache of another proxy name", prepare: func(t *testing.T, zone *harness.Zone, p harness.Proxy) {
+			zone.CP.SetFaults(controlplane.Faults{RefuseConnections: true})
+		}, extra: []string{"--name", "another-egress"}, wantPhase: "WAITING_FOR_CONTROL_PLANE"},
+		{name: "a cache older than --cache-max-age", prepare: func(t *testing.T, zone *harness.Zone, p harness.Proxy) {
+			zone.CP.SetFaults(controlplane.Faults{RefuseConnections: true})
+		}, extra: []string{"--cache-max-age", "1ms"}, wantPhase: "WAITING_FOR_CONTROL_PLANE"},
+		{name: "a corrupt cache file", prepare: func(t *testing.T, zone *harness.Zone, p harness.Proxy) {
+			zone.CP.SetFaults(controlplane.Faults{RefuseConnections: true})
+			b, err := os.ReadFile(cacheFile(p))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b[len(b)/2] ^= 0xff
+			if err := os.WriteFile(cacheFile(p), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, wantPhase: "WAITING_FOR_CONTROL_PLANE"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			zone := harness.NewZone(t, bins, "payments")
+			p, agent := readyWithCache(t, zone)
+			kill(t, agent)
+			tt.prepare(t, zone, p)
+			again := zone.Start(p, nil, tt.extra...)
+			again.AwaitReadiness(p.Readiness, 503, tt.wantPhase, promptly)
+			// Several attempts later it still has not started Envoy.
+			again.AwaitLog(`"attempt": 3`, promptly)
+			if strings.Contains(again.Output(), "started Envoy") {
+				t.Fatalf("Envoy was started from the cache\n%s", again.Output())
+			}
+		})
+	}
+}
+
+// A refusal on the xDS stream is the reason /ready gives, in the control
+// plane's words.
+func TestControlPlaneRefusalOfTheStreamIsTheReason(t *testing.T) {
+	t.Parallel()
+	zone := harness.NewZone(t, bins, "payments")
+	zone.CP.SetFaults(controlplane.Faults{RejectADSAuth: true})
+	p := zone.NewProxy("payments", "egress")
+	agent := zone.Start(p, nil)
+	harness.Eventually(t, promptly, "the control plane's refusal as the reason", func() bool {
+		code, body := readinessBody(t, p)
+		return code == 503 && strings.Contains(body, "the control plane refused Envoy's configuration stream: ") &&
+			strings.Contains(body, "authentication failed")
+	})
+	if _, m := get(t, "http://127.0.0.1:"+strconv.Itoa(p.Readiness)+"/metrics"); !strings.Contains(m, `zoneproxy_xds_stream_errors_total{code="`) {
+		t.Errorf("/metrics lacks the stream error count:\n%s", m)
+	}
+	zone.CP.SetFaults(controlplane.Faults{})
+	agent.AwaitReadiness(p.Readiness, 200, "READY", promptly)
+}
+
+// The token file is read for every new stream: a rotated file applies at
+// the next reconnect, without a restart.
+func TestRotatedTokenAppliesAtTheNextStream(t *testing.T) {
+	t.Parallel()
+	zone := harness.NewZone(t, bins, "payments")
+	p, agent := readyWithCache(t, zone)
+	good, err := os.ReadFile(p.TokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A token for another workload, written in place (not atomically).
+	other, err := zone.CP.IssueToken(controlplane.TokenRequest{Mesh: "payments", Workload: "someone-else"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p.TokenFile, []byte(other), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := zone.CP.Restart(100 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	agent.AwaitLog("is not allowed with this token", promptly)
+
+	// Rotated back, atomically: the stream is accepted again.
+	tmp := p.TokenFile + ".new"
+	if err := os.WriteFile(tmp, good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, p.TokenFile); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, promptly, "the control plane to accept the stream again", func() bool {
+		for _, x := range zone.CP.Proxies() {
+			if x.Connected && len(x.ACKed) > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	if agent.Exited() {
+		t.Fatal("the agent restarted")
+	}
+}
