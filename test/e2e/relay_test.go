@@ -245,3 +245,28 @@ func TestRotatedTokenAppliesAtTheNextStream(t *testing.T) {
 		t.Fatal("the agent restarted")
 	}
 }
+
+// A configuration Envoy rejects is logged with its type and counted.
+func TestRejectedConfigurationIsLoggedAndCounted(t *testing.T) {
+	t.Parallel()
+	zone := harness.NewZone(t, bins, "payments")
+	p, agent := namedProxy(t, zone, "payments", "egress", "zp-nack")
+	agent.AwaitReadiness(p.Readiness, 200, "READY", promptly)
+	// A File access log Envoy cannot open makes it reject the listener.
+	if err := zone.CP.SetMeshAccessLog("payments", "zp-nack", "bad-file", controlplane.MeshAccessLog{Backends: []controlplane.AccessLogBackend{
+		{Type: "File", File: &controlplane.FileAccessLogBack{Path: "/nonexistent-zoneproxy-dir/access.log"}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	agent.AwaitLog("Envoy rejected a configuration from the control plane", promptly)
+	if !strings.Contains(agent.Output(), "type.googleapis.com/envoy.config.listener.v3.Listener") {
+		t.Errorf("the rejection does not name the resource type\n%s", agent.Output())
+	}
+	if _, m := get(t, "http://127.0.0.1:"+strconv.Itoa(p.Readiness)+"/metrics"); !strings.Contains(m, `zoneproxy_xds_rejected_total{type="`) {
+		t.Errorf("/metrics lacks zoneproxy_xds_rejected_total:\n%s", m)
+	}
+	// Envoy keeps serving its last accepted configuration.
+	if code, _ := readinessBody(t, p); code != 200 {
+		t.Errorf("readiness %d after a rejected update", code)
+	}
+}
