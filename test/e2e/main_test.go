@@ -24,6 +24,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// An agent without --state-dir keeps its cache under XDG_STATE_HOME:
+	// never the user's own.
+	os.Setenv("XDG_STATE_HOME", dir+"/state")
 	bins, err = harness.Build(dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
