@@ -318,6 +318,13 @@ say "container is up ($state) after a boot that started zoneproxy@demo"
 is_state zoneproxy@demo active || die "zoneproxy@demo is '$(prop zoneproxy@demo ActiveState)' while its control plane is down (want active)"
 status_has zoneproxy@demo 'waiting for the control plane' || die "STATUS= does not say what it waits for: $(prop zoneproxy@demo StatusText)"
 say "status: $(prop zoneproxy@demo StatusText)"
+# The unit lets the agent read the clock's NTP state (adjtimex), which
+# decides whether an expired token or certificate is final.
+clockline=$(ct journalctl -u zoneproxy@demo --no-pager | grep -o '"clock": "[^"]*' | head -n1)
+case "$clockline" in
+*'"clock": "synchronised'* | *'"clock": "not synchronised'*) say "agent reads the clock: ${clockline#*: \"}" ;;
+*) die "the agent cannot read the clock's state under the unit: ${clockline:-no start line}" ;;
+esac
 
 # It keeps waiting, for more than two watchdog periods (3s), in one process.
 main=$(prop zoneproxy@demo MainPID)
