@@ -2,8 +2,10 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
+	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
 	"github.com/zoneproxy/zoneproxy/pkg/preflight"
 	"github.com/zoneproxy/zoneproxy/pkg/timesync"
 	"github.com/zoneproxy/zoneproxy/pkg/token"
@@ -110,6 +113,7 @@ func runChecks(ctx context.Context, w io.Writer, cfg *config.Config, running *in
 
 	c.checkToken(cfg)
 	c.checkControlPlane(ctx, cfg, ev)
+	c.checkCache(cfg, time.Now())
 	for _, l := range cfg.Dataplane().Networking.Listeners {
 		c.note("after start, /ready says NO_ZONE_LISTENER until the control plane sends %s: %s", l.EnvoyListenerName(), agent.ZoneListenerCondition(l.Type))
 	}
@@ -216,4 +220,55 @@ func (c *checklist) checkControlPlane(ctx context.Context, cfg *config.Config, e
 	default:
 		c.fail(fmt.Sprintf("control plane %s accepts this zone proxy", cfg.CPAddress), err)
 	}
+}
+
+// checkCache reports the last-known-good configuration run would serve
+// while the control plane is unreachable. It fails nothing: without a
+// usable cache run still works, it only cannot start during an outage.
+func (c *checklist) checkCache(cfg *config.Config, now time.Time) {
+	switch {
+	case !cfg.XDSRelay:
+		c.note("no configuration is cached: --xds-relay=false (Envoy talks to the control plane directly)")
+		return
+	case cfg.StateDir == "":
+		c.note(`no configuration is cached: --state-dir is ""`)
+		return
+	}
+	// As the agent keys its cache (pkg/agent cacheIdentity).
+	id := lkgcache.Identity{Mesh: cfg.Mesh, Name: cfg.Name, Role: string(cfg.Role), ControlPlane: cfg.CPAddress}
+	st := lkgcache.Inspect(cfg.StateDir, id, cfg.CacheMaxAge, now)
+	if !st.Present {
+		if _, err := os.Stat(st.Path); !errors.Is(err, fs.ErrNotExist) {
+			c.note("cannot read the cached configuration: %s", st.Problem)
+			return
+		}
+		hint := ""
+		if !cfg.StateDirSet && os.Getenv("STATE_DIRECTORY") == "" {
+			// Outside the unit the default is not the unit's directory.
+			hint = "; a systemd instance keeps it in /var/lib/zoneproxy/<instance>: pass --state-dir to check that one"
+		}
+		c.note("no cached configuration in %s yet: run keeps one once Envoy has accepted the control plane's configuration%s", st.Path, hint)
+		return
+	}
+	if st.WrittenAt.IsZero() { // damaged: nothing else could be read
+		c.note("cached configuration in %s would not be served: %s", st.Path, st.Problem)
+		return
+	}
+	desc := fmt.Sprintf("cached configuration in %s: %d resources from %s (%s old)", st.Path, st.Resources,
+		st.WrittenAt.UTC().Format(time.RFC3339), st.Age.Round(time.Second))
+	if st.IdentityMatch {
+		desc += ", made for this proxy"
+	} else {
+		desc += fmt.Sprintf(", made for mesh %q, name %q, role %s, control plane %s", st.Identity.Mesh, st.Identity.Name, st.Identity.Role, st.Identity.ControlPlane)
+	}
+	if st.EarliestNotAfter.IsZero() {
+		desc += ", no certificate in it"
+	} else {
+		desc += ", earliest certificate expiry " + st.EarliestNotAfter.UTC().Format(time.RFC3339)
+	}
+	if st.Problem != "" {
+		c.note("%s; it would not be served: %s", desc, st.Problem)
+		return
+	}
+	c.ok("%s; served only while the control plane is unreachable", desc)
 }
