@@ -135,15 +135,26 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	return a.runEnvoy(ctx, wd, envoyPath, doc, cached, cache)
 }
 
+// findEnvoy locates Envoy and reads its version, kept in the state dir
+// while the binary is unchanged: running Envoy's large binary only to
+// print its version is a good part of a warm start.
 func (a *Agent) findEnvoy(ctx context.Context) (string, envoy.Version, error) {
-	path, v, warning, err := preflight.Envoy(ctx, a.cfg.EnvoyBinary)
+	path, err := envoy.Locate(a.cfg.EnvoyBinary)
 	if err != nil {
 		return "", envoy.Version{}, err
 	}
+	found, err := envoy.VersionCache{Dir: a.cfg.StateDir}.Read(ctx, path)
+	if err != nil {
+		return "", envoy.Version{}, err
+	}
+	v, warning := found.Version, found.Unread
 	if warning != nil {
 		a.log.Warn("cannot read Envoy's version; the control plane will see \"unknown\"", zap.String("path", path), zap.Error(warning))
 	}
-	a.log.Info("found Envoy", zap.String("path", path), zap.String("version", v.Version))
+	if found.SaveErr != nil {
+		a.log.Warn("cannot keep Envoy's version in the state dir; `envoy --version` runs at every start", zap.Error(found.SaveErr))
+	}
+	a.log.Info("found Envoy", zap.String("path", path), zap.String("version", v.Version), zap.Bool("version-cached", found.Cached))
 	if warning == nil && !version.EnvoyCompatible(v.Version) {
 		a.log.Warn("Envoy "+v.Version+" is not the version Kuma "+version.Kuma+" is built and tested with ("+version.ExpectedEnvoy()+"); it may work, and the control plane shows it as incompatible",
 			zap.String("path", path))
