@@ -152,7 +152,7 @@ func (a *Agent) bootstrap(ctx context.Context, wd *workDir, ev envoy.Version, ca
 		// Unreachable or busy, never a refusal (mesh missing, token, 4xx
 		// of its own): then the cached configuration serves meanwhile.
 		if w.Err.Kind == bootstrap.Retryable {
-			if cached = a.usableCache(cache, &said); cached != nil {
+			if cached = a.usableCache(cache, wd, &said); cached != nil {
 				stopLoop()
 			}
 		}

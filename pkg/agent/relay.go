@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -55,12 +56,17 @@ func (a *Agent) cacheIdentity() lkgcache.Identity {
 }
 
 // usableCache is the cached configuration the agent may start Envoy on, nil
-// when there is none it may serve (logged once per reason).
-func (a *Agent) usableCache(c *lkgcache.Cache, said *string) *lkgcache.Snapshot {
+// when there is none it may serve (logged once per reason). The cached
+// bootstrap holds work-dir paths (the relay and admin sockets, the FIFO),
+// so a cache made in another work dir (a temporary one, say) is not used.
+func (a *Agent) usableCache(c *lkgcache.Cache, wd *workDir, said *string) *lkgcache.Snapshot {
 	if c == nil {
 		return nil
 	}
 	snap, err := c.Usable()
+	if err == nil && !bytes.Contains(snap.Bootstrap, []byte(wd.file(relaySocket))) {
+		err = fmt.Errorf("it was made in another work dir than %s (give the zone proxy a fixed --work-dir)", wd.path)
+	}
 	if err != nil {
 		if err.Error() != *said {
 			*said = err.Error()
@@ -98,8 +104,7 @@ func (a *Agent) startRelay(wd *workDir, doc []byte, fromCache *lkgcache.Snapshot
 		Log:        a.log.Named("xds"),
 		Events: xdsrelay.Events{
 			StreamError:  x.streamError,
-			Rejected:     x.rejected,
-			CachedConfig: x.cachedConfig,
+			CachedConfig: x.cachedConfig, // rejections: the relay logs and counts them
 		},
 	})
 	if err != nil {
@@ -154,11 +159,6 @@ func (x *xds) streamError(e xdsrelay.StreamError) {
 	if p := x.a.tracker.Current().Phase; p == state.EnvoyStarting || p == state.WaitingForControlPlane {
 		x.a.tracker.Set(state.WaitingForControlPlane, "the control plane refused Envoy's configuration stream: "+e.Message)
 	}
-}
-
-func (x *xds) rejected(r xdsrelay.Rejection) {
-	x.a.log.Warn("Envoy rejected a configuration from the control plane", zap.String("type", r.TypeURL),
-		zap.Strings("resources", r.Names), zap.String("version", r.Version), zap.String("error", r.Message), zap.Bool("from cache", r.FromCache))
 }
 
 func (x *xds) cachedConfig(c xdsrelay.CacheState) {
