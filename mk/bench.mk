@@ -4,8 +4,9 @@
 #             of docs/benchmarks.md against the test control plane and the
 #             Envoy stand-in, printed as a table with PASS/FAIL; fails if a
 #             figure misses its target. Knobs: ZPBENCH_* (docs/benchmarks.md).
-#   bench-go  Go benchmarks of the hot pure functions, the start-up path and a
-#             MeshMetric scrape (pure, and through the admin and hijacker sockets).
+#   bench-go  Go benchmarks of the hot pure functions, the start-up path, a
+#             MeshMetric scrape (pure, and through the admin and hijacker sockets)
+#             and a 1 MB xDS response straight and through the relay.
 
 BENCHTIME ?= 1s
 
@@ -17,4 +18,4 @@ bench: build-release
 	bin/zpbench -zoneproxy bin/zoneproxy -envoy bin/envoy-standin
 
 bench-go:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./pkg/dataplane ./pkg/bootstrap ./test/bench
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./pkg/dataplane ./pkg/bootstrap ./test/bench ./pkg/xdsrelay

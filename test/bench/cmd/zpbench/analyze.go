@@ -312,7 +312,7 @@ func (b *bed) analyze(lean binaryFacts) analysis {
 		return an
 	}
 	progress("analysis: %d start-up runs of the heavy build", b.s.heavyRuns)
-	res, err := b.startupFigure(heavyBin, b.s.heavyRuns)
+	res, err := b.startupFigure(heavyBin, 0, b.s.heavyRuns)
 	an.heavyStartup, an.heavyErr = &res, err
 	return an
 }

@@ -25,7 +25,9 @@ import (
 // settings are the benchmark's knobs; the defaults are what the targets
 // are defined with.
 type settings struct {
-	runs        int           // startup, RSS and drain runs
+	runs        int           // startup, RSS and drain runs with the version cache warm
+	coldRuns    int           // the same with a fresh state dir each
+	cachedRuns  int           // starts with the control plane down and a warm last-known-good cache
 	meshRuns    int           // mesh created → launched runs
 	meshPhase   time.Duration // creation falls at a random point in [0, meshPhase) after the first "waiting for mesh"
 	waiters     int
@@ -43,14 +45,14 @@ type settings struct {
 
 func loadSettings() (settings, error) {
 	s := settings{
-		runs: 15, meshRuns: 20, meshPhase: 15 * time.Second,
+		runs: 15, coldRuns: 5, cachedRuns: 15, meshRuns: 20, meshPhase: 15 * time.Second,
 		waiters: 50, waitRounds: 3, waitWarmup: 10 * time.Second, waitWindow: 30 * time.Second,
 		idleAgents: 3, idleWindow: 30 * time.Second, scrapes: 100,
 		heavyRuns: 5, analyze: true,
-		figures: map[string]bool{"startup": true, "mesh": true, "waiters": true, "idle": true, "scrape": true},
+		figures: allFigures(),
 	}
 	ints := map[string]*int{
-		"ZPBENCH_RUNS": &s.runs, "ZPBENCH_MESH_RUNS": &s.meshRuns, "ZPBENCH_WAITERS": &s.waiters,
+		"ZPBENCH_RUNS": &s.runs, "ZPBENCH_COLD_RUNS": &s.coldRuns, "ZPBENCH_CACHED_RUNS": &s.cachedRuns, "ZPBENCH_MESH_RUNS": &s.meshRuns, "ZPBENCH_WAITERS": &s.waiters,
 		"ZPBENCH_WAIT_ROUNDS": &s.waitRounds,
 		"ZPBENCH_IDLE_AGENTS": &s.idleAgents, "ZPBENCH_HEAVY_RUNS": &s.heavyRuns, "ZPBENCH_SCRAPES": &s.scrapes,
 	}
@@ -86,19 +88,28 @@ func loadSettings() (settings, error) {
 		s.figures = map[string]bool{}
 		for _, f := range strings.Split(v, ",") {
 			f = strings.TrimSpace(f)
-			switch f {
-			case "startup", "mesh", "waiters", "idle", "scrape":
-				s.figures[f] = true
-			default:
-				return s, fmt.Errorf("ZPBENCH_FIGURES: unknown figure %q (startup, mesh, waiters, idle, scrape)", f)
+			if !allFigures()[f] {
+				return s, fmt.Errorf("ZPBENCH_FIGURES: unknown figure %q (%s)", f, strings.Join(figureNames, ", "))
 			}
+			s.figures[f] = true
 		}
 		s.explicitSet = append(s.explicitSet, "ZPBENCH_FIGURES="+v)
 	}
-	if s.waitWindow < 2*time.Second || s.idleWindow < time.Second || s.waitRounds < 1 || s.waiters < 1 || s.scrapes < 1 {
-		return s, fmt.Errorf("ZPBENCH_WAIT_WINDOW must be ≥ 2s, ZPBENCH_IDLE_WINDOW ≥ 1s, ZPBENCH_WAITERS, ZPBENCH_WAIT_ROUNDS and ZPBENCH_SCRAPES ≥ 1")
+	if s.waitWindow < 2*time.Second || s.idleWindow < time.Second || s.waitRounds < 1 || s.waiters < 1 || s.scrapes < 1 || s.cachedRuns < 1 {
+		return s, fmt.Errorf("ZPBENCH_WAIT_WINDOW must be ≥ 2s, ZPBENCH_IDLE_WINDOW ≥ 1s, ZPBENCH_WAITERS, ZPBENCH_WAIT_ROUNDS, ZPBENCH_SCRAPES and ZPBENCH_CACHED_RUNS ≥ 1")
 	}
 	return s, nil
+}
+
+// figureNames are the figures ZPBENCH_FIGURES may pick, in report order.
+var figureNames = []string{"startup", "cached", "mesh", "waiters", "idle", "scrape", "relay"}
+
+func allFigures() map[string]bool {
+	m := map[string]bool{}
+	for _, f := range figureNames {
+		m[f] = true
+	}
+	return m
 }
 
 func main() {

@@ -13,6 +13,8 @@ type measured struct {
 	bin      binaryFacts
 	binErr   error
 	startup  *startupResult
+	cached   *cachedResult
+	relay    *relayResult
 	mesh     []meshRun
 	waiters  []waitersResult
 	idle     []idleRun
@@ -27,9 +29,14 @@ func (b *bed) measure() ([]row, *measured) {
 	m := &measured{errs: map[string]error{}}
 	m.bin, m.binErr = inspectBinary(b.zoneproxy)
 	if b.s.figures["startup"] {
-		progress("exec → Envoy launched, RSS at READY, SIGTERM → exit: %d runs", b.s.runs)
-		res, err := b.startupFigure(b.zoneproxy, b.s.runs)
+		progress("exec → Envoy launched, RSS at READY, SIGTERM → exit: %d cold runs (fresh state dir), %d with the version cache warm", b.s.coldRuns, b.s.runs)
+		res, err := b.startupFigure(b.zoneproxy, b.s.coldRuns, b.s.runs)
 		m.startup, m.errs["startup"] = &res, err
+	}
+	if b.s.figures["cached"] {
+		progress("control plane down, warm last-known-good cache: exec → /ready 200, %d runs", b.s.cachedRuns)
+		res, err := b.cachedFigure()
+		m.cached, m.errs["cached"] = &res, err
 	}
 	if b.s.figures["mesh"] {
 		progress("mesh created → Envoy launched: %d agents, creation at a random point within %s of their first wait", b.s.meshRuns, b.s.meshPhase)
@@ -47,6 +54,11 @@ func (b *bed) measure() ([]row, *measured) {
 		progress("MeshMetric scrape: %d pairs of Envoy /stats and a scrape of the agent's socket, %d-line body", b.s.scrapes, scrapeLines)
 		res, err := b.scrapeFigure()
 		m.scrape, m.errs["scrape"] = &res, err
+	}
+	if b.s.figures["relay"] {
+		progress("relay overhead: go test -bench of pkg/xdsrelay's 1 MB benchmarks, -count %d", relayCount)
+		res, err := b.relayFigure()
+		m.relay, m.errs["relay"] = &res, err
 	}
 	if b.s.analyze && m.binErr == nil {
 		an := b.analyze(m.bin)
@@ -68,7 +80,7 @@ func notRun(figure, target string, err error) row {
 func (m *measured) rows(s settings) []row {
 	var rows []row
 	const (
-		fLaunch = "exec → Envoy launched (CP ready, loopback)"
+		fLaunch = "exec → Envoy launched (CP ready, loopback, version cache warm)"
 		fRSS    = "agent RSS once Envoy is ready (agent only)"
 		fBin    = "stripped binary size"
 		fMesh   = "mesh created → Envoy launched (default retries)"
@@ -76,7 +88,7 @@ func (m *measured) rows(s settings) []row {
 		fDrain  = "SIGTERM → exit, `--drain-time 1s`, a connection held"
 		fIdle   = "agent CPU while idle for %s after READY"
 	)
-	tLaunch := "≤ 25 ms median"
+	tLaunch := fmt.Sprintf("≤ %.0f ms median, no `--version` run", ms(targetLaunch))
 	tRSS, tBin := fmt.Sprintf("≤ %.0f MiB, every run", targetRSSMiB), fmt.Sprintf("≤ %.0f MiB", targetBinaryMiB)
 	tMesh := fmt.Sprintf("≤ 5.5 s worst of %d", s.meshRuns)
 	tRate := fmt.Sprintf("≤ 0.25/s mean; busiest second ≤ %.1f× mean, every round", maxPeakToMean)
@@ -84,14 +96,22 @@ func (m *measured) rows(s settings) []row {
 	tIdle := fmt.Sprintf("≤ %.2g %% of one core, every agent", targetIdlePercent)
 
 	if st := m.startup; st != nil && len(st.runs) > 0 && m.errs["startup"] == nil {
-		l := summarize(st.launches())
+		l := summarize(launches(st.runs))
+		ran := versionRan(st.runs)
+		note := fmt.Sprintf("`--version` ran in %d of %d", ran, len(st.runs))
+		if len(st.cold) > 0 {
+			note += fmt.Sprintf("; without the version cache (fresh state dir) %.1f ms median of %d", summarize(launches(st.cold)).Median, len(st.cold))
+		}
 		rows = append(rows, row{Figure: fLaunch, Runs: l.N, Median: fmtMs(l.Median), Min: fmtMs(l.Min), Max: fmtMs(l.Max),
-			Target: tLaunch, Result: verdict(l.Median <= ms(targetLaunch))})
+			Target: tLaunch, Result: verdict(l.Median <= ms(targetLaunch) && ran == 0), Note: note})
 		r := summarize(st.rss())
 		rows = append(rows, row{Figure: fRSS, Runs: r.N, Median: fmtMiB(r.Median), Min: fmtMiB(r.Min), Max: fmtMiB(r.Max),
 			Target: tRSS, Result: verdict(r.Max <= targetRSSMiB)})
 	} else if s.figures["startup"] {
 		rows = append(rows, notRun(fLaunch, tLaunch, m.errs["startup"]), notRun(fRSS, tRSS, m.errs["startup"]))
+	}
+	if s.figures["cached"] {
+		rows = append(rows, m.cachedRow())
 	}
 
 	if m.binErr == nil {
@@ -146,7 +166,7 @@ func (m *measured) rows(s settings) []row {
 	if st := m.startup; st != nil && len(st.runs) > 0 && m.errs["startup"] == nil {
 		var xs []float64
 		clean := true
-		for _, r := range st.runs {
+		for _, r := range st.all() {
 			xs = append(xs, r.drain.Seconds())
 			clean = clean && r.code == 0 && len(r.envoyLeft) == 0 && len(r.other) == 0
 		}
@@ -175,6 +195,9 @@ func (m *measured) rows(s settings) []row {
 	if s.figures["scrape"] {
 		rows = append(rows, m.scrapeRow())
 	}
+	if s.figures["relay"] {
+		rows = append(rows, m.relayRow())
+	}
 	return rows
 }
 
@@ -194,7 +217,7 @@ func (b *bed) writeReport(w io.Writer, rows []row, m *measured) {
 	p("- Envoy: the stand-in (%s) behind a wrapper that stamps `date +%%s%%N` when run with `--config-path` and answers `--version` itself", strings.TrimSpace(b.versionLine))
 	p("")
 	writeTable(w, rows)
-	for _, k := range []string{"startup", "mesh", "waiters", "idle", "scrape"} {
+	for _, k := range figureNames {
 		if err := m.errs[k]; err != nil {
 			p("")
 			p("**%s failed:** %v", k, err)
@@ -202,7 +225,13 @@ func (b *bed) writeReport(w io.Writer, rows []row, m *measured) {
 	}
 
 	if st := m.startup; st != nil && len(st.runs) > 0 {
-		writeStartupDetails(w, st, "")
+		writeStartupDetails(w, st.runs, " with the version cache warm")
+	}
+	if st := m.startup; st != nil && len(st.cold) > 0 {
+		writeStartupDetails(w, st.cold, " without a version cache (fresh state dir each)")
+	}
+	if m.cached != nil && m.errs["cached"] == nil {
+		writeCachedDetails(w, m.cached)
 	}
 	if len(m.mesh) > 0 {
 		writeMeshDetails(w, m.mesh)
@@ -222,6 +251,9 @@ func (b *bed) writeReport(w io.Writer, rows []row, m *measured) {
 	if m.scrape != nil && m.errs["scrape"] == nil {
 		writeScrapeDetails(w, m.scrape)
 	}
+	if m.relay != nil && m.errs["relay"] == nil {
+		writeRelayDetails(w, m.relay)
+	}
 	if m.an != nil {
 		writeAnalysis(w, m.an, m.startup)
 	}
@@ -237,16 +269,16 @@ func settingsNote(s settings) string {
 	return " with " + strings.Join(s.explicitSet, " ")
 }
 
-func writeStartupDetails(w io.Writer, st *startupResult, label string) {
+func writeStartupDetails(w io.Writer, runs []startupRun, label string) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 	p("")
-	p("### Start-up%s, per phase (median of %d runs)", label, len(st.runs))
+	p("### Start-up%s, per phase (median of %d runs)", label, len(runs))
 	p("")
 	p("| phase | median | min | max |")
 	p("|---|---:|---:|---:|")
 	for _, name := range phaseNames {
 		var xs []float64
-		for _, r := range st.runs {
+		for _, r := range runs {
 			if d, ok := r.phases[name]; ok {
 				xs = append(xs, ms(d))
 			}
@@ -256,7 +288,7 @@ func writeStartupDetails(w io.Writer, st *startupResult, label string) {
 	}
 	var launch, ready, cpu, anon, file, rss, hwm, threads, drain []float64
 	full := 0
-	for _, r := range st.runs {
+	for _, r := range runs {
 		launch = append(launch, ms(r.launch))
 		ready = append(ready, ms(r.ready))
 		cpu = append(cpu, ms(r.cpuToReady))
@@ -279,7 +311,7 @@ func writeStartupDetails(w io.Writer, st *startupResult, label string) {
 		summarize(rss).Median, summarize(anon).Median, summarize(file).Median, summarize(hwm).Median, summarize(threads).Median)
 	p("")
 	p("SIGTERM → exit: median %.0f ms; %d of %d runs drained for the full `--drain-time` (the held connection kept Envoy busy), every run exited 0 with no process left: %v.",
-		summarize(drain).Median, full, len(st.runs), allClean(st.runs))
+		summarize(drain).Median, full, len(runs), allClean(runs))
 }
 
 func allClean(runs []startupRun) bool {

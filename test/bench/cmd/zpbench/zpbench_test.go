@@ -85,17 +85,18 @@ func TestPhases(t *testing.T) {
 	exec := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	lines := []string{
 		"2026-01-01T00:00:00.003Z\tINFO\tzoneproxy\tstarting\t{}",
-		"2026-01-01T00:00:00.010Z\tINFO\tzoneproxy\trequesting bootstrap\t{}",
-		"2026-01-01T00:00:00.015Z\tINFO\tzoneproxy\treceived bootstrap\t{}",
+		"2026-01-01T00:00:00.004Z\tINFO\tzoneproxy\tfound Envoy\t{\"version-cached\": true}",
+		"2026-01-01T00:00:00.006Z\tINFO\tzoneproxy\trequesting bootstrap\t{}",
+		"2026-01-01T00:00:00.011Z\tINFO\tzoneproxy\treceived bootstrap\t{}",
 	}
-	got := phases(lines, exec, 9*time.Millisecond, 18*time.Millisecond)
-	want := []time.Duration{3, 6, 1, 5, 3}
+	got := phases(lines, exec, 14*time.Millisecond)
+	want := []time.Duration{3, 1, 2, 5, 3}
 	for i, name := range phaseNames {
 		if got[name] != want[i]*time.Millisecond {
 			t.Errorf("%s = %v, want %v ms", name, got[name], want[i])
 		}
 	}
-	if phases(lines[:1], exec, time.Millisecond, time.Millisecond) != nil {
+	if phases(lines[:3], exec, time.Millisecond) != nil {
 		t.Error("phases without every log line")
 	}
 }
@@ -154,5 +155,72 @@ func TestScrapeRowJudgesAddedTimeAndAgentCPU(t *testing.T) {
 				t.Errorf("result %s, want %s", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestLaunchRowNeedsTheVersionCacheWarm(t *testing.T) {
+	warm := startupRun{launch: 8 * time.Millisecond}
+	cold := startupRun{launch: 8 * time.Millisecond, version: 3 * time.Millisecond}
+	for _, tc := range []struct {
+		name string
+		runs []startupRun
+		want string
+	}{
+		{"fast, no --version", []startupRun{warm, warm, warm}, "PASS"},
+		{"fast, but --version ran once", []startupRun{warm, cold, warm}, "FAIL"},
+		{"slow", []startupRun{{launch: 12 * time.Millisecond}, warm, {launch: 11 * time.Millisecond}}, "FAIL"},
+	} {
+		m := &measured{errs: map[string]error{}, startup: &startupResult{runs: tc.runs}}
+		if got := m.rows(settings{figures: map[string]bool{"startup": true}})[0]; got.Result != tc.want {
+			t.Errorf("%s: %s (%s), want %s", tc.name, got.Result, got.Note, tc.want)
+		}
+	}
+}
+
+func TestCachedRowJudgesTheTimeOverTheStandinsOwnStart(t *testing.T) {
+	runs := func(msecs ...int) []cachedRun {
+		var out []cachedRun
+		for _, v := range msecs {
+			out = append(out, cachedRun{ready: time.Duration(v) * time.Millisecond})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name    string
+		runs    []cachedRun
+		standin []float64
+		want    string
+	}{
+		{"within, thanks to a slow stand-in", runs(320, 350, 900), []float64{60, 70, 80}, "PASS"},
+		{"over", runs(320, 380, 900), []float64{60, 70, 80}, "FAIL"},
+	} {
+		m := &measured{errs: map[string]error{}, cached: &cachedResult{runs: tc.runs, standin: tc.standin}}
+		if got := m.cachedRow(); got.Result != tc.want {
+			t.Errorf("%s: %s (%s), want %s", tc.name, got.Result, got.Note, tc.want)
+		}
+	}
+}
+
+func TestRelayFigureReadsGoBenchmarkMedians(t *testing.T) {
+	lines := []string{
+		"BenchmarkDirect1MB-2   	     480	   2776066 ns/op	 396.63 MB/s	   2445798 median-ns/op	 1122423 B/op	     120 allocs/op",
+		"BenchmarkRelay1MB/cache=true-2          	     181	   7642082 ns/op	 144.08 MB/s	   3245798 median-ns/op	 2669910 B/op	    4218 allocs/op",
+		"PASS",
+	}
+	name, v, ok := benchMedian(lines[1])
+	if !ok || name != "BenchmarkRelay1MB/cache=true-2" || v != 3.245798 {
+		t.Fatalf("benchMedian: %q %v %v", name, v, ok)
+	}
+	if _, _, ok := benchMedian(lines[2]); ok {
+		t.Error("PASS read as a benchmark")
+	}
+	for _, tc := range []struct {
+		relay []float64
+		want  string
+	}{{[]float64{3.2, 3.4, 3.5}, "PASS"}, {[]float64{3.2, 3.6, 3.7}, "FAIL"}} {
+		m := &measured{errs: map[string]error{}, relay: &relayResult{direct: []float64{2.4, 2.5, 2.6}, relay: tc.relay, relayCache: tc.relay}}
+		if got := m.relayRow(); got.Result != tc.want {
+			t.Errorf("relay %v: %s (%s), want %s", tc.relay, got.Result, got.Median, tc.want)
+		}
 	}
 }
