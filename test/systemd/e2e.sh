@@ -166,8 +166,11 @@ prop() { ct systemctl show -P "$2" "$1"; }
 # (is-system-running leaves "starting"). Sets C, nspawn_pid and state.
 # The ceiling is below the unit's TimeoutStartSec (90s): an instance that
 # held up boot until its start timed out fails here.
+# CAP_SYS_TIME makes the container like a VM for the clock: without it
+# nspawn's own seccomp filter denies adjtimex to everything inside, and only
+# the unit's filter (which has no CAP_SYS_TIME) should decide.
 boot() {
-	systemd-nspawn --register=no --keep-unit -D "$root" -b --console=read-only \
+	systemd-nspawn --register=no --keep-unit --capability=CAP_SYS_TIME -D "$root" -b --console=read-only \
 		>>"$logs/boot.log" 2>&1 &
 	nspawn_pid=$!
 	# The container's PID 1 is nspawn's child named systemd; on a first boot
