@@ -155,10 +155,12 @@ func (x *xds) streamError(e xdsrelay.StreamError) {
 	x.mu.Lock()
 	x.streamErr = e.Message
 	x.mu.Unlock()
-	// Before Envoy serves, the control plane's own words are the reason.
+	// Before Envoy serves, the control plane's own words are the reason;
+	// while it serves the cached configuration, they say why it still does.
 	if p := x.a.tracker.Current().Phase; p == state.EnvoyStarting || p == state.WaitingForControlPlane {
 		x.a.tracker.Set(state.WaitingForControlPlane, "the control plane refused Envoy's configuration stream: "+e.Message)
 	}
+	x.a.refreshServing()
 }
 
 func (x *xds) cachedConfig(c xdsrelay.CacheState) {
@@ -188,8 +190,12 @@ func (x *xds) servingDetail() string {
 	if !x.cached.InUse {
 		return "Envoy ready"
 	}
-	return fmt.Sprintf("serving the cached configuration of %s since %s: the control plane is unreachable",
-		x.cached.WrittenAt.UTC().Format(time.RFC3339), x.cached.Since.UTC().Format(time.RFC3339))
+	why := "the control plane is unreachable"
+	if x.streamErr != "" {
+		why = "the control plane refuses the configuration stream: " + x.streamErr
+	}
+	return fmt.Sprintf("serving the cached configuration of %s since %s: %s",
+		x.cached.WrittenAt.UTC().Format(time.RFC3339), x.cached.Since.UTC().Format(time.RFC3339), why)
 }
 
 // lastRefusal is the control plane's last refusal, "" if none.
