@@ -7,15 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/zoneproxy/zoneproxy/pkg/bootstrap"
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/test/controlplane"
+	"github.com/zoneproxy/zoneproxy/test/harness"
 )
 
 // cpBootstrap is what the test control plane answered for one role.
@@ -114,40 +113,8 @@ func asReloadable(t *testing.T, b cpBootstrap, tokenPath string) []byte {
 	return out
 }
 
-var (
-	standInOnce sync.Once
-	standInPath string
-	standInErr  error
-)
-
-// standIn builds the project's Envoy stand-in once; its --mode validate
-// checks a bootstrap the way Envoy does.
-func standIn(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("builds the Envoy stand-in")
-	}
-	standInOnce.Do(func() {
-		_, file, _, _ := runtime.Caller(0)
-		root := filepath.Join(filepath.Dir(file), "..", "..")
-		dir, err := os.MkdirTemp("", "standin")
-		if err != nil {
-			standInErr = err
-			return
-		}
-		standInPath = filepath.Join(dir, "envoy")
-		cmd := exec.Command("go", "build", "-o", standInPath, "./test/envoy")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			standInErr = err
-			standInPath = string(out)
-		}
-	})
-	if standInErr != nil {
-		t.Fatalf("building the Envoy stand-in: %v\n%s", standInErr, standInPath)
-	}
-	return standInPath
-}
+// standIn builds the project's Envoy stand-in once.
+func standIn(t *testing.T) string { return harness.StandIn(t) }
 
 // validateWithStandIn returns the stand-in's verdict on doc ("" when OK).
 func validateWithStandIn(t *testing.T, doc []byte) string {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -17,41 +16,11 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
 	"github.com/zoneproxy/zoneproxy/test/controlplane"
-)
-
-var (
-	standInOnce sync.Once
-	standInPath string
-	standInErr  error
+	"github.com/zoneproxy/zoneproxy/test/harness"
 )
 
 // standIn builds the project's Envoy stand-in once.
-func standIn(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("builds the Envoy stand-in")
-	}
-	standInOnce.Do(func() {
-		_, file, _, _ := runtime.Caller(0)
-		root := filepath.Join(filepath.Dir(file), "..", "..")
-		dir, err := os.MkdirTemp("", "standin")
-		if err != nil {
-			standInErr = err
-			return
-		}
-		standInPath = filepath.Join(dir, "envoy")
-		cmd := exec.Command("go", "build", "-o", standInPath, "./test/envoy")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			standInErr = err
-			standInPath = string(out)
-		}
-	})
-	if standInErr != nil {
-		t.Fatalf("building the Envoy stand-in: %v\n%s", standInErr, standInPath)
-	}
-	return standInPath
-}
+func standIn(t *testing.T) string { return harness.StandIn(t) }
 
 func freePort(t *testing.T) int {
 	t.Helper()

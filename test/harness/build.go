@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sync"
+	"testing"
 )
 
 // Binaries are the built executables the tests run.
@@ -45,4 +47,38 @@ func moduleRoot() (string, error) {
 		return "", fmt.Errorf("no go.mod at %s", root)
 	}
 	return root, nil
+}
+
+var (
+	standInOnce sync.Once
+	standInPath string
+	standInErr  error
+)
+
+// StandIn builds the Envoy stand-in once per test binary and returns its
+// path; packages' tests use it to check a bootstrap or run Envoy's part.
+func StandIn(t testing.TB) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the Envoy stand-in")
+	}
+	standInOnce.Do(func() {
+		root, err := moduleRoot()
+		if err == nil {
+			var dir string
+			if dir, err = os.MkdirTemp("", "standin"); err == nil {
+				standInPath = filepath.Join(dir, "envoy")
+				cmd := exec.Command("go", "build", "-o", standInPath, "./test/envoy")
+				cmd.Dir = root
+				if out, berr := cmd.CombinedOutput(); berr != nil {
+					err = fmt.Errorf("%v\n%s", berr, out)
+				}
+			}
+		}
+		standInErr = err
+	})
+	if standInErr != nil {
+		t.Fatalf("building the Envoy stand-in: %v", standInErr)
+	}
+	return standInPath
 }
