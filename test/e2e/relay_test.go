@@ -1,6 +1,13 @@
 package e2e
 
 import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"math/big"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,7 +17,13 @@ import (
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/zoneproxy/zoneproxy/pkg/bootstraprewrite"
 	"github.com/zoneproxy/zoneproxy/pkg/kumasock"
+	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
 	"github.com/zoneproxy/zoneproxy/test/controlplane"
 	"github.com/zoneproxy/zoneproxy/test/harness"
 )
@@ -145,19 +158,24 @@ func TestNeverFromCache(t *testing.T) {
 		// points at the old one's sockets.
 		otherWorkDir bool
 		wantPhase    string
+		wantLog      string // why the cache was not served
 	}{
 		{name: "the mesh is gone (422)", prepare: func(t *testing.T, zone *harness.Zone, p harness.Proxy) {
 			zone.CP.DeleteMesh("payments")
 		}, wantPhase: "WAITING_FOR_MESH"},
 		{name: "a cache of another proxy name", prepare: func(t *testing.T, zone *harness.Zone, p harness.Proxy) {
 			zone.CP.SetFaults(controlplane.Faults{RefuseConnections: true})
-		}, extra: []string{"--name", "another-egress"}, wantPhase: "WAITING_FOR_CONTROL_PLANE"},
+		}, extra: []string{"--name", "another-egress"}, wantPhase: "WAITING_FOR_CONTROL_PLANE", wantLog: "made for another proxy"},
 		{name: "a cache older than --cache-max-age", prepare: func(t *testing.T, zone *harness.Zone, p harness.Proxy) {
 			zone.CP.SetFaults(controlplane.Faults{RefuseConnections: true})
-		}, extra: []string{"--cache-max-age", "1ms"}, wantPhase: "WAITING_FOR_CONTROL_PLANE"},
+		}, extra: []string{"--cache-max-age", "1ms"}, wantPhase: "WAITING_FOR_CONTROL_PLANE", wantLog: "older than --cache-max-age"},
 		{name: "a cache made in another work dir", prepare: func(t *testing.T, zone *harness.Zone, p harness.Proxy) {
 			zone.CP.SetFaults(controlplane.Faults{RefuseConnections: true})
-		}, otherWorkDir: true, wantPhase: "WAITING_FOR_CONTROL_PLANE"},
+		}, otherWorkDir: true, wantPhase: "WAITING_FOR_CONTROL_PLANE", wantLog: "made in another work dir"},
+		{name: "an expired certificate in the cache", prepare: func(t *testing.T, zone *harness.Zone, p harness.Proxy) {
+			zone.CP.SetFaults(controlplane.Faults{RefuseConnections: true})
+			addExpiredSecret(t, zone, p)
+		}, wantPhase: "WAITING_FOR_CONTROL_PLANE", wantLog: "a certificate in the cached configuration expired"},
 		{name: "a corrupt cache file", prepare: func(t *testing.T, zone *harness.Zone, p harness.Proxy) {
 			zone.CP.SetFaults(controlplane.Faults{RefuseConnections: true})
 			b, err := os.ReadFile(cacheFile(p))
@@ -168,7 +186,7 @@ func TestNeverFromCache(t *testing.T) {
 			if err := os.WriteFile(cacheFile(p), b, 0o600); err != nil {
 				t.Fatal(err)
 			}
-		}, wantPhase: "WAITING_FOR_CONTROL_PLANE"},
+		}, wantPhase: "WAITING_FOR_CONTROL_PLANE", wantLog: "discarding a damaged xDS cache"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -186,6 +204,9 @@ func TestNeverFromCache(t *testing.T) {
 			again.AwaitLog(`"attempt": 3`, promptly)
 			if strings.Contains(again.Output(), "started Envoy") {
 				t.Fatalf("Envoy was started from the cache\n%s", again.Output())
+			}
+			if !strings.Contains(again.Output(), tt.wantLog) {
+				t.Fatalf("the log does not say why the cache was not served (%q)\n%s", tt.wantLog, again.Output())
 			}
 		})
 	}
@@ -277,5 +298,47 @@ func TestRejectedConfigurationIsLoggedAndCounted(t *testing.T) {
 	// Envoy keeps serving its last accepted configuration.
 	if code, _ := readinessBody(t, p); code != 200 {
 		t.Errorf("readiness %d after a rejected update", code)
+	}
+}
+
+// addExpiredSecret rewrites the proxy's cache as the agent would, with an
+// SDS secret whose certificate has expired.
+func addExpiredSecret(t *testing.T, zone *harness.Zone, p harness.Proxy) {
+	t.Helper()
+	name := ""
+	for _, x := range zone.CP.Proxies() {
+		name = strings.TrimPrefix(x.NodeID, p.Mesh+".")
+	}
+	id := lkgcache.Identity{Mesh: p.Mesh, Name: name, Role: p.Role, ControlPlane: zone.CP.URL()}
+	c, err := lkgcache.Open(lkgcache.Options{Dir: p.StateDir, Identity: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := c.Usable()
+	if err != nil {
+		t.Fatalf("the cache is not usable before the secret is added: %v", err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expired := time.Now().Add(-time.Hour)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: expired.Add(-24 * time.Hour), NotAfter: expired}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := proto.Marshal(&tlsv3.Secret{Name: "identity", Type: &tlsv3.Secret_TlsCertificate{TlsCertificate: &tlsv3.TlsCertificate{
+		CertificateChain: &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetBootstrap(&bootstraprewrite.Result{YAML: snap.Bootstrap, Upstream: snap.Upstream})
+	c.Store(append(snap.Types, lkgcache.TypeState{TypeURL: lkgcache.SecretType, Version: "1", Resources: []lkgcache.Resource{
+		{Name: "identity", Version: "1", TypeURL: lkgcache.SecretType, Body: body},
+	}}))
+	if err := c.Close(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }
