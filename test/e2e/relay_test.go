@@ -342,3 +342,19 @@ func addExpiredSecret(t *testing.T, zone *harness.Zone, p harness.Proxy) {
 		t.Fatal(err)
 	}
 }
+
+// A control plane that refuses the token answers: that is never an outage,
+// so a cached configuration is not served and the refusal is final (78).
+func TestRefusedTokenIsNeverServedFromCache(t *testing.T) {
+	t.Parallel()
+	zone := harness.NewZone(t, bins, "payments")
+	p, agent := readyWithCache(t, zone)
+	kill(t, agent)
+	code, out := harness.Run(t, bins.Zoneproxy, nil, zone.Args(p, "--dataplane-token-file", "")...)
+	if code != 78 || !strings.Contains(out, "requires a dataplane token") {
+		t.Fatalf("exit %d, want 78 for the refused token\n%s", code, out)
+	}
+	if strings.Contains(out, "started Envoy") {
+		t.Fatalf("Envoy was started from the cache\n%s", out)
+	}
+}
