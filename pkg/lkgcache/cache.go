@@ -27,6 +27,10 @@ const (
 
 const tempPattern = ".xds-lkg-*.tmp"
 
+// writeSettle is how long the writer lets further updates arrive before it
+// writes; a crash inside it loses only that moment's changes.
+const writeSettle = 200 * time.Millisecond
+
 // Options configures Open.
 type Options struct {
 	Dir      string // state dir; the cache goes in its SubDir, 0700
@@ -211,6 +215,17 @@ func (c *Cache) writer() {
 	for {
 		select {
 		case <-c.wake:
+			// Let a burst of ACKs (a snapshot arriving type by type) settle
+			// into one write: latest wins, and the disk is not re-written
+			// for every response.
+			t := time.NewTimer(writeSettle)
+			select {
+			case <-t.C:
+			case <-c.stop:
+				t.Stop()
+				c.writePending()
+				return
+			}
 			c.writePending()
 		case <-c.stop:
 			c.writePending()
