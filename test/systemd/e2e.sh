@@ -27,7 +27,12 @@ die() {
 	exit 1
 }
 
-[ "$(id -u)" -eq 0 ] || die "needs root (systemd-nspawn, debootstrap)"
+# It boots a container: root only. A developer's `make test` as a normal
+# user says so and goes on; CI runs as root, so it always runs there.
+if [ "$(id -u)" -ne 0 ]; then
+	printf '\033[1;33mSKIP: the systemd e2e needs root (systemd-nspawn, debootstrap); run "sudo make e2e-systemd" to include it\033[0m\n' >&2
+	exit 0
+fi
 VERSION=$(packaging/version.sh)
 ARCH=${ARCH:-amd64}
 deb1="dist/zoneproxy_${VERSION}-1_${ARCH}.deb"
