@@ -148,7 +148,7 @@ func (x *xds) streamError(e xdsrelay.StreamError) {
 	if e.Local || e.Unreachable {
 		return // the relay logs and retries; the cache may be serving
 	}
-	x.a.log.Warn("the control plane ended Envoy's configuration stream", zap.String("code", e.Code.String()), zap.String("message", e.Message), zap.Bool("retrying", e.Retrying))
+	// The relay has logged it, in the control plane's words.
 	if e.Retrying {
 		return
 	}

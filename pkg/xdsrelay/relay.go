@@ -20,6 +20,8 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+
+	"github.com/zoneproxy/zoneproxy/pkg/throttle"
 )
 
 // Relay serves ADS (and HDS) to Envoy on a Unix socket.
@@ -44,9 +46,10 @@ type Relay struct {
 	upMu   sync.Mutex // serialises ADS opens: the old stream closes first
 	active *upstream
 
-	mu      sync.Mutex
-	cache   CacheState
-	lastErr *StreamError
+	mu              sync.Mutex
+	cache           CacheState
+	lastErr         *StreamError
+	unreachableWarn throttle.Throttle // guarded by mu
 }
 
 // New checks opts; Start listens.
@@ -76,6 +79,7 @@ func New(opts Options) (*Relay, error) {
 	r := &Relay{opts: opts, log: opts.Log, roots: roots,
 		persist: make(chan struct{}, 1), stopped: make(chan struct{}), persisted: make(chan struct{})}
 	r.held.types = map[string]*typeHolding{}
+	r.unreachableWarn.Every = time.Minute
 	return r, nil
 }
 

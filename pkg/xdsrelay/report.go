@@ -31,11 +31,28 @@ func (r *Relay) report(d dialect, err error, attempt int, next time.Duration) St
 	}
 	r.mu.Lock()
 	r.lastErr = &se
+	// A long outage retries every few seconds: one warning a minute,
+	// with the count left out. A refusal is always said.
+	quiet, held := false, 0
+	if se.Unreachable {
+		var ok bool
+		ok, held = r.unreachableWarn.Allow(time.Now())
+		quiet = !ok
+	}
 	r.mu.Unlock()
+	if quiet {
+		if f := r.opts.Events.StreamError; f != nil {
+			f(se)
+		}
+		return se
+	}
 	fields := []zap.Field{zap.String("stream", d.name()), zap.Stringer("code", se.Code), zap.String("message", se.Message),
 		zap.Bool("unreachable", se.Unreachable)}
 	if se.Next > 0 {
 		fields = append(fields, zap.Int("attempt", se.Attempt), zap.Duration("next", se.Next.Round(time.Millisecond)))
+	}
+	if held > 0 {
+		fields = append(fields, zap.Int("suppressed", held))
 	}
 	r.log.Warn("xDS stream to the control plane failed", fields...)
 	if f := r.opts.Events.StreamError; f != nil {
