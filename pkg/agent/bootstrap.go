@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -16,6 +17,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
+	"github.com/zoneproxy/zoneproxy/pkg/token"
 	"github.com/zoneproxy/zoneproxy/pkg/version"
 )
 
@@ -85,15 +87,14 @@ func (f *Fetcher) Attempt(ctx context.Context) ([]byte, error) {
 // up. Validation found it usable at start-up: missing or empty now, it is
 // being replaced (not atomically), so the attempt is retried.
 func (f *Fetcher) readToken() (string, error) {
-	b, err := os.ReadFile(f.tokenPath)
-	if err != nil {
-		return "", &bootstrap.Error{Kind: bootstrap.Retryable, Err: unwrap(err),
-			Msg: fmt.Sprintf("--dataplane-token-file: cannot read %s (is it being rotated?); retrying", f.tokenPath)}
-	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" {
+	tok, err := token.ReadFile(f.tokenPath)
+	switch {
+	case errors.Is(err, token.ErrEmpty):
 		return "", &bootstrap.Error{Kind: bootstrap.Retryable,
 			Msg: fmt.Sprintf("--dataplane-token-file: %s is empty (is it being rotated?); retrying once it holds the token", f.tokenPath)}
+	case err != nil:
+		return "", &bootstrap.Error{Kind: bootstrap.Retryable, Err: unwrap(err),
+			Msg: fmt.Sprintf("--dataplane-token-file: cannot read %s (is it being rotated?); retrying", f.tokenPath)}
 	}
 	return tok, nil
 }

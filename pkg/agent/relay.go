@@ -3,8 +3,8 @@ package agent
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -13,8 +13,10 @@ import (
 
 	"github.com/zoneproxy/zoneproxy/pkg/bootstrap"
 	"github.com/zoneproxy/zoneproxy/pkg/bootstraprewrite"
+	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
+	"github.com/zoneproxy/zoneproxy/pkg/token"
 	"github.com/zoneproxy/zoneproxy/pkg/xdsrelay"
 )
 
@@ -42,7 +44,7 @@ func (a *Agent) openCache() *lkgcache.Cache {
 		return nil
 	}
 	c, err := lkgcache.Open(lkgcache.Options{
-		Dir: a.cfg.StateDir, Identity: a.cacheIdentity(), MaxAge: a.cfg.CacheMaxAge, Log: a.log.Named("cache"),
+		Dir: a.cfg.StateDir, Identity: CacheIdentity(a.cfg), MaxAge: a.cfg.CacheMaxAge, Log: a.log.Named("cache"),
 	})
 	if err != nil {
 		a.log.Warn("cannot keep a last-known-good configuration; running without one", zap.String("state-dir", a.cfg.StateDir), zap.Error(err))
@@ -51,8 +53,10 @@ func (a *Agent) openCache() *lkgcache.Cache {
 	return c
 }
 
-func (a *Agent) cacheIdentity() lkgcache.Identity {
-	return lkgcache.Identity{Mesh: a.cfg.Mesh, Name: a.cfg.Name, Role: string(a.cfg.Role), ControlPlane: a.cfg.CPAddress}
+// CacheIdentity is whom a last-known-good cache is for: `run` keeps it and
+// `check` reports on it under the same key.
+func CacheIdentity(cfg *config.Config) lkgcache.Identity {
+	return lkgcache.Identity{Mesh: cfg.Mesh, Name: cfg.Name, Role: string(cfg.Role), ControlPlane: cfg.CPAddress}
 }
 
 // usableCache is the cached configuration the agent may start Envoy on, nil
@@ -123,13 +127,12 @@ func (a *Agent) startRelay(wd *workDir, doc []byte, fromCache *lkgcache.Snapshot
 func (a *Agent) readToken() (string, error) {
 	tok := strings.TrimSpace(a.cfg.DataplaneToken)
 	if a.cfg.DataplaneTokenFile != "" {
-		b, err := os.ReadFile(a.cfg.DataplaneTokenFile)
-		if err != nil {
+		var err error
+		if tok, err = token.ReadFile(a.cfg.DataplaneTokenFile); err != nil {
+			if errors.Is(err, token.ErrEmpty) {
+				return "", fmt.Errorf("--dataplane-token-file %s is empty (is it being rotated?)", a.cfg.DataplaneTokenFile)
+			}
 			return "", fmt.Errorf("--dataplane-token-file: %w", err)
-		}
-		tok = strings.TrimSpace(string(b))
-		if tok == "" {
-			return "", fmt.Errorf("--dataplane-token-file %s is empty (is it being rotated?)", a.cfg.DataplaneTokenFile)
 		}
 	}
 	a.setToken(tok)

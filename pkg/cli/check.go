@@ -235,7 +235,7 @@ func (c *checklist) checkCache(cfg *config.Config, now time.Time) {
 		return
 	}
 	// As the agent keys its cache (pkg/agent cacheIdentity).
-	id := lkgcache.Identity{Mesh: cfg.Mesh, Name: cfg.Name, Role: string(cfg.Role), ControlPlane: cfg.CPAddress}
+	id := agent.CacheIdentity(cfg)
 	st := lkgcache.Inspect(cfg.StateDir, id, cfg.CacheMaxAge, now)
 	if !st.Present {
 		if _, err := os.Stat(st.Path); !errors.Is(err, fs.ErrNotExist) {
