@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/zoneproxy/zoneproxy/pkg/bootstrap"
+	"github.com/zoneproxy/zoneproxy/pkg/backoff"
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
@@ -33,7 +33,7 @@ type Options struct {
 	// Hurry is closed on a second stop signal: skip the rest of the drain.
 	Hurry <-chan struct{}
 	// Clock paces bootstrap retries; nil is the wall clock.
-	Clock bootstrap.Clock
+	Clock backoff.Clock
 	// OnReadiness lets the caller add endpoints (metrics, logging).
 	OnReadiness func(*readiness.Server)
 	// Metrics counts bootstrap attempts and Envoy's life; nil records nothing.

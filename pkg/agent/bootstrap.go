@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/zoneproxy/zoneproxy/pkg/backoff"
 	"github.com/zoneproxy/zoneproxy/pkg/bootstrap"
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
@@ -131,7 +132,7 @@ func (a *Agent) bootstrap(ctx context.Context, wd *workDir, ev envoy.Version, ca
 		zap.String("name", a.cfg.Name), zap.String("role", string(a.cfg.Role)))
 
 	loop := bootstrap.Loop{
-		Backoff: bootstrap.Backoff{Initial: a.cfg.RetryInitial, Max: a.cfg.RetryMax},
+		Backoff: backoff.Backoff{Initial: a.cfg.RetryInitial, Max: a.cfg.RetryMax},
 		Clock:   a.opts.Clock,
 		Timeout: a.cfg.BootstrapTimeout,
 		Attempt: func(ctx context.Context) ([]byte, error) {

@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/zoneproxy/zoneproxy/pkg/bootstrap"
+	"github.com/zoneproxy/zoneproxy/pkg/backoff"
 	"github.com/zoneproxy/zoneproxy/pkg/bootstraprewrite"
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
@@ -104,7 +104,7 @@ func (a *Agent) startRelay(wd *workDir, doc []byte, fromCache *lkgcache.Snapshot
 		Upstream:   res.Upstream,
 		Token:      a.readToken,
 		Cache:      cache,
-		Backoff:    bootstrap.Backoff{Initial: a.cfg.RetryInitial, Max: a.cfg.RetryMax},
+		Backoff:    backoff.Backoff{Initial: a.cfg.RetryInitial, Max: a.cfg.RetryMax},
 		Log:        a.log.Named("xds"),
 		Events: xdsrelay.Events{
 			StreamError:  x.streamError,

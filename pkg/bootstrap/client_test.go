@@ -18,6 +18,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zoneproxy/zoneproxy/pkg/backoff"
 )
 
 const (
@@ -133,7 +135,7 @@ func TestLoopBackoffSchedule(t *testing.T) {
 			attempts := 0
 			var waits []Wait
 			loop := Loop{
-				Backoff: Backoff{Initial: time.Second, Max: 5 * time.Second, Rand: func() float64 { return tc.rand }},
+				Backoff: backoff.Backoff{Initial: time.Second, Max: 5 * time.Second, Rand: func() float64 { return tc.rand }},
 				Clock:   clock,
 				Attempt: func(context.Context) ([]byte, error) {
 					attempts++
@@ -189,7 +191,7 @@ func TestLoopOutcomes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			calls := 0
 			loop := Loop{
-				Backoff: Backoff{Initial: time.Second, Max: 5 * time.Second, Rand: func() float64 { return 0 }},
+				Backoff: backoff.Backoff{Initial: time.Second, Max: 5 * time.Second, Rand: func() float64 { return 0 }},
 				Clock:   &fakeClock{now: time.Unix(0, 0)},
 				Timeout: tc.timeout,
 				Attempt: func(context.Context) ([]byte, error) {
@@ -209,7 +211,7 @@ func TestLoopOutcomes(t *testing.T) {
 func TestLoopStopsOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	loop := Loop{
-		Backoff: Backoff{Initial: time.Hour, Max: time.Hour},
+		Backoff: backoff.Backoff{Initial: time.Hour, Max: time.Hour},
 		Attempt: func(context.Context) ([]byte, error) {
 			cancel()
 			return nil, &Error{Kind: MeshNotFound}
@@ -298,7 +300,7 @@ func TestLoopWaitsForRetryAfter(t *testing.T) {
 			var waits []Wait
 			calls := 0
 			loop := Loop{
-				Backoff: Backoff{Initial: time.Second, Max: time.Second, Rand: func() float64 { return 0 }},
+				Backoff: backoff.Backoff{Initial: time.Second, Max: time.Second, Rand: func() float64 { return 0 }},
 				Clock:   clock,
 				Timeout: tc.timeout,
 				Attempt: func(context.Context) ([]byte, error) {

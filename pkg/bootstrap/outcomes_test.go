@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zoneproxy/zoneproxy/pkg/backoff"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 	"github.com/zoneproxy/zoneproxy/pkg/timesync"
 )
@@ -153,7 +154,7 @@ func TestEveryBootstrapOutcome(t *testing.T) {
 				attempts := 0
 				var last error
 				loop := Loop{
-					Backoff: Backoff{Initial: time.Second, Max: time.Second, Rand: func() float64 { return 0 }},
+					Backoff: backoff.Backoff{Initial: time.Second, Max: time.Second, Rand: func() float64 { return 0 }},
 					Clock:   &fakeClock{now: time.Unix(0, 0)},
 					Timeout: 3 * time.Second,
 					Attempt: func(ctx context.Context) ([]byte, error) {

@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 )
 
 // benchRequest is shaped like the agent's: a real-sized token, CA and
@@ -68,16 +67,6 @@ func BenchmarkClassifyMeshMissing(b *testing.B) {
 		if e := classifyStatus(422, `mesh: mesh "payments" does not exist`, "payments", "https://cp:5678"); e.Kind != MeshNotFound {
 			b.Fatal(e)
 		}
-	}
-}
-
-func BenchmarkBackoffDelay(b *testing.B) {
-	bo := Backoff{Initial: time.Second, Max: 5 * time.Second}
-	b.ReportAllocs()
-	n := 0
-	for b.Loop() {
-		n++
-		_ = bo.Delay(n%8 + 1)
 	}
 }
 

@@ -4,52 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
+	"github.com/zoneproxy/zoneproxy/pkg/backoff"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 )
-
-// Clock is the time source of the retry loop; tests inject a fake one.
-type Clock interface {
-	Now() time.Time
-	After(d time.Duration) <-chan time.Time
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                         { return time.Now() }
-func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
-
-// RealClock is the wall clock.
-var RealClock Clock = realClock{}
-
-// Backoff doubles from Initial to Max. While it grows, each delay is drawn
-// from (¼d, d], so proxies that started together (a fleet rebooting, a
-// new mesh rolled out) drift apart instead of polling the control plane in
-// waves; at Max it is drawn from (¾Max, Max], which keeps the request rate
-// low and the wait for a new mesh under Max.
-type Backoff struct {
-	Initial, Max time.Duration
-	// Rand returns a number in [0, 1); nil uses math/rand.
-	Rand func() float64
-}
-
-// Delay is the wait after the n-th failed attempt (n ≥ 1).
-func (b Backoff) Delay(n int) time.Duration {
-	d := b.Initial
-	for i := 1; i < n && d < b.Max; i++ {
-		d *= 2
-	}
-	r := b.Rand
-	if r == nil {
-		r = rand.Float64
-	}
-	if d >= b.Max {
-		return b.Max - time.Duration(r()*float64(b.Max)/4)
-	}
-	return d - time.Duration(r()*float64(d)*3/4)
-}
 
 // MaxRetryAfter caps a server's Retry-After, so that a proxy asking for
 // hours does not keep the zone proxy down that long once it recovers.
@@ -67,8 +26,8 @@ type Wait struct {
 // Timeout (if > 0) passes.
 type Loop struct {
 	Attempt func(ctx context.Context) ([]byte, error)
-	Backoff Backoff
-	Clock   Clock
+	Backoff backoff.Backoff
+	Clock   backoff.Clock
 	Timeout time.Duration
 	OnWait  func(Wait)
 }
@@ -78,7 +37,7 @@ type Loop struct {
 func (l Loop) Run(ctx context.Context) ([]byte, error) {
 	clock := l.Clock
 	if clock == nil {
-		clock = RealClock
+		clock = backoff.RealClock
 	}
 	start := clock.Now()
 	for n := 1; ; n++ {

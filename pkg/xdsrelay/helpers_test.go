@@ -30,7 +30,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/zoneproxy/zoneproxy/pkg/bootstrap"
+	"github.com/zoneproxy/zoneproxy/pkg/backoff"
 	"github.com/zoneproxy/zoneproxy/pkg/bootstraprewrite"
 	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
 )
@@ -226,7 +226,7 @@ func startRelay(t testing.TB, p *pki, cpAddr string, token func() (string, error
 		SocketPath: filepath.Join(dir, "xds.sock"),
 		Upstream:   bootstraprewrite.Upstream{Address: cpAddr, ServerName: "127.0.0.1", CAPEM: caPEM, Metadata: []bootstraprewrite.Header{{Key: "x-zone", Value: "east"}}},
 		Token:      token,
-		Backoff:    bootstrap.Backoff{Initial: 5 * time.Millisecond, Max: 50 * time.Millisecond},
+		Backoff:    backoff.Backoff{Initial: 5 * time.Millisecond, Max: 50 * time.Millisecond},
 		Log:        zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)),
 	}
 	if ev != nil {

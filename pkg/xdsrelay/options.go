@@ -7,7 +7,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 
-	"github.com/zoneproxy/zoneproxy/pkg/bootstrap"
+	"github.com/zoneproxy/zoneproxy/pkg/backoff"
 	"github.com/zoneproxy/zoneproxy/pkg/bootstraprewrite"
 	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
 )
@@ -28,7 +28,7 @@ type Options struct {
 	Cache *lkgcache.Cache
 	// Backoff paces retries of "already an active stream", token reads
 	// and reconnection attempts while Envoy runs from the cache.
-	Backoff bootstrap.Backoff
+	Backoff backoff.Backoff
 	// ConnectTimeout bounds TCP connect plus TLS handshake (default 3 s:
 	// Envoy's ADS cluster allows 1 s to connect, TLS adds round trips). A
 	// control plane that does not answer within it counts as unreachable.

@@ -1,0 +1,32 @@
+package backoff
+
+import (
+	"testing"
+	"time"
+)
+
+// The draw ranges spread a fleet that starts together: (¼d, d] while the
+// delay grows, (¾Max, Max] once it is capped.
+func TestDelayRanges(t *testing.T) {
+	b := func(r float64) Backoff {
+		return Backoff{Initial: time.Second, Max: 8 * time.Second, Rand: func() float64 { return r }}
+	}
+	cases := []struct {
+		n    int
+		r    float64
+		want time.Duration
+	}{
+		{1, 0, time.Second},
+		{1, 0.999999, 250*time.Millisecond + 750*time.Nanosecond},
+		{2, 0, 2 * time.Second},
+		{3, 0.5, 2500 * time.Millisecond},
+		{4, 0, 8 * time.Second},
+		{4, 0.999999, 6*time.Second + 2*time.Microsecond},
+		{40, 0, 8 * time.Second},
+	}
+	for _, tc := range cases {
+		if got := b(tc.r).Delay(tc.n); got != tc.want {
+			t.Errorf("Delay(%d) with rand %v = %v, want %v", tc.n, tc.r, got, tc.want)
+		}
+	}
+}
