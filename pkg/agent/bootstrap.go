@@ -15,6 +15,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/bootstrap"
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
+	"github.com/zoneproxy/zoneproxy/pkg/errtext"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
@@ -51,7 +52,7 @@ func NewFetcher(cfg *config.Config, workDir, tokenPath string, ev envoy.Version)
 	if cfg.CACertFile != "" {
 		b, err := os.ReadFile(cfg.CACertFile)
 		if err != nil {
-			return nil, exitcode.AsConfig(fmt.Errorf("--ca-cert-file: cannot read %s: %v", cfg.CACertFile, unwrap(err)))
+			return nil, exitcode.AsConfig(fmt.Errorf("--ca-cert-file: cannot read %s: %v", cfg.CACertFile, errtext.PathCause(err)))
 		}
 		caPEM = b
 	}
@@ -94,7 +95,7 @@ func (f *Fetcher) readToken() (string, error) {
 		return "", &bootstrap.Error{Kind: bootstrap.Retryable,
 			Msg: fmt.Sprintf("--dataplane-token-file: %s is empty (is it being rotated?); retrying once it holds the token", f.tokenPath)}
 	case err != nil:
-		return "", &bootstrap.Error{Kind: bootstrap.Retryable, Err: unwrap(err),
+		return "", &bootstrap.Error{Kind: bootstrap.Retryable, Err: errtext.PathCause(err),
 			Msg: fmt.Sprintf("--dataplane-token-file: cannot read %s (is it being rotated?); retrying", f.tokenPath)}
 	}
 	return tok, nil

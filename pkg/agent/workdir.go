@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/zoneproxy/zoneproxy/pkg/errtext"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 )
 
@@ -38,7 +39,7 @@ func openWorkDir(dir string) (*workDir, error) {
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "zoneproxy-")
 		if err != nil {
-			return nil, classify(fmt.Errorf("cannot create a temporary work dir: %w; set --work-dir", unwrap(err)))
+			return nil, classify(fmt.Errorf("cannot create a temporary work dir: %w; set --work-dir", errtext.PathCause(err)))
 		}
 		w.path, w.temporary = tmp, true
 	} else if err := ensureOwnDir(dir); err != nil {
@@ -60,12 +61,12 @@ func ensureOwnDir(dir string) error {
 	fi, err := os.Stat(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return classify(fmt.Errorf("cannot create work dir %s: %w; set --work-dir to a writable directory", dir, unwrap(err)))
+			return classify(fmt.Errorf("cannot create work dir %s: %w; set --work-dir to a writable directory", dir, errtext.PathCause(err)))
 		}
 		return nil
 	}
 	if err != nil {
-		return classify(fmt.Errorf("cannot use work dir %s: %w", dir, unwrap(err)))
+		return classify(fmt.Errorf("cannot use work dir %s: %w", dir, errtext.PathCause(err)))
 	}
 	if !fi.IsDir() {
 		return exitcode.AsConfig(fmt.Errorf("work dir %s is not a directory; set --work-dir to a directory", dir))
@@ -88,7 +89,7 @@ func (w *workDir) acquire() error {
 	for {
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 		if err != nil {
-			return classify(fmt.Errorf("work dir %s is not writable: %w; set --work-dir to a directory this user can write", w.path, unwrap(err)))
+			return classify(fmt.Errorf("work dir %s is not writable: %w; set --work-dir to a directory this user can write", w.path, errtext.PathCause(err)))
 		}
 		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 			owner, _ := os.ReadFile(path)
@@ -106,7 +107,7 @@ func (w *workDir) acquire() error {
 		if err := f.Truncate(0); err == nil {
 			if _, err := f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0); err != nil {
 				f.Close()
-				return classify(fmt.Errorf("cannot write in work dir %s: %w", w.path, unwrap(err)))
+				return classify(fmt.Errorf("cannot write in work dir %s: %w", w.path, errtext.PathCause(err)))
 			}
 		}
 		w.lock = f
@@ -132,11 +133,11 @@ func (w *workDir) write(name string, data []byte) (string, error) {
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {
 		_ = os.Remove(tmp)
-		return "", classify(fmt.Errorf("cannot write %s: %w", path, unwrap(err)))
+		return "", classify(fmt.Errorf("cannot write %s: %w", path, errtext.PathCause(err)))
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		_ = os.Remove(tmp)
-		return "", classify(fmt.Errorf("cannot write %s: %w", path, unwrap(err)))
+		return "", classify(fmt.Errorf("cannot write %s: %w", path, errtext.PathCause(err)))
 	}
 	return path, nil
 }
@@ -180,12 +181,4 @@ func ioTransient(err error) bool {
 		}
 	}
 	return false
-}
-
-func unwrap(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
-	"unicode/utf8"
 
+	"github.com/zoneproxy/zoneproxy/pkg/errtext"
 	"github.com/zoneproxy/zoneproxy/pkg/timesync"
 )
 
@@ -126,7 +126,7 @@ func quoteBody(b string) string {
 		}
 		return r
 	}, b)
-	return fmt.Sprintf(" %q", truncate(b, 200))
+	return fmt.Sprintf(" %q", errtext.Truncate(b, 200))
 }
 
 // classifyTransport decides whether a failed round trip is worth retrying.
@@ -189,14 +189,4 @@ func sanList(c *x509.Certificate) string {
 		sans = append(sans, ip.String())
 	}
 	return "it lists " + strings.Join(sans, ", ")
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }

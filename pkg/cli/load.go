@@ -14,6 +14,7 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/zoneproxy/zoneproxy/pkg/config"
+	"github.com/zoneproxy/zoneproxy/pkg/errtext"
 )
 
 // loadConfig merges flags > env ZONEPROXY_* > config file > defaults into
@@ -54,7 +55,7 @@ func loadConfig(fs *pflag.FlagSet) (*config.Config, *viper.Viper, error) {
 	if path := v.GetString("config"); path != "" {
 		raw, err := os.ReadFile(path)
 		if err != nil {
-			add("config", "cannot read %s: %v", path, unwrapPathErr(err))
+			add("config", "cannot read %s: %v", path, errtext.PathCause(err))
 			return nil, nil, errs
 		}
 		keys, err := topLevelKeys(raw)
@@ -359,11 +360,4 @@ func editDistance(a, b string) int {
 		}
 	}
 	return d[len(a)][len(b)]
-}
-
-func unwrapPathErr(err error) error {
-	if pe, ok := err.(*os.PathError); ok {
-		return pe.Err
-	}
-	return err
 }

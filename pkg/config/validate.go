@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-multierror"
 
 	"github.com/zoneproxy/zoneproxy/pkg/dataplane"
+	"github.com/zoneproxy/zoneproxy/pkg/errtext"
 	"github.com/zoneproxy/zoneproxy/pkg/token"
 )
 
@@ -251,7 +252,7 @@ func (c *Config) validateControlPlane(add func(key, format string, args ...any))
 	}
 	b, err := os.ReadFile(c.CACertFile)
 	if err != nil {
-		add("ca-cert-file", "cannot read %s: %v", c.CACertFile, unwrapPath(err))
+		add("ca-cert-file", "cannot read %s: %v", c.CACertFile, errtext.PathCause(err))
 		return
 	}
 	if n := countCerts(b); n == 0 {
@@ -288,7 +289,7 @@ func (c *Config) validateToken(now time.Time, add, warn func(key, format string,
 		key = "dataplane-token-file"
 		fi, err := os.Stat(c.DataplaneTokenFile)
 		if err != nil {
-			add(key, "cannot read %s: %v", c.DataplaneTokenFile, unwrapPath(err))
+			add(key, "cannot read %s: %v", c.DataplaneTokenFile, errtext.PathCause(err))
 			return
 		}
 		if fi.IsDir() {
@@ -297,7 +298,7 @@ func (c *Config) validateToken(now time.Time, add, warn func(key, format string,
 		}
 		b, err := os.ReadFile(c.DataplaneTokenFile)
 		if err != nil {
-			add(key, "cannot read %s: %v", c.DataplaneTokenFile, unwrapPath(err))
+			add(key, "cannot read %s: %v", c.DataplaneTokenFile, errtext.PathCause(err))
 			return
 		}
 		if fi.Mode().Perm()&0o077 != 0 {
@@ -327,12 +328,4 @@ func (c *Config) validateToken(now time.Time, add, warn func(key, format string,
 	if te := claims.CheckTime(now); te != nil {
 		tokenTime(key, where, te, add, warn)
 	}
-}
-
-// unwrapPath drops the path Go repeats in *PathError; messages name it already.
-func unwrapPath(err error) error {
-	if pe, ok := err.(*os.PathError); ok {
-		return pe.Err
-	}
-	return err
 }

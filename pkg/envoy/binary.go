@@ -13,6 +13,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/zoneproxy/zoneproxy/pkg/errtext"
 )
 
 // Version is what `envoy --version` reports.
@@ -51,7 +53,7 @@ func ReadVersion(ctx context.Context, path string) (Version, error) {
 	if err := cmd.Run(); err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		if msg != "" {
-			msg = ": " + truncate(msg, 300)
+			msg = ": " + errtext.Truncate(msg, 300)
 		}
 		return Version{}, fmt.Errorf("`%s --version` failed (%v)%s: check --envoy-binary points at Envoy", path, err, msg)
 	}
@@ -76,12 +78,12 @@ var versionRe = regexp.MustCompile(`version:\s*(\S+)`)
 func ParseVersion(out string) (Version, error) {
 	m := versionRe.FindStringSubmatch(strings.ReplaceAll(out, "\r\n", "\n"))
 	if m == nil {
-		return Version{}, fmt.Errorf("unrecognised `envoy --version` output %q", truncate(strings.TrimSpace(out), 200))
+		return Version{}, fmt.Errorf("unrecognised `envoy --version` output %q", errtext.Truncate(strings.TrimSpace(out), 200))
 	}
 	build := m[1]
 	parts := strings.Split(build, "/")
 	if len(parts) < 2 || !semverish(parts[1]) {
-		return Version{}, fmt.Errorf("unrecognised Envoy build %q (want revision/x.y.z/status/type/ssl)", truncate(build, 200))
+		return Version{}, fmt.Errorf("unrecognised Envoy build %q (want revision/x.y.z/status/type/ssl)", errtext.Truncate(build, 200))
 	}
 	return Version{Version: parts[1], Build: build}, nil
 }
@@ -89,10 +91,3 @@ func ParseVersion(out string) (Version, error) {
 var semverRe = regexp.MustCompile(`^\d+\.\d+\.\d+([-+.][0-9A-Za-z.-]+)?$`)
 
 func semverish(s string) bool { return semverRe.MatchString(s) }
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
