@@ -185,25 +185,12 @@ func (c *checklist) checkToken(cfg *config.Config) {
 }
 
 func (c *checklist) checkControlPlane(ctx context.Context, cfg *config.Config, ev envoy.Version) {
-	wd, err := os.MkdirTemp("", "zoneproxy-check-")
-	if err != nil {
-		c.fail("control plane", err)
+	_, err := fetchOnce(ctx, cfg, ev)
+	var setup setupError
+	if errors.As(err, &setup) {
+		c.fail("control plane", setup.err)
 		return
 	}
-	defer os.RemoveAll(wd)
-	workDir := cfg.WorkDir
-	if workDir == "" {
-		workDir = wd
-	}
-	f, err := agent.NewFetcher(cfg, workDir, "", ev)
-	if err != nil {
-		c.fail("control plane", err)
-		return
-	}
-	defer f.Close()
-	actx, cancel := context.WithTimeout(ctx, bootstrap.AttemptTimeout)
-	defer cancel()
-	_, err = f.Attempt(actx)
 	tlsNote := "TLS verified with the system trust store"
 	if cfg.CACertFile != "" {
 		tlsNote = "TLS verified with " + cfg.CACertFile

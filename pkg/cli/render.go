@@ -1,21 +1,16 @@
 package cli
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/hashicorp/go-multierror"
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
 
-	"github.com/zoneproxy/zoneproxy/pkg/agent"
-	"github.com/zoneproxy/zoneproxy/pkg/bootstrap"
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/dataplane"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
-	"github.com/zoneproxy/zoneproxy/pkg/preflight"
 )
 
 func newRenderCommand() *cobra.Command {
@@ -101,59 +96,6 @@ func meshZoneAddress(cfg *config.Config, v *viper.Viper, res *dataplane.MeshZone
 		}
 	}
 	return errs.ErrorOrNil()
-}
-
-func newBootstrapCommand() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "bootstrap",
-		Short: "Fetch and print the Envoy bootstrap the control plane generates (token redacted)",
-		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, _, _, err := prepare(cmd, fullCheck)
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			if ctx == nil {
-				ctx = context.Background()
-			}
-			_, ev, _, err := preflight.Envoy(ctx, cfg.EnvoyBinary)
-			if err != nil {
-				return refuse(cmd, err)
-			}
-			workDir := cfg.WorkDir
-			if workDir == "" {
-				tmp, err := os.MkdirTemp("", "zoneproxy-")
-				if err != nil {
-					fmt.Fprintln(cmd.ErrOrStderr(), "zoneproxy: "+err.Error())
-					return reportedError{err}
-				}
-				defer os.RemoveAll(tmp)
-				workDir = tmp
-			}
-			f, err := agent.NewFetcher(cfg, workDir, "", ev)
-			if err != nil {
-				return refuse(cmd, err)
-			}
-			defer f.Close()
-			doc, err := f.Attempt(ctx)
-			if err != nil {
-				fmt.Fprintln(cmd.ErrOrStderr(), "zoneproxy: "+err.Error())
-				if bootstrap.KindOf(err) == bootstrap.Permanent {
-					err = exitcode.AsConfig(err)
-				}
-				return reportedError{err} // 1 for what run would retry
-			}
-			out := string(doc)
-			if tok := f.Token(); tok != "" {
-				out = strings.ReplaceAll(out, tok, "REDACTED")
-			}
-			fmt.Fprint(cmd.OutOrStdout(), out)
-			return nil
-		},
-	}
-	addFlags(cmd.Flags(), bootstrapFlags...)
-	return cmd
 }
 
 // refuse prints a problem a restart cannot fix (exit 78).

@@ -73,9 +73,8 @@ func BenchmarkDirect1MB(b *testing.B) {
 	cp := pingPongCP(b, p, resp)
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(p.caPEM)
-	conn, err := grpc.NewClient("passthrough:///"+cp.addr,
-		grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{}), grpc.MaxCallRecvMsgSize(64<<20)))
+	conn, err := grpc.NewClient("passthrough:///"+cp.addr, append(envoyDialOptions(),
+		grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})))...)
 	if err != nil {
 		b.Fatal(err)
 	}

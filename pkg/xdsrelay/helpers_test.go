@@ -260,8 +260,8 @@ type envoyClient struct {
 
 func dialEnvoy(t testing.TB, r *Relay, method string) *envoyClient {
 	t.Helper()
-	conn, err := grpc.NewClient("unix://"+r.opts.SocketPath, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{}), grpc.MaxCallRecvMsgSize(64<<20)))
+	conn, err := grpc.NewClient("unix://"+r.opts.SocketPath,
+		append(envoyDialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,6 +273,22 @@ func dialEnvoy(t testing.TB, r *Relay, method string) *envoyClient {
 	c := &envoyClient{t: t, conn: conn, stream: stream, cancel: cancel}
 	t.Cleanup(c.close)
 	return c
+}
+
+// envoyWindow is what Envoy advertises on its gRPC clusters unless told
+// otherwise: Http2ProtocolOptions' initial_stream_window_size and
+// initial_connection_window_size default to 256 MiB
+// (source/common/http/http_option_limits.h), and the ADS cluster of a
+// Kuma bootstrap leaves them at that.
+const envoyWindow = 256 << 20
+
+// envoyDialOptions make a grpc-go client behave like Envoy's gRPC client
+// towards whoever serves it: fixed 256 MiB windows, no BDP probing.
+func envoyDialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithInitialWindowSize(envoyWindow), grpc.WithInitialConnWindowSize(envoyWindow),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{}), grpc.MaxCallRecvMsgSize(64<<20)),
+	}
 }
 
 func (c *envoyClient) close() {
