@@ -92,10 +92,17 @@ func meshZoneAddress(cfg *config.Config, v *viper.Viper, res *dataplane.MeshZone
 			res.Port = cfg.IngressPort
 		}
 		for _, fe := range res.Validate() {
-			errs = multierror.Append(errs, config.Problem{Key: strings.TrimPrefix(fe.Field, "--"), Message: fe.Message})
+			errs = multierror.Append(errs, config.Problem{Key: mzaSettings[fe.Field], Message: fe.Message})
 		}
 	}
 	return errs.ErrorOrNil()
+}
+
+// mzaSettings names the setting behind each field of a MeshZoneAddress.
+var mzaSettings = map[string]string{
+	`labels["kuma.io/zone"]`: "zone",
+	"spec.address":           "advertised-address",
+	"spec.port":              "advertised-port",
 }
 
 // refuse prints a problem a restart cannot fix (exit 78).

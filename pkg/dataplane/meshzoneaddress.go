@@ -22,19 +22,20 @@ type mzaDoc struct {
 	} `yaml:"spec"`
 }
 
-// Validate checks what the control plane requires of the resource.
+// Validate checks what the control plane requires of the resource; fields
+// are named by their path in it.
 func (m MeshZoneAddress) Validate() Errors {
 	var errs Errors
 	if m.Zone == "" {
-		errs = append(errs, FieldError{"--zone", "required: the zone this ingress serves (kuma.io/zone label)"})
+		errs = append(errs, FieldError{`labels["kuma.io/zone"]`, "required: the zone this ingress serves"})
 	}
 	if m.Address == "" {
-		errs = append(errs, FieldError{"--advertised-address", "required: the address other zones reach this ingress on"})
+		errs = append(errs, FieldError{"spec.address", "required: the address other zones reach this ingress on"})
 	} else if m.Address == "0.0.0.0" || m.Address == "::" {
-		errs = append(errs, FieldError{"--advertised-address", "must not be 0.0.0.0 or ::"})
+		errs = append(errs, FieldError{"spec.address", "must not be 0.0.0.0 or ::"})
 	}
 	if m.Port < 1 || m.Port > 65535 {
-		errs = append(errs, FieldError{"--advertised-port", fmt.Sprintf("%d is not a port: use 1-65535", m.Port)})
+		errs = append(errs, FieldError{"spec.port", fmt.Sprintf("%d is not a port: use 1-65535", m.Port)})
 	}
 	return errs
 }

@@ -11,6 +11,13 @@ import (
 // it received, never a re-encoding of it.
 type frame struct{ b []byte }
 
+// heldFrame is a received message kept in grpc's own buffers, uncopied,
+// so a response is forwarded without first being made contiguous. It
+// holds one reference to buf until free.
+type heldFrame struct{ buf mem.BufferSlice }
+
+func (f *heldFrame) free() { f.buf.Free() }
+
 // rawCodec moves frames unchanged. Its name is "proto" so both peers see
 // the content type they expect.
 type rawCodec struct{}
@@ -20,18 +27,25 @@ var _ encoding.CodecV2 = rawCodec{}
 func (rawCodec) Name() string { return "proto" }
 
 func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
-	f, ok := v.(*frame)
-	if !ok {
-		return nil, fmt.Errorf("xdsrelay: cannot send %T", v)
+	switch f := v.(type) {
+	case *frame:
+		return mem.BufferSlice{mem.SliceBuffer(f.b)}, nil
+	case *heldFrame:
+		f.buf.Ref() // grpc frees what Marshal returns once it is written
+		return f.buf, nil
 	}
-	return mem.BufferSlice{mem.SliceBuffer(f.b)}, nil
+	return nil, fmt.Errorf("xdsrelay: cannot send %T", v)
 }
 
 func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	f, ok := v.(*frame)
-	if !ok {
-		return fmt.Errorf("xdsrelay: cannot receive into %T", v)
+	switch f := v.(type) {
+	case *frame:
+		f.b = data.Materialize()
+		return nil
+	case *heldFrame:
+		data.Ref() // grpc frees data when Unmarshal returns
+		f.buf = data
+		return nil
 	}
-	f.b = data.Materialize()
-	return nil
+	return fmt.Errorf("xdsrelay: cannot receive into %T", v)
 }
