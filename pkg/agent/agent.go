@@ -15,9 +15,9 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
+	"github.com/zoneproxy/zoneproxy/pkg/localserver"
 	"github.com/zoneproxy/zoneproxy/pkg/metrics"
 	"github.com/zoneproxy/zoneproxy/pkg/preflight"
-	"github.com/zoneproxy/zoneproxy/pkg/readiness"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 	"github.com/zoneproxy/zoneproxy/pkg/version"
 )
@@ -35,7 +35,7 @@ type Options struct {
 	// Clock paces bootstrap retries; nil is the wall clock.
 	Clock backoff.Clock
 	// OnReadiness lets the caller add endpoints (metrics, logging).
-	OnReadiness func(*readiness.Server)
+	OnReadiness func(*localserver.Server)
 	// Metrics counts bootstrap attempts and Envoy's life; nil records nothing.
 	Metrics *metrics.Metrics
 	// OnEnvoy is called once Envoy runs, with its admin client and process.
@@ -48,7 +48,7 @@ type Agent struct {
 	cfg     *config.Config
 	log     *zap.Logger
 	tracker *state.Tracker
-	ready   *readiness.Server
+	ready   *localserver.Server
 
 	tokenMu sync.Mutex
 	token   string // the last one sent, redacted from Envoy's output
@@ -89,7 +89,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return exitcode.AsConfig(preflight.PortError(rp, err))
 	}
-	rs := readiness.New(ln, a.tracker)
+	rs := localserver.New(ln, a.tracker)
 	if mp, ok := preflight.MetricsPort(a.cfg); ok {
 		mln, err := net.Listen("tcp", mp.Addr)
 		if err != nil {

@@ -14,8 +14,8 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
+	"github.com/zoneproxy/zoneproxy/pkg/localserver"
 	"github.com/zoneproxy/zoneproxy/pkg/metrics"
-	"github.com/zoneproxy/zoneproxy/pkg/readiness"
 	"github.com/zoneproxy/zoneproxy/pkg/sdnotify"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 	"github.com/zoneproxy/zoneproxy/pkg/timesync"
@@ -120,7 +120,7 @@ func runAgent(cfg *config.Config, log *zap.Logger, level zap.AtomicLevel) error 
 	m := metrics.New(tracker)
 	err := agent.New(agent.Options{
 		Config: cfg, Log: log, Tracker: tracker, Hurry: hurry, Metrics: m,
-		OnReadiness: func(rs *readiness.Server) {
+		OnReadiness: func(rs *localserver.Server) {
 			rs.HandleMetrics(m)
 			rs.Handle("/logging", loggingHandler(level, &running, log))
 		},

@@ -112,13 +112,13 @@ func TestHoldingsFollowEnvoyAcrossStreams(t *testing.T) {
 	}
 	stream := func(initial map[string]string, resp *discoveryv3.DeltaDiscoveryResponse, nack bool) {
 		o := newObserver(r)
-		delta{}.observeRequest(o, mustMarshal(t, &discoveryv3.DeltaDiscoveryRequest{TypeUrl: listenerType, InitialResourceVersions: initial}))
+		observeDeltaRequest(t, o, &discoveryv3.DeltaDiscoveryRequest{TypeUrl: listenerType, InitialResourceVersions: initial})
 		delta{}.observeResponse(o, mustMarshal(t, resp), false)
 		ack := &discoveryv3.DeltaDiscoveryRequest{TypeUrl: listenerType, ResponseNonce: resp.GetNonce()}
 		if nack {
 			ack.ErrorDetail = &rpcstatus.Status{Message: "bad"}
 		}
-		delta{}.observeRequest(o, mustMarshal(t, ack))
+		observeDeltaRequest(t, o, ack)
 	}
 	stream(nil, deltaResponse(t, listenerType, "1", "n1", "a", "b"), false)
 	if got := r.Names(listenerType); !slices.Equal(got, []string{"a", "b"}) {
@@ -134,4 +134,13 @@ func TestHoldingsFollowEnvoyAcrossStreams(t *testing.T) {
 	if got := r.Names(listenerType); !slices.Equal(got, []string{"a", "c"}) {
 		t.Fatalf("after a NACK: %v", got)
 	}
+}
+
+func observeDeltaRequest(t *testing.T, o *observer, m *discoveryv3.DeltaDiscoveryRequest) {
+	t.Helper()
+	req, err := delta{}.readRequest(mustMarshal(t, m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	delta{}.observeRequest(o, req)
 }

@@ -15,11 +15,9 @@ func (delta) method() string  { return adsMethodPrefix + "DeltaAggregatedResourc
 func (delta) exclusive() bool { return true }
 func (delta) cacheable() bool { return true }
 
-func (delta) observeRequest(o *observer, b []byte) (*request, error) {
-	req, err := scanDeltaRequest(b)
-	if err != nil {
-		return nil, err
-	}
+func (delta) readRequest(b []byte) (*request, error) { return scanDeltaRequest(b) }
+
+func (delta) observeRequest(o *observer, req *request) {
 	if req.nonce == "" {
 		o.subscribed(req.typeURL, req.initial)
 	}
@@ -29,7 +27,6 @@ func (delta) observeRequest(o *observer, b []byte) (*request, error) {
 	if req.nonce != "" {
 		o.answered(req.nonce, req.nack, req.errMsg)
 	}
-	return req, nil
 }
 
 func (delta) observeResponse(o *observer, b []byte, fromCache bool) error {

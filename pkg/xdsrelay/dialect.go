@@ -13,8 +13,10 @@ type dialect interface {
 	exclusive() bool
 	// cacheable: Envoy may be served from the cache on this stream.
 	cacheable() bool
-	// observeRequest reads one of Envoy's requests (nil if not ADS).
-	observeRequest(o *observer, b []byte) (*request, error)
+	// readRequest reads one of Envoy's requests (nil if not ADS);
+	// observeRequest notes what it says (subscriptions, ACKs, NACKs).
+	readRequest(b []byte) (*request, error)
+	observeRequest(o *observer, req *request)
 	observeResponse(o *observer, b []byte, fromCache bool) error
 	cacheServer(s *lkgcache.Snapshot) cacheServer
 }
@@ -41,7 +43,9 @@ func (hds) method() string  { return hdsMethod }
 func (hds) exclusive() bool { return false }
 func (hds) cacheable() bool { return false }
 
-func (hds) observeRequest(*observer, []byte) (*request, error) { return nil, nil }
+func (hds) readRequest([]byte) (*request, error) { return nil, nil }
+
+func (hds) observeRequest(*observer, *request) {}
 
 func (hds) observeResponse(*observer, []byte, bool) error { return nil }
 

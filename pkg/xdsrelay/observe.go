@@ -119,10 +119,31 @@ type observer struct {
 	// this stream; resynced: its first ACK on this stream was applied.
 	initial  map[string]map[string]string
 	resynced map[string]bool
+	// inflight counts responses forwarded to Envoy and not yet observed:
+	// an ACK may overtake its response's observation, and waits for it.
+	inflight int
+	observed sync.Cond // on mu, as inflight falls
 }
 
 func newObserver(r *Relay) *observer {
-	return &observer{r: r, pending: map[string]*pendingResponse{}, initial: map[string]map[string]string{}, resynced: map[string]bool{}}
+	o := &observer{r: r, pending: map[string]*pendingResponse{}, initial: map[string]map[string]string{}, resynced: map[string]bool{}}
+	o.observed.L = &o.mu
+	return o
+}
+
+// expect notes a response about to be forwarded before it is observed;
+// done follows its observation.
+func (o *observer) expect() {
+	o.mu.Lock()
+	o.inflight++
+	o.mu.Unlock()
+}
+
+func (o *observer) done() {
+	o.mu.Lock()
+	o.inflight--
+	o.mu.Unlock()
+	o.observed.Broadcast()
 }
 
 func (o *observer) sent(nonce string, p *pendingResponse) {
@@ -147,6 +168,10 @@ func (o *observer) subscribed(typeURL string, versions map[string]string) {
 func (o *observer) answered(nonce string, nack bool, errMsg string) {
 	o.mu.Lock()
 	p := o.pending[nonce]
+	for p == nil && o.inflight > 0 {
+		o.observed.Wait()
+		p = o.pending[nonce]
+	}
 	if p == nil {
 		o.mu.Unlock()
 		return

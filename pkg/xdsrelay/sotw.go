@@ -17,15 +17,12 @@ func (sotw) method() string  { return adsMethodPrefix + "StreamAggregatedResourc
 func (sotw) exclusive() bool { return true }
 func (sotw) cacheable() bool { return true }
 
-func (sotw) observeRequest(o *observer, b []byte) (*request, error) {
-	req, err := scanSotwRequest(b)
-	if err != nil {
-		return nil, err
-	}
+func (sotw) readRequest(b []byte) (*request, error) { return scanSotwRequest(b) }
+
+func (sotw) observeRequest(o *observer, req *request) {
 	if req.nonce != "" {
 		o.answered(req.nonce, req.nack, req.errMsg)
 	}
-	return req, nil
 }
 
 func (sotw) observeResponse(o *observer, b []byte, fromCache bool) error {

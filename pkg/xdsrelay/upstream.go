@@ -44,6 +44,15 @@ func (u *upstream) recv() ([]byte, error) {
 	return f.b, nil
 }
 
+// recvHeld receives a message without copying it; the caller frees it.
+func (u *upstream) recvHeld() (*heldFrame, error) {
+	f := &heldFrame{}
+	if err := u.stream.RecvMsg(f); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
 func (u *upstream) close() {
 	u.closeOnce.Do(func() {
 		u.cancel()

@@ -1,7 +1,8 @@
-// Package readiness serves the agent's loopback HTTP endpoint: /ready says
-// READY only while Envoy itself reports LIVE. It observes the agent's state
-// and never drives it.
-package readiness
+// Package localserver is the agent's own HTTP server: /ready (READY only
+// while Envoy itself reports LIVE), /metrics, and the handlers the agent
+// adds (/logging, on loopback only). It observes the agent's state and
+// never drives it.
+package localserver
 
 import (
 	"context"
