@@ -13,6 +13,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	grpccredv3 "github.com/envoyproxy/go-control-plane/envoy/config/grpc_credential/v3"
 	metricsv3 "github.com/envoyproxy/go-control-plane/envoy/config/metrics/v3"
 	filealv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
 	re2v3 "github.com/envoyproxy/go-control-plane/envoy/extensions/regex_engines/v3"
@@ -84,6 +85,9 @@ const (
 	adsClusterName       = "system_ads"
 	accessLogSinkCluster = "system_access_log_sink"
 	cpValidationCtx      = "cp_validation_ctx"
+	fileBasedMetadata    = "envoy.grpc_credentials.file_based_metadata"
+	// xdsGrpcMaxReceiveMessageBytes is kuma-cp's default (4 MiB).
+	xdsGrpcMaxReceiveMessageBytes = 4 << 20
 )
 
 type bootstrapParams struct {
@@ -94,6 +98,8 @@ type bootstrapParams struct {
 	caPEM     []byte
 	adminPort uint32
 	lookupIP  func(string) ([]net.IP, error)
+	// reloadable is dpServer.authn.enableReloadableTokens.
+	reloadable bool
 }
 
 // socketName is kuma's rule: the path is cut at 98 bytes before ".sock".
@@ -132,11 +138,21 @@ func generateBootstrap(p bootstrapParams) (*bootstrapv3.Bootstrap, error) {
 		cluster = "unknown"
 	}
 
-	grpcService := &corev3.GrpcService{
-		TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: adsClusterName}},
-	}
-	if req.DataplaneToken != "" {
-		grpcService.InitialMetadata = []*corev3.HeaderValue{{Key: "authorization", Value: req.DataplaneToken}}
+	// With reloadable tokens and a token path, Envoy's own gRPC client reads
+	// the token file per stream; otherwise the token is baked in.
+	tokenFromFile := p.reloadable && req.DataplaneTokenPath != ""
+	clusters := []*clusterv3.Cluster{accessLogSink(req)}
+	var grpcService *corev3.GrpcService
+	if tokenFromFile {
+		grpcService = googleGRPCService(p)
+	} else {
+		grpcService = &corev3.GrpcService{
+			TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: adsClusterName}},
+		}
+		if req.DataplaneToken != "" {
+			grpcService.InitialMetadata = []*corev3.HeaderValue{{Key: "authorization", Value: req.DataplaneToken}}
+		}
+		clusters = append(clusters, adsCluster(p))
 	}
 	adsSource := func() *corev3.ConfigSource {
 		return &corev3.ConfigSource{
@@ -169,10 +185,7 @@ func generateBootstrap(p bootstrapParams) (*bootstrapv3.Bootstrap, error) {
 			GrpcServices:              []*corev3.GrpcService{proto.Clone(grpcService).(*corev3.GrpcService)},
 		},
 		StaticResources: &bootstrapv3.Bootstrap_StaticResources{
-			Clusters: []*clusterv3.Cluster{
-				accessLogSink(req),
-				adsCluster(p),
-			},
+			Clusters: clusters,
 			Secrets: []*tlsv3.Secret{{
 				Name: cpValidationCtx,
 				Type: &tlsv3.Secret_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
@@ -304,6 +317,46 @@ func adsCluster(p bootstrapParams) *clusterv3.Cluster {
 			ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustAny(tlsCtx)},
 		},
 	}
+}
+
+// googleGRPCService is kuma-cp's ADS/HDS service with reloadable tokens
+// (template_v3.go buildGrpcService): google_grpc straight to the xDS
+// address, the token from the file-based metadata plugin.
+func googleGRPCService(p bootstrapParams) *corev3.GrpcService {
+	intArg := func(n int64) *corev3.GrpcService_GoogleGrpc_ChannelArgs_Value {
+		return &corev3.GrpcService_GoogleGrpc_ChannelArgs_Value{ValueSpecifier: &corev3.GrpcService_GoogleGrpc_ChannelArgs_Value_IntValue{IntValue: n}}
+	}
+	gg := &corev3.GrpcService_GoogleGrpc{
+		TargetUri:              net.JoinHostPort(p.xdsHost, strconv.FormatUint(uint64(p.xdsPort), 10)),
+		StatPrefix:             "ads",
+		CredentialsFactoryName: fileBasedMetadata,
+		CallCredentials: []*corev3.GrpcService_GoogleGrpc_CallCredentials{{
+			CredentialSpecifier: &corev3.GrpcService_GoogleGrpc_CallCredentials_FromPlugin{
+				FromPlugin: &corev3.GrpcService_GoogleGrpc_CallCredentials_MetadataCredentialsFromPlugin{
+					Name: fileBasedMetadata,
+					ConfigType: &corev3.GrpcService_GoogleGrpc_CallCredentials_MetadataCredentialsFromPlugin_TypedConfig{
+						TypedConfig: mustAny(&grpccredv3.FileBasedMetadataConfig{
+							SecretData: &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: p.req.DataplaneTokenPath}},
+						}),
+					},
+				},
+			},
+		}},
+		ChannelArgs: &corev3.GrpcService_GoogleGrpc_ChannelArgs{Args: map[string]*corev3.GrpcService_GoogleGrpc_ChannelArgs_Value{
+			"grpc.keepalive_time_ms":            intArg(10000),
+			"grpc.keepalive_timeout_ms":         intArg(30000),
+			"grpc.http2.max_pings_without_data": intArg(0),
+			"grpc.max_receive_message_length":   intArg(xdsGrpcMaxReceiveMessageBytes),
+		}},
+	}
+	if p.caPEM != nil {
+		gg.ChannelCredentials = &corev3.GrpcService_GoogleGrpc_ChannelCredentials{
+			CredentialSpecifier: &corev3.GrpcService_GoogleGrpc_ChannelCredentials_SslCredentials{SslCredentials: &corev3.GrpcService_GoogleGrpc_SslCredentials{
+				RootCerts: &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: p.caPEM}},
+			}},
+		}
+	}
+	return &corev3.GrpcService{TargetSpecifier: &corev3.GrpcService_GoogleGrpc_{GoogleGrpc: gg}}
 }
 
 // dnsLookupFamily: the CP resolves the xDS host itself; V4_ONLY when it

@@ -185,12 +185,13 @@ func (s *Server) bootstrap(w http.ResponseWriter, r *http.Request, body []byte, 
 		adminPort = dp.Networking.AdminPort
 	}
 	b, err := generateBootstrap(bootstrapParams{
-		req:       &req,
-		dp:        dp,
-		xdsHost:   host,
-		xdsPort:   s.port(),
-		caPEM:     caPEM,
-		adminPort: adminPort,
+		req:        &req,
+		dp:         dp,
+		xdsHost:    host,
+		xdsPort:    s.port(),
+		caPEM:      caPEM,
+		adminPort:  adminPort,
+		reloadable: s.opts.ReloadableTokens,
 	})
 	if err != nil {
 		writeEmpty(w, http.StatusInternalServerError)

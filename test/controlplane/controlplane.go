@@ -26,6 +26,10 @@ type Options struct {
 	Meshes       []string  // meshes that exist at start
 	AuthDisabled bool      // like KUMA_DP_SERVER_AUTHN_DP_PROXY_TYPE=none
 	Log          io.Writer // log lines (plain text, one per event); nil = discard
+	// ReloadableTokens is KUMA_DP_SERVER_AUTHN_ENABLE_RELOADABLE_TOKENS=true:
+	// a request with dataplaneTokenPath gets a bootstrap whose ADS/HDS use
+	// google_grpc reading that file, not the token baked in.
+	ReloadableTokens bool
 }
 
 // ProxyInfo is what the CP knows about one node id's ADS connection.
@@ -136,7 +140,7 @@ func Start(opts Options) (*Server, error) {
 		_ = s.Close()
 		return nil, fmt.Errorf("controlplane: admin listen %s: %w", opts.AdminAddr, err)
 	}
-	s.log.printf("testcp started dp=%s admin=%s ca=%s auth=%s meshes=%v", s.URL(), s.AdminURL(), s.CACertFile(), authMode(opts.AuthDisabled), s.meshNames())
+	s.log.printf("testcp started dp=%s admin=%s ca=%s auth=%s reloadableTokens=%t meshes=%v", s.URL(), s.AdminURL(), s.CACertFile(), authMode(opts.AuthDisabled), opts.ReloadableTokens, s.meshNames())
 	return s, nil
 }
 

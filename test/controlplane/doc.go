@@ -11,6 +11,18 @@
 // SANMismatchErr text. kuma-cp before the v3 module compared by exact set
 // membership, with another text; that version is not modelled.
 //
+// With Options.ReloadableTokens (kuma-cp's
+// dpServer.authn.enableReloadableTokens, testcp --reloadable-tokens) and a
+// dataplaneTokenPath in the request, ADS and HDS are google_grpc to the
+// xDS host:port (stat_prefix ads, credentials factory and call credentials
+// envoy.grpc_credentials.file_based_metadata reading that path, ssl root
+// certs = the CA, kuma-cp's keepalive channel args and a 4 MiB
+// grpc.max_receive_message_length), with no initial_metadata and no
+// system_ads cluster. Without a path the token is baked in as when the
+// setting is off. ADS authenticates the stream's authorization metadata
+// either way. Older kuma-cp releases rendered fewer channel args (none,
+// then the three keepalive ones); only the newest shape is modelled.
+//
 // Zone listeners are built as kuma-cp builds them: stat_prefix is the
 // listener name, tls_inspector with its defaults (15 s
 // listener_filters_timeout, no continue_on_listener_filters_timeout), and

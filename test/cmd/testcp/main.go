@@ -34,6 +34,7 @@ func run(args []string) int {
 	addr := fs.String("addr", "127.0.0.1:5678", "DP server (TLS: /bootstrap, ADS, HDS) listen address")
 	adminAddr := fs.String("admin-addr", "127.0.0.1:5681", "plain-HTTP admin API listen address")
 	authDisabled := fs.Bool("auth-disabled", false, "accept proxies without a dataplane token (like KUMA_DP_SERVER_AUTHN_DP_PROXY_TYPE=none)")
+	reloadable := fs.Bool("reloadable-tokens", false, "with a dataplaneTokenPath, render ADS as google_grpc reading the token file (like KUMA_DP_SERVER_AUTHN_ENABLE_RELOADABLE_TOKENS=true)")
 	policies := fs.String("policies", "", `JSON file of policies per zone proxy: {"<mesh>/<name>": {"meshAccessLogs": {...}, "meshMetrics": {...}, "withholdZoneListeners": false}}`)
 	var meshes meshList
 	fs.Var(&meshes, "mesh", "a mesh that exists at start (repeatable)")
@@ -51,12 +52,13 @@ func run(args []string) int {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 
 	s, err := controlplane.Start(controlplane.Options{
-		Dir:          *dir,
-		Addr:         *addr,
-		AdminAddr:    *adminAddr,
-		Meshes:       meshes,
-		AuthDisabled: *authDisabled,
-		Log:          os.Stderr,
+		Dir:              *dir,
+		Addr:             *addr,
+		AdminAddr:        *adminAddr,
+		Meshes:           meshes,
+		AuthDisabled:     *authDisabled,
+		Log:              os.Stderr,
+		ReloadableTokens: *reloadable,
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "testcp: %v\n", err)
