@@ -20,6 +20,7 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/experimental"
 
 	"github.com/zoneproxy/zoneproxy/pkg/throttle"
 )
@@ -90,7 +91,11 @@ func (r *Relay) Start() error {
 		return err
 	}
 	r.ln = ln
-	r.server = grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}), grpc.MaxRecvMsgSize(64<<20))
+	r.server = grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}), grpc.MaxRecvMsgSize(64<<20),
+		// Fixed windows, as on the upstream side: no BDP pings on the
+		// socket; Envoy's own requests are small.
+		grpc.InitialWindowSize(16<<20), grpc.InitialConnWindowSize(16<<20),
+		experimental.BufferPool(relayPool))
 	r.server.RegisterService(&grpc.ServiceDesc{
 		ServiceName: adsService,
 		HandlerType: (*any)(nil),

@@ -50,7 +50,7 @@ func (s *session) readEnvoy(ctx context.Context) {
 		if err := s.envoy.RecvMsg(f); err != nil {
 			return
 		}
-		msg, err := s.d.observeRequest(s.obs, f.b)
+		msg, err := s.d.readRequest(f.b)
 		if err != nil {
 			s.r.log.Debug("an Envoy xDS request could not be decoded; forwarding it anyway", zap.Error(err))
 		}
@@ -62,12 +62,20 @@ func (s *session) readEnvoy(ctx context.Context) {
 	}
 }
 
+// observe notes what a request of Envoy's says; each request once.
+func (s *session) observe(req envoyRequest) {
+	if req.msg != nil {
+		s.d.observeRequest(s.obs, req.msg)
+	}
+}
+
 func (s *session) run(ctx context.Context) error {
 	select {
 	case first, ok := <-s.reqs:
 		if !ok {
 			return nil
 		}
+		s.observe(first)
 		s.early = append(s.early, first)
 	case <-ctx.Done():
 		return nil
@@ -136,6 +144,7 @@ func (s *session) pause(ctx context.Context, d time.Duration) bool {
 			if !ok {
 				return false
 			}
+			s.observe(req)
 			s.early = append(s.early, req)
 		case <-ctx.Done():
 			return false
@@ -165,7 +174,11 @@ func (s *session) relay(ctx context.Context, up *upstream) relayResult {
 			if !s.responded.Load() {
 				s.early = append(s.early, req)
 			}
-			if err := up.send(req.raw); err != nil {
+			// Forwarded first: an ACK does not wait for the holdings it
+			// updates.
+			err := up.send(req.raw)
+			s.observe(req)
+			if err != nil {
 				return s.relayEnd(<-down)
 			}
 		case err := <-down:
@@ -181,24 +194,47 @@ func (s *session) relayEnd(err error) relayResult {
 	return relayResult{err: err, responded: s.responded.Load()}
 }
 
-// pumpDown forwards the control plane's responses to Envoy, observing each
-// before Envoy can ACK it.
+// pumpDown forwards the control plane's responses to Envoy as received,
+// uncopied, and has them observed meanwhile, in order, on another
+// goroutine; Envoy's ACK of a response waits for its observation.
 func (s *session) pumpDown(up *upstream) error {
+	seen := make(chan *heldFrame, 1)
+	observed := make(chan struct{})
+	go func() {
+		defer close(observed)
+		for f := range seen {
+			s.observeResponse(f)
+		}
+	}()
+	defer func() { close(seen); <-observed }()
 	for {
-		b, err := up.recv()
+		f, err := up.recvHeld()
 		if err != nil {
 			if up.superseded.Load() {
 				return errSuperseded
 			}
 			return err
 		}
-		if err := s.d.observeResponse(s.obs, b, false); err != nil {
-			s.r.log.Debug("a control plane xDS response could not be decoded; forwarding it anyway", zap.Error(err))
-		}
+		s.obs.expect()
+		f.buf.Ref() // the observer's, freed once it has copied the bytes
+		seen <- f
 		s.responded.Store(true)
-		if err := s.envoy.SendMsg(&frame{b: b}); err != nil {
+		err = s.envoy.SendMsg(f)
+		f.free()
+		if err != nil {
 			return errEnvoyGone
 		}
+	}
+}
+
+// observeResponse reads a forwarded response into bytes of its own: what
+// Envoy ACKs is kept, aliasing them, after grpc reuses its buffers.
+func (s *session) observeResponse(f *heldFrame) {
+	defer s.obs.done()
+	b := f.buf.Materialize()
+	f.free()
+	if err := s.d.observeResponse(s.obs, b, false); err != nil {
+		s.r.log.Debug("a control plane xDS response could not be decoded; forwarding it anyway", zap.Error(err))
 	}
 }
 
@@ -224,6 +260,7 @@ func (s *session) serveCache(ctx context.Context, snap *lkgcache.Snapshot) error
 			if !ok {
 				return nil
 			}
+			s.observe(req)
 			if err := s.answer(cs, req); err != nil {
 				return nil
 			}

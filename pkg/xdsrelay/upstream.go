@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
@@ -91,6 +92,7 @@ func (r *Relay) dialUpstream(ctx context.Context, method string, replay [][]byte
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecv), grpc.ForceCodecV2(rawCodec{})),
 		// Large windows: a snapshot of megabytes arrives in one round trip.
 		grpc.WithInitialWindowSize(16<<20), grpc.WithInitialConnWindowSize(16<<20),
+		experimental.WithBufferPool(relayPool),
 	)
 	if err != nil {
 		cancel()

@@ -2,6 +2,7 @@ package xdsrelay
 
 import (
 	"fmt"
+	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -10,8 +11,8 @@ import (
 
 // Responses are scanned on the wire rather than unmarshalled: a 1 MB
 // snapshot would otherwise cost a thousand messages and a copy of every
-// resource per response. Resource bodies alias the received frame, which
-// nothing writes to.
+// resource per response. Resources (bodies, names, versions) alias the
+// received frame, which nothing writes to.
 
 // Field numbers of envoy.service.discovery.v3 messages.
 const (
@@ -40,7 +41,7 @@ const (
 
 // scanDeltaResponse reads what the relay tracks of a delta response.
 func scanDeltaResponse(b []byte) (p *pendingResponse, nonce string, err error) {
-	p = &pendingResponse{}
+	p = &pendingResponse{resources: make([]lkgcache.Resource, 0, count(b, deltaRespResource))}
 	err = scan(b, func(num protowire.Number, raw []byte) error {
 		switch num {
 		case deltaRespVersion:
@@ -78,17 +79,17 @@ func scanResource(b []byte) (r lkgcache.Resource, ok bool, err error) {
 	err = scan(b, func(num protowire.Number, raw []byte) error {
 		switch num {
 		case resourceName:
-			r.Name = string(raw)
+			r.Name = alias(raw)
 		case resourceNameMsg:
 			nameMsg = raw
 		case resourceVersion:
-			r.Version = string(raw)
+			r.Version = alias(raw)
 		case resourceAny:
 			ok = true
 			return scan(raw, func(num protowire.Number, raw []byte) error {
 				switch num {
 				case anyTypeURL:
-					r.TypeURL = string(raw)
+					r.TypeURL = alias(raw)
 				case anyValue:
 					r.Body = raw
 				}
@@ -106,7 +107,7 @@ func scanResource(b []byte) (r lkgcache.Resource, ok bool, err error) {
 // scanSotwResponse reads what the relay tracks of a state-of-the-world
 // response.
 func scanSotwResponse(b []byte) (p *pendingResponse, nonce string, err error) {
-	p = &pendingResponse{replace: true}
+	p = &pendingResponse{replace: true, resources: make([]lkgcache.Resource, 0, count(b, sotwRespResource))}
 	err = scan(b, func(num protowire.Number, raw []byte) error {
 		switch num {
 		case sotwRespVersion:
@@ -121,7 +122,7 @@ func scanSotwResponse(b []byte) (p *pendingResponse, nonce string, err error) {
 			if err := scan(raw, func(num protowire.Number, raw []byte) error {
 				switch num {
 				case anyTypeURL:
-					typeURL = string(raw)
+					typeURL = alias(raw)
 				case anyValue:
 					value = raw
 				}
@@ -152,8 +153,44 @@ func sotwResource(typeURL string, value []byte) (lkgcache.Resource, error) {
 			return r, err
 		}
 	}
-	name, err := stringField(value, 1)
+	var name string
+	err := scan(value, func(n protowire.Number, raw []byte) error {
+		if n == 1 {
+			name = alias(raw)
+		}
+		return nil
+	})
 	return lkgcache.Resource{Name: name, TypeURL: typeURL, Body: value}, err
+}
+
+// alias is raw as a string without a copy: raw is part of a frame that is
+// never written to, and a thousand names a response are not re-allocated.
+func alias(raw []byte) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	return unsafe.String(&raw[0], len(raw))
+}
+
+// count is how many times field num occurs in msg, to size slices once; a
+// malformed msg counts what precedes the damage (scan reports it).
+func count(msg []byte, num protowire.Number) int {
+	n := 0
+	for len(msg) > 0 {
+		f, typ, t := protowire.ConsumeTag(msg)
+		if t < 0 {
+			return n
+		}
+		m := protowire.ConsumeFieldValue(f, typ, msg[t:])
+		if m < 0 {
+			return n
+		}
+		if f == num {
+			n++
+		}
+		msg = msg[t+m:]
+	}
+	return n
 }
 
 // stringField is the last length-delimited field num of msg.
