@@ -10,9 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/zoneproxy/zoneproxy/pkg/timesync"
@@ -29,20 +31,20 @@ type Client struct {
 	cpAddress string
 	endpoint  string
 	http      *http.Client
+	tr        *http.Transport
 	now       func() time.Time
 	clock     timesync.Checker // is the system clock synchronised?
+
+	early     *EarlyConn
+	usedEarly atomic.Bool // the attempt under way went over the early connection
 }
 
 // NewClient verifies the control plane with caPEM when given, else with
 // the system trust store.
 func NewClient(cpAddress string, caPEM []byte) (*Client, error) {
-	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if len(caPEM) > 0 {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(caPEM) {
-			return nil, errors.New("no certificate could be parsed from the CA file")
-		}
-		tlsCfg.RootCAs = pool
+	tlsCfg, err := clientTLS(caPEM)
+	if err != nil {
+		return nil, err
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = tlsCfg
@@ -51,9 +53,50 @@ func NewClient(cpAddress string, caPEM []byte) (*Client, error) {
 		cpAddress: cpAddress,
 		endpoint:  strings.TrimRight(cpAddress, "/") + "/bootstrap",
 		http:      &http.Client{Transport: tr, Timeout: AttemptTimeout},
+		tr:        tr,
 		now:       time.Now,
 		clock:     timesync.Check,
 	}, nil
+}
+
+func clientTLS(caPEM []byte) (*tls.Config, error) {
+	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if len(caPEM) > 0 {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(caPEM) {
+			return nil, errors.New("no certificate could be parsed from the CA file")
+		}
+		tlsCfg.RootCAs = pool
+	}
+	return tlsCfg, nil
+}
+
+// UseEarly lets the first connection be e, dialled ahead with the same
+// verification. Any other connection is dialled as the transport would.
+func (c *Client) UseEarly(e *EarlyConn) {
+	if e == nil {
+		return
+	}
+	c.early = e
+	c.tr.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if conn := e.take(ctx, addr); conn != nil {
+			c.usedEarly.Store(true)
+			return conn, nil
+		}
+		cfg := c.tr.TLSClientConfig.Clone()
+		if cfg.ServerName == "" {
+			host, _, err := net.SplitHostPort(addr)
+			if err != nil {
+				return nil, err
+			}
+			cfg.ServerName = host
+		}
+		if len(cfg.NextProtos) == 0 {
+			cfg.NextProtos = []string{"h2", "http/1.1"}
+		}
+		d := tls.Dialer{Config: cfg}
+		return d.DialContext(ctx, network, addr)
+	}
 }
 
 // CloseIdle drops kept-alive connections once bootstrap is done.
@@ -65,14 +108,18 @@ func (c *Client) Fetch(ctx context.Context, req *Request) ([]byte, error) {
 	if err != nil {
 		return nil, &Error{Kind: Permanent, Msg: "cannot encode the bootstrap request", Err: err}
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, bytes.NewReader(body))
-	if err != nil {
-		return nil, &Error{Kind: Permanent, Msg: "invalid --cp-address", Err: err}
+	c.usedEarly.Store(false)
+	resp, err := c.post(ctx, body)
+	if err != nil && ctx.Err() == nil && c.usedEarly.Swap(false) {
+		// The early connection failed under the request (closed by the
+		// control plane meanwhile, say): one fresh dial, as without it.
+		resp, err = c.post(ctx, body)
 	}
-	hreq.Header.Set("Accept", "application/json")
-	hreq.Header.Set("Content-Type", "application/json")
-	resp, err := c.http.Do(hreq)
 	if err != nil {
+		var pe *Error
+		if errors.As(err, &pe) {
+			return nil, pe
+		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -99,6 +146,16 @@ func (c *Client) Fetch(ctx context.Context, req *Request) ([]byte, error) {
 		return nil, &Error{Kind: Permanent, Status: 200, Msg: "the control plane's answer is not a Kuma bootstrap response (is --cp-address a Kuma zone control plane?)", Err: err}
 	}
 	return yaml, nil
+}
+
+func (c *Client) post(ctx context.Context, body []byte) (*http.Response, error) {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, bytes.NewReader(body))
+	if err != nil {
+		return nil, &Error{Kind: Permanent, Msg: "invalid --cp-address", Err: err}
+	}
+	hreq.Header.Set("Accept", "application/json")
+	hreq.Header.Set("Content-Type", "application/json")
+	return c.http.Do(hreq)
 }
 
 // retryAfter reads Retry-After, seconds or an HTTP date; 0 if absent or unusable.

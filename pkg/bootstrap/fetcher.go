@@ -94,6 +94,9 @@ func (f *Fetcher) readToken() (string, error) {
 	return tok, nil
 }
 
+// UseEarly hands the first attempt a connection dialled ahead (DialEarly).
+func (f *Fetcher) UseEarly(e *EarlyConn) { f.client.UseEarly(e) }
+
 // Token is the credential the last request carried (and so the one in
 // Envoy's bootstrap), for redaction.
 func (f *Fetcher) Token() string { return f.sent }

@@ -141,44 +141,59 @@ func (o outcome) readmeRow() string {
 	return fmt.Sprintf("| %s | %s | %s |", o.answer, does, exit)
 }
 
+// Each outcome is the same with a connection dialled ahead (run's
+// EarlyConn): a dial that fails early is made again and fails as it would.
 func TestEveryBootstrapOutcome(t *testing.T) {
-	for _, o := range outcomes() {
-		for _, s := range o.samples {
-			t.Run(o.answer+"/"+s.name, func(t *testing.T) {
-				url, ca := s.serve(t)
-				c, err := NewClient(url, ca)
-				if err != nil {
-					t.Fatal(err)
+	for _, early := range []bool{false, true} {
+		for _, o := range outcomes() {
+			for _, s := range o.samples {
+				name := o.answer + "/" + s.name
+				if early {
+					name += "/early connection"
 				}
-				c.clock = func() timesync.Status { return s.clock }
-				attempts := 0
-				var last error
-				loop := Loop{
-					Backoff: backoff.Backoff{Initial: time.Second, Max: time.Second, Rand: func() float64 { return 0 }},
-					Clock:   &fakeClock{now: time.Unix(0, 0)},
-					Timeout: 3 * time.Second,
-					Attempt: func(ctx context.Context) ([]byte, error) {
-						attempts++
-						_, last = c.Fetch(ctx, &Request{Mesh: "payments", Name: "zp"})
-						return nil, last
-					},
-				}
-				_, err = loop.Run(context.Background())
-				if k := KindOf(last); k != o.kind {
-					t.Errorf("kind %v, want %v: %v", k, o.kind, last)
-				}
-				if !strings.Contains(last.Error(), s.msg) {
-					t.Errorf("message %q does not say %q", last, s.msg)
-				}
-				code := exitcode.Of(ExitError(err))
-				switch {
-				case o.kind == Permanent && (attempts != 1 || code != exitcode.Config):
-					t.Errorf("permanent: %d attempts, exit %d; want 1 attempt, exit 78", attempts, code)
-				case o.kind != Permanent && (attempts < 2 || code != exitcode.Runtime):
-					t.Errorf("retried: %d attempts, exit %d after --bootstrap-timeout; want more, exit 1", attempts, code)
-				}
-			})
+				t.Run(name, func(t *testing.T) { checkOutcome(t, o, s, early) })
+			}
 		}
+	}
+}
+
+func checkOutcome(t *testing.T, o outcome, s sample, early bool) {
+	url, ca := s.serve(t)
+	c, err := NewClient(url, ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if early {
+		e := dialEarly(context.Background(), url, ca)
+		t.Cleanup(e.Close)
+		c.UseEarly(e)
+	}
+	c.clock = func() timesync.Status { return s.clock }
+	attempts := 0
+	var last error
+	loop := Loop{
+		Backoff: backoff.Backoff{Initial: time.Second, Max: time.Second, Rand: func() float64 { return 0 }},
+		Clock:   &fakeClock{now: time.Unix(0, 0)},
+		Timeout: 3 * time.Second,
+		Attempt: func(ctx context.Context) ([]byte, error) {
+			attempts++
+			_, last = c.Fetch(ctx, &Request{Mesh: "payments", Name: "zp"})
+			return nil, last
+		},
+	}
+	_, err = loop.Run(context.Background())
+	if k := KindOf(last); k != o.kind {
+		t.Errorf("kind %v, want %v: %v", k, o.kind, last)
+	}
+	if !strings.Contains(last.Error(), s.msg) {
+		t.Errorf("message %q does not say %q", last, s.msg)
+	}
+	code := exitcode.Of(ExitError(err))
+	switch {
+	case o.kind == Permanent && (attempts != 1 || code != exitcode.Config):
+		t.Errorf("permanent: %d attempts, exit %d; want 1 attempt, exit 78", attempts, code)
+	case o.kind != Permanent && (attempts < 2 || code != exitcode.Runtime):
+		t.Errorf("retried: %d attempts, exit %d after --bootstrap-timeout; want more, exit 1", attempts, code)
 	}
 }
 

@@ -1,0 +1,141 @@
+package bootstrap
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/pem"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+const okBody = `{"bootstrap":"bm9kZToge30K"}`
+
+type countingListener struct {
+	net.Listener
+	n          *atomic.Int32
+	closeFirst bool
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.n.Add(1) == 1 && l.closeFirst {
+			c.Close()
+			continue
+		}
+		return c, nil
+	}
+}
+
+func fetchOK(t *testing.T, c *Client) {
+	t.Helper()
+	doc, err := c.Fetch(context.Background(), &Request{Mesh: "default", Name: "zp"})
+	if err != nil {
+		t.Fatalf("fetch: %v", err)
+	}
+	if want, _ := base64.StdEncoding.DecodeString("bm9kZToge30K"); string(doc) != string(want) {
+		t.Fatalf("bootstrap %q", doc)
+	}
+}
+
+func newStartedServer(t *testing.T, closeFirst bool) (string, []byte, *atomic.Int32) {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(respond(200, okBody))
+	n := &atomic.Int32{}
+	srv.Listener = &countingListener{Listener: srv.Listener, n: n, closeFirst: closeFirst}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv.URL, caOf(srv), n
+}
+
+func caOf(srv *httptest.Server) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+}
+
+// The first request goes over the connection dialled ahead: the control
+// plane sees one connection, not two.
+func TestEarlyConnectionCarriesTheFirstRequest(t *testing.T) {
+	url, ca, conns := newStartedServer(t, false)
+	e := dialEarly(context.Background(), url, ca)
+	defer e.Close()
+	c, err := NewClient(url, ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.UseEarly(e)
+	fetchOK(t, c)
+	fetchOK(t, c) // kept alive
+	if n := conns.Load(); n != 1 {
+		t.Errorf("the control plane accepted %d connections, want 1 (the early one)", n)
+	}
+}
+
+// A dial that fails ahead is made again by the attempt, which succeeds
+// when the control plane now answers.
+func TestEarlyDialThatFailedIsMadeAgain(t *testing.T) {
+	url, ca, conns := newStartedServer(t, true)
+	e := dialEarly(context.Background(), url, ca)
+	defer e.Close()
+	<-e.done // the early dial met the closed connection
+	c, _ := NewClient(url, ca)
+	c.UseEarly(e)
+	fetchOK(t, c)
+	if n := conns.Load(); n != 2 {
+		t.Errorf("the control plane accepted %d connections, want 2 (the failed early one, then the attempt's)", n)
+	}
+}
+
+// A connection the control plane closed after the handshake, before the
+// request, is not a failed attempt.
+func TestEarlyConnectionClosedByTheControlPlane(t *testing.T) {
+	var mu sync.Mutex
+	var first net.Conn
+	accepted := make(chan struct{})
+	srv := httptest.NewUnstartedServer(respond(200, okBody))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the closed handshake
+	srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		mu.Lock()
+		defer mu.Unlock()
+		if s == http.StateNew && first == nil {
+			first = c
+			close(accepted)
+		}
+	}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	url, ca := srv.URL, caOf(srv)
+	e := dialEarly(context.Background(), url, ca)
+	defer e.Close()
+	<-e.done
+	<-accepted
+	mu.Lock()
+	first.Close()
+	mu.Unlock()
+	c, _ := NewClient(url, ca)
+	c.UseEarly(e)
+	fetchOK(t, c)
+}
+
+// A connection dialled ahead to another address is never used.
+func TestEarlyConnectionIsForItsAddressOnly(t *testing.T) {
+	url, ca, conns := newStartedServer(t, false)
+	other, _, otherConns := newStartedServer(t, false)
+	e := dialEarly(context.Background(), other, ca)
+	defer e.Close()
+	<-e.done
+	c, _ := NewClient(url, ca)
+	c.UseEarly(e)
+	fetchOK(t, c)
+	if conns.Load() != 1 || otherConns.Load() != 1 {
+		t.Errorf("connections: %d to the control plane, %d to the other address; want 1 and 1 (never used)", conns.Load(), otherConns.Load())
+	}
+}
