@@ -22,10 +22,11 @@ func newBootstrapCommand() *cobra.Command {
 		Short: "Fetch and print the Envoy bootstrap the control plane generates (token redacted)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, _, _, err := prepare(cmd, fullCheck)
+			p, err := prepare(cmd, fullCheck)
 			if err != nil {
 				return err
 			}
+			cfg := p.cfg
 			ctx := cmd.Context()
 			if ctx == nil {
 				ctx = context.Background()

@@ -12,7 +12,6 @@ import (
 
 	"github.com/hashicorp/go-multierror"
 	"github.com/spf13/cobra"
-	"github.com/spf13/viper"
 
 	"github.com/zoneproxy/zoneproxy/pkg/agent"
 	"github.com/zoneproxy/zoneproxy/pkg/bootstrap"
@@ -40,16 +39,12 @@ Next to a running instance of the same configuration (the one locking its
 that instance holds are noted as in use by it rather than failed.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var configFile string
-			cfg, log, _, err := prepareWith(cmd, fullCheck, func(_ *config.Config, v *viper.Viper) error {
-				configFile = v.GetString("config")
-				return nil
-			})
+			p, err := prepare(cmd, fullCheck)
 			if err != nil {
 				return err
 			}
-			defer func() { _ = log.Sync() }()
-			return runChecks(cmd.Context(), cmd.OutOrStdout(), cfg, findInstance(cfg, configFile))
+			defer func() { _ = p.log.Sync() }()
+			return runChecks(cmd.Context(), cmd.OutOrStdout(), p.cfg, findInstance(p.cfg, p.configFile))
 		},
 	}
 	addFlags(cmd.Flags(), runFlags...)

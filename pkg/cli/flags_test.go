@@ -124,8 +124,8 @@ func TestSharedEnvironmentAndFile(t *testing.T) {
 			env: map[string]string{"ZONEPROXY_ADVERTISED_PORT": "443"}, check: func(t *testing.T, c *loaded) {}},
 		{name: "meshzoneaddress reads its own from the environment", flags: meshZoneAddressFlags,
 			env: map[string]string{"ZONEPROXY_ZONE": "zone-1"}, check: func(t *testing.T, c *loaded) {
-				if c.v.GetString("zone") != "zone-1" {
-					t.Errorf("zone %q", c.v.GetString("zone"))
+				if c.src.text("zone") != "zone-1" {
+					t.Errorf("zone %q", c.src.text("zone"))
 				}
 			}},
 		{name: "a variable of no command is refused", flags: dataplaneFlags,

@@ -2,45 +2,168 @@ package cli
 
 import (
 	"fmt"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/go-multierror"
 	"github.com/spf13/pflag"
-	"github.com/spf13/viper"
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/errtext"
 )
 
-// loadConfig merges flags > env ZONEPROXY_* > config file > defaults into
-// a Config. Every setting is read from the environment and the file, so
-// that one env file and config serve every command; the command's flags
-// override them. Every unreadable value is reported, not just the first.
-// The viper instance answers for settings outside the Config.
-func loadConfig(fs *pflag.FlagSet) (*config.Config, *viper.Viper, error) {
-	v := viper.New()
-	v.SetEnvPrefix(strings.TrimSuffix(envPrefix, "_"))
-	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
-	v.AutomaticEnv()
-	v.AllowEmptyEnv(true) // ZONEPROXY_X= clears what the file sets
+// loadConfig reads every setting into a Config. Every setting is read from
+// the environment and the file, so that one env file and config serve every
+// command; the command's flags override them. Every unreadable value is
+// reported, not just the first. The source answers for settings outside
+// the Config, and says where each value came from.
+func loadConfig(fs *pflag.FlagSet) (*config.Config, *source, error) {
+	src := &source{flags: fs}
+	errs := multierror.Append(nil, unknownVariables()...)
+	if err := src.readFile(); err != nil {
+		return nil, nil, multierror.Append(errs, err)
+	}
+	errs = multierror.Append(errs, src.unknownKeys()...)
+	c := &config.Config{}
+	dsts := fields(c)
 	for _, s := range settings {
-		if s.kind != list {
-			v.SetDefault(s.name, s.def)
+		if dst, ok := dsts[s.name]; ok {
+			errs = multierror.Append(errs, src.decode(s.name, dst))
 		}
 	}
-	if err := v.BindPFlags(fs); err != nil {
-		return nil, nil, err
+	c.StateDirSet = src.isSet("state-dir")
+	return c, src, errs.ErrorOrNil()
+}
+
+// fields are where each setting lands in a Config.
+func fields(c *config.Config) map[string]any {
+	return map[string]any{
+		"mesh": &c.Mesh, "role": (*string)(&c.Role), "name": &c.Name, "workload": &c.Workload, "label": &c.Labels,
+		"address": &c.Address, "ingress-port": &c.IngressPort, "egress-port": &c.EgressPort, "admin-port": &c.AdminPort,
+		"cp-address": &c.CPAddress, "ca-cert-file": &c.CACertFile,
+		"dataplane-token-file": &c.DataplaneTokenFile, "dataplane-token": &c.DataplaneToken,
+		"envoy-binary": &c.EnvoyBinary, "work-dir": &c.WorkDir, "readiness-port": &c.ReadinessPort,
+		"metrics-address": &c.MetricsAddress, "drain-time": &c.DrainTime, "drain-min": &c.DrainMin,
+		"xds-relay": &c.XDSRelay, "state-dir": &c.StateDir, "cache-max-age": &c.CacheMaxAge,
+		"envoy-log-level": &c.EnvoyLogLevel, "envoy-component-log-level": &c.EnvoyComponentLogLevel,
+		"concurrency": &c.Concurrency, "envoy-arg": &c.EnvoyArgs,
+		"retry-initial": &c.RetryInitial, "retry-max": &c.RetryMax, "bootstrap-timeout": &c.BootstrapTimeout,
+		"log-level": &c.LogLevel, "log-format": &c.LogFormat,
 	}
-	var errs *multierror.Error
-	add := func(key, format string, args ...any) {
-		errs = multierror.Append(errs, config.Problem{Key: key, Message: fmt.Sprintf(format, args...)})
+}
+
+// origin is where a setting's value came from.
+type origin int
+
+const (
+	fromDefault origin = iota
+	fromFlag
+	fromEnv
+	fromFile
+)
+
+// source resolves each setting: flags > env ZONEPROXY_* > the --config
+// file > defaults.
+type source struct {
+	flags *pflag.FlagSet
+	path  string         // the --config file, "" for none
+	file  map[string]any // its keys, as YAML typed them
+}
+
+func (s *source) lookup(name string) (any, origin) {
+	if f := s.flags.Lookup(name); f != nil && f.Changed {
+		if repeated, ok := f.Value.(pflag.SliceValue); ok {
+			return repeated.GetSlice(), fromFlag // as given: never split as CSV
+		}
+		return f.Value.String(), fromFlag
 	}
-	// A misspelt variable would otherwise be ignored without a word.
+	if v, ok := os.LookupEnv(envName(name)); ok {
+		return v, fromEnv // even "": ZONEPROXY_X= clears what the file sets
+	}
+	if v, ok := s.file[name]; ok {
+		return v, fromFile
+	}
+	if st, _ := lookupSetting(name); st.kind != list {
+		return st.def, fromDefault
+	}
+	return nil, fromDefault
+}
+
+// isSet says the setting was given, if only as "".
+func (s *source) isSet(name string) bool {
+	_, o := s.lookup(name)
+	return o != fromDefault
+}
+
+// text is a setting as a trimmed string, "" when unset.
+func (s *source) text(name string) string {
+	v, _ := s.lookup(name)
+	return toText(v)
+}
+
+// decode converts a setting into *dst as dst's type wants; a value that
+// does not convert is a Problem that names the setting and the fix.
+func (s *source) decode(name string, dst any) error {
+	v, _ := s.lookup(name)
+	var err error
+	switch d := dst.(type) {
+	case *string:
+		*d = toText(v)
+	case *int:
+		*d, err = toInt(v)
+	case *time.Duration:
+		*d, err = toDuration(v)
+	case *bool:
+		*d, err = toBool(v)
+	case *map[string]string:
+		*d, err = toLabels(v)
+	case *[]string:
+		*d, err = toArgs(v)
+	default:
+		panic(fmt.Sprintf("cli: cannot decode --%s into %T", name, dst))
+	}
+	if err != nil {
+		return config.Problem{Key: name, Message: err.Error()}
+	}
+	return nil
+}
+
+// readFile parses the --config file, if one is named.
+func (s *source) readFile() error {
+	s.path = s.text("config")
+	if s.path == "" {
+		return nil
+	}
+	raw, err := os.ReadFile(s.path)
+	if err != nil {
+		return config.Problem{Key: "config", Message: fmt.Sprintf("cannot read %s: %v", s.path, errtext.PathCause(err))}
+	}
+	if err := yaml.Unmarshal(raw, &s.file); err != nil {
+		return config.Problem{Key: "config", Message: fmt.Sprintf("%s is not valid YAML: %v", s.path, err)}
+	}
+	return nil
+}
+
+// unknownKeys are the file's keys that are no setting, sorted.
+func (s *source) unknownKeys() []error {
+	var out []error
+	for _, k := range slices.Sorted(maps.Keys(s.file)) {
+		if _, ok := lookupSetting(k); !ok || k == "config" {
+			out = append(out, config.Problem{Key: "config", Message: fmt.Sprintf("unknown key %q in %s%s", k, s.path, suggest(k))})
+		}
+	}
+	return out
+}
+
+// unknownVariables are the ZONEPROXY_ variables that are no setting: a
+// misspelt one would otherwise be ignored without a word.
+func unknownVariables() []error {
+	var out []error
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
 		if !strings.HasPrefix(name, envPrefix) {
@@ -48,124 +171,17 @@ func loadConfig(fs *pflag.FlagSet) (*config.Config, *viper.Viper, error) {
 		}
 		key := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, envPrefix), "_", "-"))
 		if _, ok := lookupSetting(key); !ok {
-			add(name, "not a setting of zoneproxy%s", suggestEnv(key))
+			out = append(out, config.Problem{Key: name, Message: "not a setting of zoneproxy" + suggestEnv(key)})
 		}
 	}
-
-	if path := v.GetString("config"); path != "" {
-		raw, err := os.ReadFile(path)
-		if err != nil {
-			add("config", "cannot read %s: %v", path, errtext.PathCause(err))
-			return nil, nil, errs
-		}
-		keys, err := topLevelKeys(raw)
-		if err != nil {
-			add("config", "%s is not valid YAML: %v", path, err)
-			return nil, nil, errs
-		}
-		for _, k := range keys {
-			if _, ok := lookupSetting(k); !ok || k == "config" {
-				add("config", "unknown key %q in %s%s", k, path, suggest(k))
-			}
-		}
-		v.SetConfigFile(path)
-		v.SetConfigType("yaml")
-		if err := v.ReadInConfig(); err != nil {
-			add("config", "cannot load %s: %v", path, err)
-			return nil, nil, errs
-		}
-	}
-
-	c := &config.Config{}
-	str := func(key string) string {
-		if x := v.Get(key); x != nil {
-			return strings.TrimSpace(fmt.Sprint(x))
-		}
-		return ""
-	}
-	num := func(key string) int {
-		n, err := toInt(v.Get(key))
-		if err != nil {
-			add(key, "%v", err)
-		}
-		return n
-	}
-	dur := func(key string) time.Duration {
-		d, err := toDuration(v.Get(key))
-		if err != nil {
-			add(key, "%v", err)
-		}
-		return d
-	}
-	flag := func(key string) bool {
-		b, err := toBool(v.Get(key))
-		if err != nil {
-			add(key, "%v", err)
-		}
-		return b
-	}
-	// Repeated flags are taken as given: viper would split them as CSV.
-	repeated := func(key string) any {
-		if f := fs.Lookup(key); f != nil && f.Changed {
-			vals, _ := fs.GetStringArray(key)
-			return vals
-		}
-		return v.Get(key)
-	}
-	c.Mesh = str("mesh")
-	c.Role = config.Role(str("role"))
-	c.Name = str("name")
-	c.Workload = str("workload")
-	labels, err := toLabels(repeated("label"))
-	if err != nil {
-		add("label", "%v", err)
-	}
-	c.Labels = labels
-	c.Address = str("address")
-	c.IngressPort = num("ingress-port")
-	c.EgressPort = num("egress-port")
-	c.AdminPort = num("admin-port")
-	c.CPAddress = str("cp-address")
-	c.CACertFile = str("ca-cert-file")
-	c.DataplaneTokenFile = str("dataplane-token-file")
-	c.DataplaneToken = str("dataplane-token")
-	c.EnvoyBinary = str("envoy-binary")
-	c.WorkDir = str("work-dir")
-	c.ReadinessPort = num("readiness-port")
-	c.MetricsAddress = str("metrics-address")
-	c.DrainTime = dur("drain-time")
-	c.DrainMin = dur("drain-min")
-	c.XDSRelay = flag("xds-relay")
-	c.StateDir = str("state-dir")
-	c.StateDirSet = v.IsSet("state-dir")
-	c.CacheMaxAge = dur("cache-max-age")
-	c.EnvoyLogLevel = str("envoy-log-level")
-	c.EnvoyComponentLogLevel = str("envoy-component-log-level")
-	c.Concurrency = num("concurrency")
-	envoyArgs, err := toArgs(repeated("envoy-arg"))
-	if err != nil {
-		add("envoy-arg", "%v", err)
-	}
-	c.EnvoyArgs = envoyArgs
-	c.RetryInitial = dur("retry-initial")
-	c.RetryMax = dur("retry-max")
-	c.BootstrapTimeout = dur("bootstrap-timeout")
-	c.LogLevel = str("log-level")
-	c.LogFormat = str("log-format")
-	return c, v, errs.ErrorOrNil()
+	return out
 }
 
-func topLevelKeys(raw []byte) ([]string, error) {
-	var m map[string]any
-	if err := yaml.Unmarshal(raw, &m); err != nil {
-		return nil, err
+func toText(v any) string {
+	if v == nil {
+		return ""
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys, nil
+	return strings.TrimSpace(fmt.Sprint(v))
 }
 
 func toInt(v any) (int, error) {
@@ -188,8 +204,6 @@ func toInt(v any) (int, error) {
 	return 0, fmt.Errorf("%v is not a whole number", v)
 }
 
-// toDuration accepts Go durations ("30s", "1m30s"); a bare number is
-// refused because its unit would be a guess.
 func toBool(v any) (bool, error) {
 	switch x := v.(type) {
 	case bool:
@@ -203,6 +217,8 @@ func toBool(v any) (bool, error) {
 	return false, fmt.Errorf("%v is not true or false", v)
 }
 
+// toDuration accepts Go durations ("30s", "1m30s"); a bare number is
+// refused because its unit would be a guess.
 func toDuration(v any) (time.Duration, error) {
 	switch x := v.(type) {
 	case time.Duration:

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	"github.com/spf13/viper"
 
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 )
@@ -16,7 +15,7 @@ import (
 // loaded is what loadConfig read.
 type loaded struct {
 	cfg *config.Config
-	v   *viper.Viper
+	src *source
 }
 
 // loadWith loads as a command with these flags would; a problem comes
@@ -38,11 +37,11 @@ func loadWith(t *testing.T, flags []string, file string, env map[string]string, 
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	cfg, v, err := loadConfig(fs)
+	cfg, src, err := loadConfig(fs)
 	if err != nil {
 		return nil, err.Error()
 	}
-	return &loaded{cfg, v}, ""
+	return &loaded{cfg, src}, ""
 }
 
 // loadedAsExpected fails the test unless the problem message holds want
@@ -219,5 +218,80 @@ func TestEnvoyComponentLogLevelFromEveryPlace(t *testing.T) {
 				t.Errorf("%+v: %q", tc, msg)
 			}
 		})
+	}
+}
+
+// A flag's bad number or boolean is reported as typed, not read as 0 or false.
+func TestBadFlagValuesAreReported(t *testing.T) {
+	_, msg := load(t, "", nil, "--readiness-port", "lots", "--xds-relay=nope", "--drain-time", "30")
+	for _, want := range []string{
+		`--readiness-port: lots is not a whole number`,
+		`--xds-relay: "nope" is not true or false`,
+		`--drain-time: 30 has no unit`,
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("missing %q in:\n%s", want, msg)
+		}
+	}
+}
+
+// --state-dir's default is derived unless the operator gave one, "" too.
+func TestStateDirSetOnlyWhenGiven(t *testing.T) {
+	cases := []struct {
+		name string
+		file string
+		env  map[string]string
+		args []string
+		set  bool
+	}{
+		{name: "default", set: false},
+		{name: "flag", args: []string{"--state-dir", "/var/lib/zp"}, set: true},
+		{name: "empty variable", env: map[string]string{"ZONEPROXY_STATE_DIR": ""}, set: true},
+		{name: "file", file: "state-dir: ''\n", set: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, msg := load(t, tc.file, tc.env, tc.args...)
+			if msg != "" {
+				t.Fatal(msg)
+			}
+			if c.StateDirSet != tc.set {
+				t.Errorf("StateDirSet %v, want %v", c.StateDirSet, tc.set)
+			}
+		})
+	}
+}
+
+// Every setting of run lands in the Config as its kind says.
+func TestEverySettingHasItsField(t *testing.T) {
+	dsts := fields(&config.Config{})
+	for _, name := range runFlags {
+		s, _ := lookupSetting(name)
+		dst, ok := dsts[name]
+		if name == "config" {
+			if ok {
+				t.Error("--config lands in the Config")
+			}
+			continue
+		}
+		var fits bool
+		switch dst.(type) {
+		case *string:
+			fits = s.kind == text
+		case *int:
+			fits = s.kind == number
+		case *time.Duration:
+			fits = s.kind == duration
+		case *bool:
+			fits = s.kind == boolean
+		case *map[string]string, *[]string:
+			fits = s.kind == list
+		}
+		if !fits {
+			t.Errorf("--%s (kind %d) lands in %T", name, s.kind, dst)
+		}
+	}
+	if len(dsts) != len(runFlags)-1 {
+		t.Errorf("%d fields for %d settings", len(dsts), len(runFlags)-1)
 	}
 }

@@ -4,70 +4,71 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/go-multierror"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"github.com/spf13/viper"
 	"go.uber.org/zap"
 
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 )
 
-type checkLevel bool
+// A validation checks a loaded configuration for one command; src answers
+// for the command's settings outside the Config.
+type validation func(cfg *config.Config, src *source) ([]config.Warning, error)
 
-const (
-	fullCheck     checkLevel = true  // run, check, bootstrap: everything, files included
-	resourceCheck checkLevel = false // render: only what the printed resource needs
+var (
+	// fullCheck is run's, check's and bootstrap's: everything, files included.
+	fullCheck validation = func(cfg *config.Config, _ *source) ([]config.Warning, error) {
+		return cfg.Validate(time.Now())
+	}
+	// resourceCheck is render's: only what the printed resource needs.
+	resourceCheck validation = func(cfg *config.Config, _ *source) ([]config.Warning, error) {
+		return nil, cfg.ValidateResource()
+	}
 )
 
-// prepare loads and validates the configuration and builds the logger.
-// Configuration problems are printed, all of them, and map to exit 78.
-func prepare(cmd *cobra.Command, level checkLevel) (*config.Config, *zap.Logger, zap.AtomicLevel, error) {
-	return prepareWith(cmd, level, nil)
+// prepared is what a command starts from.
+type prepared struct {
+	cfg        *config.Config
+	log        *zap.Logger
+	logLevel   zap.AtomicLevel // /logging changes it while run runs
+	configFile string          // the --config file, "" for none
 }
 
-// prepareWith also reads settings outside the Config with more, whose
-// problems are reported with the others.
-func prepareWith(cmd *cobra.Command, level checkLevel, more func(cfg *config.Config, v *viper.Viper) error) (*config.Config, *zap.Logger, zap.AtomicLevel, error) {
+// prepare loads the configuration, validates it and builds the logger.
+// Configuration problems are printed, all of them, and map to exit 78.
+func prepare(cmd *cobra.Command, validate validation) (*prepared, error) {
 	stderr := cmd.ErrOrStderr()
-	cfg, v, err := loadConfig(cmd.Flags())
+	cfg, src, err := loadConfig(cmd.Flags())
 	var warnings []config.Warning
 	if cfg != nil {
 		cfg.Complete(config.LocalHost())
 		var verr error
-		if level == fullCheck {
-			warnings, verr = cfg.Validate(time.Now())
-		} else {
-			verr = cfg.ValidateResource()
-		}
+		warnings, verr = validate(cfg, src)
 		err = multierror.Append(err, verr).ErrorOrNil()
-		if more != nil {
-			err = multierror.Append(err, more(cfg, v)).ErrorOrNil()
-		}
 	}
 	if err != nil {
-		printProblems(stderr, nameSources(err, cmd.Flags(), v))
-		return nil, nil, zap.AtomicLevel{}, reportedError{exitcode.AsConfig(err)}
+		printProblems(stderr, nameSources(err, cmd.Flags(), src))
+		return nil, reportedError{exitcode.AsConfig(err)}
 	}
-	logLevel := parseLevel(cfg.LogLevel)
-	log := newLogger(stderr, logLevel, cfg.LogFormat)
+	p := &prepared{cfg: cfg, logLevel: parseLevel(cfg.LogLevel), configFile: src.path}
+	p.log = newLogger(stderr, p.logLevel, cfg.LogFormat)
 	for _, w := range warnings {
-		log.Warn(w.Message, zap.String("setting", "--"+w.Key))
+		p.log.Warn(w.Message, zap.String("setting", "--"+w.Key))
 	}
-	return cfg, log, logLevel, nil
+	return p, nil
 }
 
 // nameSources names a problem's variable or config file when the setting
 // is not a flag of this command: "--drain-time" would send the operator
 // looking for a flag that `render dataplane` does not have.
-func nameSources(err error, fs *pflag.FlagSet, v *viper.Viper) error {
+func nameSources(err error, fs *pflag.FlagSet, src *source) error {
 	var merr *multierror.Error
-	if v == nil || !errors.As(err, &merr) {
+	if src == nil || !errors.As(err, &merr) {
 		return err
 	}
 	out := &multierror.Error{}
@@ -75,10 +76,11 @@ func nameSources(err error, fs *pflag.FlagSet, v *viper.Viper) error {
 		var p config.Problem
 		if errors.As(e, &p) && fs.Lookup(p.Key) == nil {
 			if _, ok := lookupSetting(p.Key); ok {
-				if _, set := os.LookupEnv(envName(p.Key)); set {
+				switch _, from := src.lookup(p.Key); from {
+				case fromEnv:
 					e = config.Problem{Key: envName(p.Key), Message: p.Message}
-				} else if v.InConfig(p.Key) {
-					e = config.Problem{Key: "config", Message: fmt.Sprintf("%s in %s: %s", p.Key, v.ConfigFileUsed(), p.Message)}
+				case fromFile:
+					e = config.Problem{Key: "config", Message: fmt.Sprintf("%s in %s: %s", p.Key, src.path, p.Message)}
 				}
 			}
 		}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/hashicorp/go-multierror"
 	"github.com/spf13/cobra"
-	"github.com/spf13/viper"
 
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/dataplane"
@@ -35,11 +34,11 @@ func newRenderCommand() *cobra.Command {
 		Short: "Print the Dataplane that run registers (YAML)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, _, _, err := prepare(cmd, resourceCheck)
+			p, err := prepare(cmd, resourceCheck)
 			if err != nil {
 				return err
 			}
-			fmt.Fprint(cmd.OutOrStdout(), cfg.Dataplane().YAML())
+			fmt.Fprint(cmd.OutOrStdout(), p.cfg.Dataplane().YAML())
 			return nil
 		},
 	}
@@ -55,8 +54,8 @@ load balancer.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var res dataplane.MeshZoneAddress
-			_, _, _, err := prepareWith(cmd, resourceCheck, func(cfg *config.Config, v *viper.Viper) error {
-				return meshZoneAddress(cfg, v, &res)
+			_, err := prepare(cmd, func(cfg *config.Config, src *source) ([]config.Warning, error) {
+				return nil, multierror.Append(cfg.ValidateResource(), meshZoneAddress(cfg, src, &res)).ErrorOrNil()
 			})
 			if err != nil {
 				return err
@@ -73,18 +72,15 @@ load balancer.`,
 
 // meshZoneAddress builds the resource from the zone proxy's settings and
 // its own, reporting every problem.
-func meshZoneAddress(cfg *config.Config, v *viper.Viper, res *dataplane.MeshZoneAddress) error {
-	var errs *multierror.Error
-	port, err := toInt(v.Get("advertised-port"))
-	if err != nil {
-		errs = multierror.Append(errs, config.Problem{Key: "advertised-port", Message: err.Error()})
-	}
+func meshZoneAddress(cfg *config.Config, src *source, res *dataplane.MeshZoneAddress) error {
+	var port int
+	errs := multierror.Append(nil, src.decode("advertised-port", &port))
 	switch cfg.Role {
 	case config.RoleEgress:
 		errs = multierror.Append(errs, config.Problem{Key: "role", Message: "a MeshZoneAddress is for zone ingress; use --role ingress or combined"})
 	case config.RoleIngress, config.RoleCombined:
-		*res = dataplane.MeshZoneAddress{Mesh: cfg.Mesh, Name: cfg.Name, Zone: strings.TrimSpace(v.GetString("zone")),
-			Address: strings.TrimSpace(v.GetString("advertised-address")), Port: port}
+		*res = dataplane.MeshZoneAddress{Mesh: cfg.Mesh, Name: cfg.Name, Zone: src.text("zone"),
+			Address: src.text("advertised-address"), Port: port}
 		if res.Address == "" {
 			res.Address = cfg.Address
 		}

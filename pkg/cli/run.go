@@ -45,12 +45,12 @@ permanent refusal that a restart cannot fix.`,
     --dataplane-token-file /etc/zoneproxy/tokens/payments-egress`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, log, level, err := prepare(cmd, fullCheck)
+			p, err := prepare(cmd, fullCheck)
 			if err != nil {
 				return err
 			}
-			defer func() { _ = log.Sync() }()
-			return runAgent(cfg, log, level)
+			defer func() { _ = p.log.Sync() }()
+			return runAgent(p.cfg, p.log, p.logLevel)
 		},
 	}
 	addFlags(cmd.Flags(), runFlags...)
