@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zoneproxy/zoneproxy/pkg/backoff"
+	"github.com/zoneproxy/zoneproxy/pkg/bootstrap"
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
@@ -54,6 +55,9 @@ type Agent struct {
 	token   string // the last one sent, redacted from Envoy's output
 
 	xds *xds // the relay, nil in direct mode; set before Envoy starts
+
+	maint        maintenance // `zoneproxy drain`/`undrain`, SIGUSR2
+	failingSince time.Time   // Envoy's health checks fail since: a maintenance drain
 }
 
 // New returns an agent for a validated configuration.
@@ -64,7 +68,9 @@ func New(o Options) *Agent {
 	if o.Tracker == nil {
 		o.Tracker = state.NewTracker()
 	}
-	return &Agent{opts: o, cfg: o.Config, log: o.Log, tracker: o.Tracker}
+	a := &Agent{opts: o, cfg: o.Config, log: o.Log, tracker: o.Tracker}
+	a.maint.kick = make(chan struct{}, 1)
+	return a
 }
 
 // Run blocks until the zone proxy stops. Cancelling ctx is the stop
@@ -78,6 +84,9 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		}
 	}()
 
+	// The control plane's TLS handshake overlaps the preflight below.
+	early := bootstrap.DialEarly(ctx, a.cfg)
+	defer early.Close()
 	wd, err := openWorkDir(a.cfg.WorkDir)
 	if err != nil {
 		return err
@@ -128,7 +137,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 
 	cache := a.openCache()
 	defer closeCache(cache)
-	doc, cached, err := a.bootstrap(ctx, wd, envoyVersion, cache)
+	doc, cached, err := a.bootstrap(ctx, wd, envoyVersion, cache, early)
 	if err != nil || (doc == nil && cached == nil) {
 		return err // nothing: stopped while waiting
 	}

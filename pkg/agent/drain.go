@@ -15,6 +15,7 @@ type envoyAdmin interface {
 	Ready(ctx context.Context) (word string, live bool, err error)
 	FailHealthChecks(ctx context.Context) error
 	DrainListeners(ctx context.Context) error
+	StopListeners(ctx context.Context) error
 	DownstreamConnections(ctx context.Context) (int, error)
 }
 
@@ -45,19 +46,36 @@ const (
 	drainTimeUp      drainEnd = "time up"
 	drainHurried     drainEnd = "second signal"
 	drainEnvoyExited drainEnd = "envoy exited"
+	drainCancelled   drainEnd = "cancelled" // a maintenance drain: stop or undrain
 )
+
+// drainWindow is one drain's timing: it may end once earliest has passed
+// and the listeners are quiet, and ends at deadline.
+type drainWindow struct{ start, earliest, deadline time.Time }
+
+// newDrainWindow starts now. Health checks that have failed since
+// failingSince (a maintenance drain) count toward --drain-min.
+func (a *Agent) newDrainWindow(failingSince time.Time) drainWindow {
+	start := time.Now()
+	if failingSince.IsZero() {
+		failingSince = start
+	}
+	return drainWindow{
+		start:    start,
+		earliest: failingSince.Add(min(a.cfg.DrainMin, a.cfg.DrainTime)),
+		deadline: start.Add(a.cfg.DrainTime),
+	}
+}
 
 // drain fails Envoy's health checks, drains its listeners and waits for
 // --drain-time. It may end early once --drain-min has passed (so a load
 // balancer has seen the failing health check) and the listeners have had no
 // connection for drainQuiet; a second stop signal or Envoy's exit ends it.
 func (a *Agent) drain(admin envoyAdmin, proc envoyProcess) drainEnd {
-	start := time.Now()
-	deadline := start.Add(a.cfg.DrainTime)
-	earliest := start.Add(min(a.cfg.DrainMin, a.cfg.DrainTime))
-	a.tracker.SetDraining(drainDetail(deadline), deadline)
+	w := a.newDrainWindow(a.failingSince)
+	a.tracker.SetDraining(drainDetail(w.deadline), w.deadline)
 	a.log.Info("draining Envoy", zap.Duration("drain-time", a.cfg.DrainTime), zap.Duration("drain-min", min(a.cfg.DrainMin, a.cfg.DrainTime)))
-	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(time.Second))
+	ctx, cancel := context.WithDeadline(context.Background(), w.deadline.Add(time.Second))
 	defer cancel()
 	if err := admin.FailHealthChecks(ctx); err != nil {
 		select {
@@ -72,9 +90,21 @@ func (a *Agent) drain(admin envoyAdmin, proc envoyProcess) drainEnd {
 	if err := admin.DrainListeners(ctx); err != nil {
 		a.log.Warn("cannot drain Envoy's listeners; waiting the drain time anyway", zap.Error(err))
 	}
-	tick := time.NewTicker(drainTick)
-	defer tick.Stop()
-	end := time.NewTimer(time.Until(deadline))
+	end := a.awaitDrain(ctx, admin, proc, w, a.opts.Hurry, func() { a.tracker.SetDraining(drainDetail(w.deadline), w.deadline) })
+	if end == drainCancelled {
+		a.log.Info("second stop signal: skipping the rest of the drain")
+		return drainHurried
+	}
+	return end
+}
+
+// awaitDrain waits out w: until the listeners have been quiet for
+// drainQuiet after w.earliest, w.deadline, Envoy's exit, or cancel
+// (drainCancelled). tick runs every drainTick.
+func (a *Agent) awaitDrain(ctx context.Context, admin envoyAdmin, proc envoyProcess, w drainWindow, cancel <-chan struct{}, tick func()) drainEnd {
+	ticker := time.NewTicker(drainTick)
+	defer ticker.Stop()
+	end := time.NewTimer(time.Until(w.deadline))
 	defer end.Stop()
 	var idleSince time.Time // zero while connections remain
 	var lastErr string
@@ -87,22 +117,21 @@ func (a *Agent) drain(admin envoyAdmin, proc envoyProcess) drainEnd {
 		case idleSince.IsZero():
 			idleSince = now
 		}
-		if !idleSince.IsZero() && now.Sub(idleSince) >= drainQuiet && !now.Before(earliest) {
-			a.log.Info("no downstream connections left; ending the drain early", zap.Duration("after", now.Sub(start).Round(time.Millisecond)))
+		if !idleSince.IsZero() && now.Sub(idleSince) >= drainQuiet && !now.Before(w.earliest) {
+			a.log.Info("no downstream connections left; ending the drain early", zap.Duration("after", now.Sub(w.start).Round(time.Millisecond)))
 			return drainIdle
 		}
 		select {
 		case <-end.C:
 			a.log.Info("drain time is over")
 			return drainTimeUp
-		case <-a.opts.Hurry:
-			a.log.Info("second stop signal: skipping the rest of the drain")
-			return drainHurried
+		case <-cancel:
+			return drainCancelled
 		case <-proc.Done():
 			a.log.Info("Envoy stopped before the drain finished", zap.String("status", proc.ExitDescription()))
 			return drainEnvoyExited
-		case <-tick.C:
-			a.tracker.SetDraining(drainDetail(deadline), deadline)
+		case <-ticker.C:
+			tick()
 		}
 	}
 }

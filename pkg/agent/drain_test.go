@@ -31,6 +31,7 @@ func (f *fakeAdmin) FailHealthChecks(context.Context) error {
 	return f.failErr
 }
 func (f *fakeAdmin) DrainListeners(context.Context) error { return nil }
+func (f *fakeAdmin) StopListeners(context.Context) error  { return nil }
 func (f *fakeAdmin) DownstreamConnections(context.Context) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

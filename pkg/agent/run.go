@@ -59,11 +59,25 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, doc
 		Concurrency: a.cfg.Concurrency, Extra: a.cfg.EnvoyArgs,
 	})
 	envoyLog := a.log.Named("envoy")
-	proc, err := envoy.Start(envoy.Spec{
+	spec := envoy.Spec{
 		Path: envoyPath, Args: args, Env: envoyEnv(os.Environ()), Dir: wd.path,
 		Output: func(line string) { logEnvoyLine(envoyLog, redact(line, a.currentToken())) },
-	})
-	if err != nil {
+	}
+	// start runs Envoy: here, and again from the same bootstrap on an undrain.
+	var proc *envoy.Process
+	start := func() (envoyProcess, error) {
+		p, err := envoy.Start(spec)
+		if err != nil {
+			return nil, err
+		}
+		proc = p
+		a.log.Info("started Envoy", zap.Int("pid", p.PID()), zap.Strings("args", args), zap.String("admin", adminAddr.String()))
+		if a.opts.OnEnvoy != nil {
+			a.opts.OnEnvoy(admin, p)
+		}
+		return p, nil
+	}
+	if _, err := start(); err != nil {
 		return err
 	}
 	// Whatever happens below, Envoy does not outlive this function.
@@ -72,10 +86,6 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, doc
 			proc.Stop(StopGrace)
 		}
 	}()
-	a.log.Info("started Envoy", zap.Int("pid", proc.PID()), zap.Strings("args", args), zap.String("admin", adminAddr.String()))
-	if a.opts.OnEnvoy != nil {
-		a.opts.OnEnvoy(admin, proc)
-	}
 	if err := obs.poll(wd.path); err != nil {
 		return err
 	}
@@ -92,27 +102,7 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, doc
 		return nil
 	}
 	a.log.Info("Envoy ready", zap.Duration("after", time.Since(started).Round(time.Millisecond)))
-	watch := &listenerWatch{a: a, admin: admin, want: expectedListeners(a.cfg), envoyPID: proc.PID()}
-	watch.check(ctx)
-	wctx, stopWatch := context.WithCancel(ctx)
-	watched := make(chan struct{})
-	go func() { defer close(watched); watch.run(wctx) }()
-	// The watcher sets READY/NO_ZONE_LISTENER; it is gone before the stop
-	// path sets TERMINATING.
-	defer func() { stopWatch(); <-watched }()
-
-	select {
-	case <-proc.Done():
-		stopWatch()
-		<-watched
-		return a.envoyExited(ctx, proc)
-	case <-ctx.Done():
-	}
-	stopWatch()
-	<-watched
-	a.drain(admin, proc)
-	a.stop(proc, "stopped")
-	return nil
+	return a.serve(ctx, &supervised{admin: admin, proc: proc, start: start})
 }
 
 // envoyWaitHint is how long Envoy may stay short of LIVE before the agent

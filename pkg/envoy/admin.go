@@ -95,6 +95,13 @@ func (a *Admin) DrainListeners(ctx context.Context) error {
 	return a.post(ctx, "/drain_listeners?graceful")
 }
 
+// StopListeners closes every listener now (a drain without the drain
+// period): new connections are refused, open ones stay. Envoy never opens
+// them again, not even for listeners that LDS sends later.
+func (a *Admin) StopListeners(ctx context.Context) error {
+	return a.post(ctx, "/drain_listeners")
+}
+
 // SetLogLevel changes Envoy's log level at runtime: a level for every
 // logger, or (with component set) for one.
 func (a *Admin) SetLogLevel(ctx context.Context, component, level string) error {

@@ -21,9 +21,15 @@ const (
 	// NoZoneListener: Envoy is live but the control plane sent no zone
 	// listener yet, so nothing is served.
 	NoZoneListener Phase = "NO_ZONE_LISTENER"
-	Terminating    Phase = "TERMINATING"
-	Stopped        Phase = "STOPPED"
-	Failed         Phase = "FAILED"
+	// Draining: `zoneproxy drain` (or SIGUSR2) failed Envoy's health checks
+	// and its listeners drain; Envoy and the agent keep running.
+	Draining Phase = "DRAINING"
+	// Drained: out of rotation, listeners closed, until `zoneproxy undrain`
+	// or a stop.
+	Drained     Phase = "DRAINED"
+	Terminating Phase = "TERMINATING"
+	Stopped     Phase = "STOPPED"
+	Failed      Phase = "FAILED"
 )
 
 // Snapshot is one observation of the agent.

@@ -1,0 +1,235 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/zoneproxy/zoneproxy/pkg/state"
+)
+
+// A maintenance drain (`zoneproxy drain`, SIGUSR2) takes the proxy out of
+// rotation without stopping it: Envoy fails its health checks, drains, and
+// its listeners close; the agent and Envoy keep running. Envoy cannot open
+// a stopped listener again (not even one LDS sends anew), so an undrain
+// restarts Envoy in place from the same bootstrap.
+
+// maintenance is what operators asked for: drained or not. The serve loop
+// reconciles Envoy with it whenever kicked.
+type maintenance struct {
+	want    atomic.Bool
+	serving atomic.Bool   // a live Envoy is supervised: a drain can be done
+	kick    chan struct{} // capacity 1: a request is pending
+}
+
+// ErrNotServing refuses a drain while Envoy is not live yet: it serves
+// nothing to drain, and load balancers see it unhealthy anyway.
+var ErrNotServing = errors.New("not serving yet")
+
+// Drain asks for a maintenance drain; it returns at once. The tracker says
+// DRAINING, then DRAINED.
+func (a *Agent) Drain() error {
+	if !a.maint.serving.Load() {
+		snap := a.tracker.Current()
+		return fmt.Errorf("%w (%s: %s): nothing to drain; drain once /ready says READY or NO_ZONE_LISTENER",
+			ErrNotServing, snap.Phase, strings.ReplaceAll(snap.Detail, "\n", " "))
+	}
+	a.maint.want.Store(true)
+	a.maint.poke()
+	return nil
+}
+
+// Undrain asks to serve again; without a drain it changes nothing.
+func (a *Agent) Undrain() {
+	a.maint.want.Store(false)
+	a.maint.poke()
+}
+
+func (m *maintenance) poke() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+// supervised is the Envoy the agent runs now; restart replaces proc.
+type supervised struct {
+	admin interface {
+		envoyAdmin
+		listenerLister
+	}
+	proc envoyProcess
+	// start runs a new Envoy from the same bootstrap.
+	start func() (envoyProcess, error)
+}
+
+// serveEnd says why a serving period ended.
+type serveEnd int
+
+const (
+	endStop serveEnd = iota
+	endExited
+	endDrain
+	endUndrain
+)
+
+// serve supervises a live Envoy until the stop: READY or NO_ZONE_LISTENER
+// while serving, DRAINING and DRAINED on request, and back.
+func (a *Agent) serve(ctx context.Context, e *supervised) error {
+	a.maint.serving.Store(true)
+	defer a.maint.serving.Store(false)
+	for {
+		end := a.watchListeners(ctx, e)
+		if end == endDrain {
+			end = a.maintenanceDrain(ctx, e)
+		}
+		switch end {
+		case endExited:
+			return a.envoyExited(ctx, e.proc)
+		case endStop:
+			a.drain(e.admin, e.proc)
+			a.stop(e.proc, "stopped")
+			return nil
+		}
+		if err := a.restartEnvoy(ctx, e); err != nil || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+// watchListeners keeps READY honest until a stop, Envoy's exit or a drain.
+func (a *Agent) watchListeners(ctx context.Context, e *supervised) serveEnd {
+	watch := &listenerWatch{a: a, admin: e.admin, want: expectedListeners(a.cfg), envoyPID: e.proc.PID()}
+	watch.check(ctx)
+	wctx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() { defer close(watched); watch.run(wctx) }()
+	// The watcher sets READY/NO_ZONE_LISTENER: it is gone before the caller
+	// sets DRAINING or TERMINATING.
+	defer func() { stopWatch(); <-watched }()
+	for {
+		if a.maint.want.Load() {
+			return endDrain
+		}
+		select {
+		case <-e.proc.Done():
+			return endExited
+		case <-ctx.Done():
+			return endStop
+		case <-a.maint.kick:
+		}
+	}
+}
+
+// maintenanceDrain drains like a stop does, then closes the listeners and
+// stays DRAINED until a stop, Envoy's exit or an undrain.
+func (a *Agent) maintenanceDrain(ctx context.Context, e *supervised) serveEnd {
+	a.failingSince = time.Now()
+	w := a.newDrainWindow(a.failingSince)
+	a.tracker.Set(state.Draining, maintenanceDetail(w.deadline))
+	a.log.Info("draining for maintenance: Envoy fails its health checks and drains; it keeps running until `zoneproxy undrain` or a stop",
+		zap.Duration("drain-time", a.cfg.DrainTime), zap.Duration("drain-min", min(a.cfg.DrainMin, a.cfg.DrainTime)))
+	actx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := e.admin.FailHealthChecks(actx); err != nil {
+		a.log.Warn("cannot fail Envoy's health checks for the maintenance drain", zap.Error(err))
+	}
+	if err := e.admin.DrainListeners(actx); err != nil {
+		a.log.Warn("cannot drain Envoy's listeners for the maintenance drain", zap.Error(err))
+	}
+	// A stop or an undrain cuts the wait short; the watcher is gone before
+	// the DRAINED wait reads kicks itself.
+	interrupt, done, gone := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(gone)
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+			case <-a.maint.kick:
+				if a.maint.want.Load() {
+					continue
+				}
+			}
+			close(interrupt)
+			return
+		}
+	}()
+	end := a.awaitDrain(actx, e.admin, e.proc, w, interrupt, func() { a.tracker.Set(state.Draining, maintenanceDetail(w.deadline)) })
+	close(done)
+	<-gone
+	switch end {
+	case drainEnvoyExited:
+		return endExited
+	case drainCancelled:
+		if ctx.Err() != nil {
+			return endStop
+		}
+		return endUndrain
+	}
+	// Closed now rather than at the end of Envoy's own drain period: new
+	// connections are refused, so clients go elsewhere at once.
+	if err := e.admin.StopListeners(actx); err != nil {
+		a.log.Warn("cannot close Envoy's listeners; they close by themselves at the end of Envoy's drain period", zap.Error(err))
+	}
+	open, err := e.admin.DownstreamConnections(actx)
+	since := time.Now()
+	detail := fmt.Sprintf("drained for maintenance since %s: Envoy fails its health checks and accepts no new connection; run `zoneproxy undrain` to serve again",
+		since.UTC().Format(time.RFC3339))
+	if err == nil && open > 0 {
+		detail += fmt.Sprintf(" (%d connections still open)", open)
+	}
+	a.tracker.Set(state.Drained, detail)
+	a.log.Info("drained: out of rotation until `zoneproxy undrain`; Envoy keeps running",
+		zap.Int("connections open", open), zap.Duration("after", since.Sub(w.start).Round(time.Millisecond)))
+	for {
+		if !a.maint.want.Load() {
+			return endUndrain
+		}
+		select {
+		case <-ctx.Done():
+			return endStop
+		case <-e.proc.Done():
+			return endExited
+		case <-a.maint.kick:
+		}
+	}
+}
+
+func maintenanceDetail(deadline time.Time) string {
+	return fmt.Sprintf("draining for maintenance (at most %s left); run `zoneproxy undrain` to serve again", max(0, time.Until(deadline)).Round(time.Second))
+}
+
+// restartEnvoy replaces a drained Envoy with a new one from the same
+// bootstrap; its configuration comes through the relay (the control plane,
+// or the cache while it is away) or, in direct mode, from the control
+// plane. It returns once the new one is LIVE, or nil on a stop meanwhile.
+func (a *Agent) restartEnvoy(ctx context.Context, e *supervised) error {
+	a.log.Info("undrain: restarting Envoy, since a drained Envoy never accepts connections again", zap.Int("pid", e.proc.PID()))
+	a.tracker.Set(state.EnvoyStarting, "undraining: restarting Envoy")
+	if e.proc.Stop(StopGrace) {
+		a.log.Warn("Envoy ignored SIGTERM; killed it", zap.Duration("after", StopGrace))
+	}
+	a.failingSince = time.Time{}
+	proc, err := e.start()
+	if err != nil {
+		return err
+	}
+	e.proc = proc
+	started := time.Now()
+	if err := a.awaitLive(ctx, e.admin, proc); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		a.stop(proc, "stopped before Envoy was ready")
+		return nil
+	}
+	a.log.Info("Envoy ready again after the undrain", zap.Duration("after", time.Since(started).Round(time.Millisecond)))
+	return nil
+}
