@@ -147,24 +147,16 @@ func (c *checklist) checkPorts(ports []preflight.Port, running *instance) {
 }
 
 func (c *checklist) checkToken(cfg *config.Config) {
-	raw := cfg.DataplaneToken
-	if cfg.DataplaneTokenFile != "" {
-		b, err := os.ReadFile(cfg.DataplaneTokenFile)
-		if err != nil {
-			c.fail("dataplane token", err)
-			return
-		}
-		raw = string(b)
-	}
-	if strings.TrimSpace(raw) == "" {
+	if cfg.DataplaneToken == "" && cfg.DataplaneTokenFile == "" {
 		c.ok("no dataplane token configured (only works if the control plane's dataplane authentication is off)")
 		return
 	}
-	claims, err := token.Parse(raw)
+	tok, err := token.Load(cfg.DataplaneToken, cfg.DataplaneTokenFile)
 	if err != nil {
 		c.fail("dataplane token", err)
 		return
 	}
+	claims := tok.Claims
 	// config validation already refused a token that cannot work.
 	desc := "mesh-wide"
 	if claims.Mesh != "" {

@@ -3,6 +3,7 @@ package config
 import (
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-multierror"
@@ -277,55 +279,41 @@ func countCerts(b []byte) int {
 }
 
 func (c *Config) validateToken(now time.Time, add, warn func(key, format string, args ...any)) {
-	var raw, key string
+	key, where := "dataplane-token", "the token"
 	switch {
 	case c.DataplaneTokenFile != "" && c.DataplaneToken != "":
 		add("dataplane-token", "set either --dataplane-token-file or --dataplane-token, not both")
 		return
 	case c.DataplaneToken != "":
-		key, raw = "dataplane-token", c.DataplaneToken
 		warn(key, "an inline token leaks easily (process list and shell history for the flag, the environment or config file otherwise); prefer --dataplane-token-file")
 	case c.DataplaneTokenFile != "":
-		key = "dataplane-token-file"
-		fi, err := os.Stat(c.DataplaneTokenFile)
-		if err != nil {
-			add(key, "cannot read %s: %v", c.DataplaneTokenFile, errtext.PathCause(err))
-			return
-		}
-		if fi.IsDir() {
-			add(key, "%s is a directory: give the token file", c.DataplaneTokenFile)
-			return
-		}
-		b, err := os.ReadFile(c.DataplaneTokenFile)
-		if err != nil {
-			add(key, "cannot read %s: %v", c.DataplaneTokenFile, errtext.PathCause(err))
-			return
-		}
-		if fi.Mode().Perm()&0o077 != 0 {
-			warn(key, "%s has mode %04o: other users can read this credential; chmod 600 it", c.DataplaneTokenFile, fi.Mode().Perm())
-		}
-		raw = string(b)
-		if strings.TrimSpace(raw) == "" {
-			add(key, "%s is empty: write the token from `kumactl generate dataplane-token` into it", c.DataplaneTokenFile)
-			return
-		}
+		key, where = "dataplane-token-file", "the token in "+c.DataplaneTokenFile
 	default:
 		warn("dataplane-token-file", "no dataplane token given; the control plane will refuse to bootstrap unless its dataplane authentication is off")
 		return
 	}
-	where := "the token"
-	if key == "dataplane-token-file" {
-		where = "the token in " + c.DataplaneTokenFile
+	tok, err := token.Load(c.DataplaneToken, c.DataplaneTokenFile)
+	if tok.Mode&0o077 != 0 {
+		warn(key, "%s has mode %04o: other users can read this credential; chmod 600 it", c.DataplaneTokenFile, tok.Mode)
 	}
-	claims, err := token.Parse(raw)
-	if err != nil {
+	switch {
+	case errors.Is(err, token.ErrNotJWT):
 		add(key, "%s is %v; generate one with `kumactl generate dataplane-token --mesh %s`", where, err, c.Mesh)
 		return
+	case errors.Is(err, token.ErrEmpty):
+		add(key, "%s is empty: write the token from `kumactl generate dataplane-token` into it", c.DataplaneTokenFile)
+		return
+	case errors.Is(err, syscall.EISDIR):
+		add(key, "%s is a directory: give the token file", c.DataplaneTokenFile)
+		return
+	case err != nil:
+		add(key, "cannot read %s: %v", c.DataplaneTokenFile, errtext.PathCause(err))
+		return
 	}
-	if err := claims.Check(c.Mesh, c.Name, c.Workload); err != nil {
+	if err := tok.Claims.Check(c.Mesh, c.Name, c.Workload); err != nil {
 		add(key, "%s cannot be used: %v", where, err)
 	}
-	if te := claims.CheckTime(now); te != nil {
+	if te := tok.Claims.CheckTime(now); te != nil {
 		tokenTime(key, where, te, add, warn)
 	}
 }

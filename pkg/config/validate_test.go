@@ -31,7 +31,11 @@ func tokenFileContent(claims string) string {
 
 func tokenFile(t *testing.T, claims string, mode os.FileMode) string {
 	t.Helper()
-	raw := tokenFileContent(claims)
+	return tokenFileRaw(t, tokenFileContent(claims), mode)
+}
+
+func tokenFileRaw(t *testing.T, raw string, mode os.FileMode) string {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(path, []byte(raw+"\n"), mode); err != nil {
 		t.Fatal(err)
@@ -82,6 +86,10 @@ func TestValidate(t *testing.T) {
 			_ = os.WriteFile(p, []byte("\n"), 0o600)
 			c.DataplaneTokenFile = p
 		}, []string{"is empty"}, nil},
+		{"token file is a directory", func(t *testing.T, c *Config) { c.DataplaneTokenFile = t.TempDir() },
+			[]string{"is a directory: give the token file"}, nil},
+		{"token file not a JWT", func(t *testing.T, c *Config) { c.DataplaneTokenFile = tokenFileRaw(t, "garbage", 0o600) },
+			[]string{"--dataplane-token-file: the token in", "is not a JWT (expected three dot-separated parts); generate one with `kumactl generate dataplane-token --mesh payments`"}, nil},
 		{"token for another mesh", func(t *testing.T, c *Config) { c.DataplaneTokenFile = tokenFile(t, `{"Mesh":"billing"}`, 0o600) },
 			[]string{`token is for mesh "billing"`}, nil},
 		{"token expired, clock synchronised", func(t *testing.T, c *Config) { c.DataplaneTokenFile = tokenFile(t, `{"exp":1700000000}`, 0o600) },

@@ -21,25 +21,28 @@ type Claims struct {
 	NotBefore *int64 `json:"nbf"`
 }
 
+// ErrNotJWT is a token that cannot be decoded.
+var ErrNotJWT = errors.New("not a JWT")
+
 // Parse decodes a JWT's header and claims without checking the signature
-// (only the control plane holds the key).
+// (only the control plane holds the key). Its errors wrap ErrNotJWT.
 func Parse(raw string) (Claims, error) {
 	var c Claims
 	parts := strings.Split(strings.TrimSpace(raw), ".")
 	if len(parts) != 3 {
-		return c, errors.New("not a JWT (expected three dot-separated parts)")
+		return c, fmt.Errorf("%w (expected three dot-separated parts)", ErrNotJWT)
 	}
 	var header struct {
 		Alg string `json:"alg"`
 	}
 	if err := decodeSegment(parts[0], &header); err != nil {
-		return c, fmt.Errorf("not a JWT: header: %w", err)
+		return c, fmt.Errorf("%w: header: %w", ErrNotJWT, err)
 	}
 	if header.Alg == "" {
-		return c, errors.New("not a JWT: header has no alg")
+		return c, fmt.Errorf("%w: header has no alg", ErrNotJWT)
 	}
 	if err := decodeSegment(parts[1], &c); err != nil {
-		return c, fmt.Errorf("not a JWT: claims: %w", err)
+		return c, fmt.Errorf("%w: claims: %w", ErrNotJWT, err)
 	}
 	return c, nil
 }

@@ -2,7 +2,12 @@ package token
 
 import (
 	"encoding/base64"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -50,6 +55,49 @@ func TestCheck(t *testing.T) {
 			}
 			if strings.Contains(err.Error(), tc.raw) && len(tc.raw) > 8 {
 				t.Fatal("error repeats the token")
+			}
+		})
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string, mode os.FileMode) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, mode); err != nil { // whatever the umask
+			t.Fatal(err)
+		}
+		return path
+	}
+	good := jwt(`{"Mesh":"payments"}`)
+	cases := []struct {
+		name, inline, path string
+		mesh               string
+		mode               os.FileMode
+		err                error
+	}{
+		{name: "file", path: write("ok", good+"\n", 0o640), mesh: "payments", mode: 0o640},
+		{name: "inline", inline: good, mesh: "payments"},
+		{name: "the file wins", inline: "ignored", path: write("ok2", good, 0o600), mesh: "payments", mode: 0o600},
+		{name: "empty file", path: write("empty", " \n", 0o600), mode: 0o600, err: ErrEmpty},
+		{name: "not a JWT", path: write("bad", "garbage", 0o600), mode: 0o600, err: ErrNotJWT},
+		{name: "directory", path: dir, err: syscall.EISDIR},
+		{name: "missing", path: filepath.Join(dir, "none"), err: fs.ErrNotExist},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Load(tc.inline, tc.path)
+			if !errors.Is(err, tc.err) || (tc.err == nil) != (err == nil) {
+				t.Fatalf("error %v, want %v", err, tc.err)
+			}
+			if got.Claims.Mesh != tc.mesh || got.Mode != tc.mode {
+				t.Errorf("mesh %q mode %04o, want %q %04o", got.Claims.Mesh, got.Mode, tc.mesh, tc.mode)
+			}
+			if err == nil && got.Raw != good {
+				t.Errorf("raw %q", got.Raw)
 			}
 		})
 	}
