@@ -155,10 +155,13 @@ func (c *adsClient) session(ctx context.Context) (received bool) {
 	defer conn.Close()
 	md, err := c.target.md()
 	if err != nil {
-		c.logClose(codes.Unauthenticated, "failed to get call credentials: "+err.Error())
+		// gRPC fails the call when a credentials plugin fails.
+		c.logClose(codes.Unavailable, "Getting metadata from plugin failed with error: "+err.Error())
 		return false
 	}
-	if c.dumpHeaders {
+	// Only Envoy's own async client goes through the router, which dumps
+	// headers; google_grpc's C++ client does not.
+	if c.dumpHeaders && c.target.viaRouter {
 		c.logRequestHeaders(md)
 	}
 	sctx, cancel := context.WithCancel(withMD(ctx, md))

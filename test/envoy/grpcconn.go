@@ -24,6 +24,8 @@ import (
 	"google.golang.org/grpc/metadata"
 )
 
+const fileBasedMetadata = "envoy.grpc_credentials.file_based_metadata"
+
 // grpcTarget is how Envoy reaches a GrpcService: envoy_grpc through a
 // static cluster, or google_grpc straight to target_uri.
 type grpcTarget struct {
@@ -36,6 +38,7 @@ type grpcTarget struct {
 	md             func() (metadata.MD, error)
 	backoffBase    time.Duration
 	backoffMax     time.Duration
+	viaRouter      bool // envoy_grpc: Envoy's router (and its debug header dump)
 }
 
 var errNoHealthyUpstream = errors.New("no healthy upstream")
@@ -61,6 +64,7 @@ func newGRPCTarget(s *server, gs *corev3.GrpcService) (*grpcTarget, error) {
 			return nil, fmt.Errorf("Unknown gRPC client cluster '%s'", eg.GetClusterName())
 		}
 		t.name = eg.GetClusterName()
+		t.viaRouter = true
 		t.authority = eg.GetAuthority()
 		if t.authority == "" {
 			t.authority = eg.GetClusterName()
@@ -117,6 +121,16 @@ func newGRPCTarget(s *server, gs *corev3.GrpcService) (*grpcTarget, error) {
 		d := net.Dialer{Timeout: t.connectTimeout}
 		return d.DialContext(ctx, network, addr)
 	}
+	// Envoy hands google_grpc credentials to one factory: the default one
+	// (channel credentials, else insecure; access_token and friends, never
+	// plugins) or file_based_metadata (TLS always; only its plugin).
+	factory := gg.GetCredentialsFactoryName()
+	switch factory {
+	case "", "envoy.grpc_credentials.default", fileBasedMetadata, "envoy.grpc_credentials.aws_iam":
+	default:
+		return nil, fmt.Errorf("Unknown google grpc credentials factory: %s", factory)
+	}
+	fileBased := factory == fileBasedMetadata
 	cc := gg.GetChannelCredentials()
 	t.creds = func() (credentials.TransportCredentials, error) {
 		switch {
@@ -142,7 +156,7 @@ func newGRPCTarget(s *server, gs *corev3.GrpcService) (*grpcTarget, error) {
 				cfg.Certificates = []tls.Certificate{kp}
 			}
 			return credentials.NewTLS(cfg), nil
-		case cc.GetGoogleDefault() != nil:
+		case cc.GetGoogleDefault() != nil, fileBased:
 			return credentials.NewTLS(&tls.Config{ServerName: serverName}), nil
 		}
 		return insecure.NewCredentials(), nil
@@ -151,11 +165,11 @@ func newGRPCTarget(s *server, gs *corev3.GrpcService) (*grpcTarget, error) {
 	t.md = func() (metadata.MD, error) {
 		md := staticMD()
 		for _, c := range calls {
-			if tok := c.GetAccessToken(); tok != "" {
+			if tok := c.GetAccessToken(); tok != "" && !fileBased {
 				md.Append("authorization", "Bearer "+tok)
 			}
 			fp := c.GetFromPlugin()
-			if fp == nil || fp.GetName() != "envoy.grpc_credentials.file_based_metadata" {
+			if !fileBased || fp == nil || fp.GetName() != fileBasedMetadata {
 				continue
 			}
 			msg, err := unpackAny(fp.GetTypedConfig())
