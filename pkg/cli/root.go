@@ -32,7 +32,7 @@ readiness, and drains Envoy gracefully on stop.`,
 			return usageError{"which command? " + strings.Join(commandNames(cmd), ", ")}
 		},
 	}
-	root.AddCommand(newRunCommand(), newCheckCommand(), newRenderCommand(), newBootstrapCommand(), newVersionCommand())
+	root.AddCommand(newRunCommand(), newCheckCommand(), newDrainCommand(), newUndrainCommand(), newRenderCommand(), newBootstrapCommand(), newVersionCommand())
 	return root
 }
 

@@ -118,14 +118,18 @@ func runAgent(cfg *config.Config, log *zap.Logger, level zap.AtomicLevel) error 
 		zap.String("role", string(cfg.Role)), zap.String("name", cfg.Name), zap.String("address", cfg.Address),
 		zap.String("clock", clockState(timesync.Check())))
 	m := metrics.New(tracker)
-	err := agent.New(agent.Options{
+	var ag *agent.Agent
+	ag = agent.New(agent.Options{
 		Config: cfg, Log: log, Tracker: tracker, Hurry: hurry, Metrics: m,
 		OnReadiness: func(rs *localserver.Server) {
 			rs.HandleMetrics(m)
 			rs.Handle("/logging", loggingHandler(level, &running, log))
+			rs.HandleMaintenance(localserver.Maintenance{Drain: ag.Drain, Undrain: ag.Undrain})
 		},
 		OnEnvoy: func(a *envoy.Admin, p *envoy.Process) { running.Store(&runningEnvoy{a, p}) },
-	}).Run(ctx)
+	})
+	drainOnSIGUSR2(ctx, ag, log)
+	err := ag.Run(ctx)
 	<-notified // the last STATUS= line reaches systemd before exit
 	if err != nil {
 		if exitcode.IsConfig(err) {
@@ -137,6 +141,28 @@ func runAgent(cfg *config.Config, log *zap.Logger, level zap.AtomicLevel) error 
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// drainOnSIGUSR2 makes SIGUSR2 a maintenance drain, as in kuma-dp; only
+// `zoneproxy undrain` ends it.
+func drainOnSIGUSR2(ctx context.Context, ag *agent.Agent, log *zap.Logger) {
+	usr2 := make(chan os.Signal, 1)
+	signal.Notify(usr2, syscall.SIGUSR2)
+	go func() {
+		defer signal.Stop(usr2)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-usr2:
+			}
+			if err := ag.Drain(); err != nil {
+				log.Warn("SIGUSR2: cannot drain: "+err.Error(), zap.String("signal", "user defined signal 2"))
+				continue
+			}
+			log.Info("SIGUSR2: draining for maintenance; `zoneproxy undrain` ends it", zap.String("signal", "user defined signal 2"))
+		}
+	}()
 }
 
 // clockState is the system clock's NTP state for the start-up line: what

@@ -101,7 +101,7 @@ func flagHint(cmd *cobra.Command, flag string) string {
 	}
 	if others := commandsWithFlag(cmd.Root(), name); len(others) > 0 {
 		return fmt.Sprintf(": a flag of %s, not of %s (%s and the config key %s are read by every command)",
-			strings.Join(others, " and "), cmd.CommandPath(), envName(name), name)
+			joinAnd(others), cmd.CommandPath(), envName(name), name)
 	}
 	var names []string
 	cmd.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
@@ -133,4 +133,12 @@ func noArgs(cmd *cobra.Command, args []string) error {
 		return usageError{fmt.Sprintf("%s takes no arguments, got %q", cmd.CommandPath(), strings.Join(args, " "))}
 	}
 	return nil
+}
+
+// joinAnd lists words as "a, b and c".
+func joinAnd(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " and " + words[len(words)-1]
 }

@@ -16,7 +16,7 @@ func TestUsageErrors(t *testing.T) {
 		want  []string // in the output
 		avoid []string // not in the output
 	}{
-		{"no command", nil, []string{"zoneproxy: which command? bootstrap, check, render, run, version", "Run 'zoneproxy --help'"}, nil},
+		{"no command", nil, []string{"zoneproxy: which command? bootstrap, check, drain, render, run, undrain, version", "Run 'zoneproxy --help'"}, nil},
 		{"unknown command", []string{"rnu"}, []string{`unknown command "rnu" for "zoneproxy"`, "Did you mean this?\n\trun"}, nil},
 		{"render without a resource", []string{"render"}, []string{"render which resource? dataplane or meshzoneaddress"}, nil},
 		{"render an unknown resource", []string{"render", "dataplan"}, []string{`unknown resource "dataplan"`, `(did you mean "dataplane"?)`}, nil},
@@ -27,7 +27,7 @@ func TestUsageErrors(t *testing.T) {
 		{"a prefix of a flag", []string{"run", "--envoy-component", "x"}, []string{"(did you mean --envoy-component-log-level?)"}, nil},
 		{"nothing close", []string{"run", "--frobnicate"}, []string{"unknown flag --frobnicate\n"}, []string{"did you mean"}},
 		{"another command's flag", []string{"render", "dataplane", "--drain-time", "5s"}, []string{
-			"unknown flag --drain-time: a flag of zoneproxy check and zoneproxy run, not of zoneproxy render dataplane (ZONEPROXY_DRAIN_TIME and the config key drain-time are read by every command)"}, nil},
+			"unknown flag --drain-time: a flag of zoneproxy check, zoneproxy drain, zoneproxy run and zoneproxy undrain, not of zoneproxy render dataplane (ZONEPROXY_DRAIN_TIME and the config key drain-time are read by every command)"}, nil},
 		{"kuma-dp's flag with an equivalent", []string{"run", "--binary-path", "/usr/bin/envoy"}, []string{"unknown flag --binary-path: kuma-dp's --binary-path is --envoy-binary in zoneproxy"}, nil},
 		{"kuma-dp's flag a zone proxy needs not", []string{"run", "--dns-enabled=false"}, []string{"unknown flag --dns-enabled: kuma-dp's --dns-enabled is not needed for a zone proxy: zoneproxy runs no DNS proxy"}, nil},
 		{"kuma-dp's one-letter flag", []string{"run", "-d", "dp.yaml"}, []string{"unknown flag -d (kuma-dp's --dataplane-file): not needed for a zone proxy"}, nil},

@@ -28,6 +28,8 @@ func TestStatus(t *testing.T) {
 		{"ready but no probe yet", state.Ready, "", nil, 503, "ENVOY_STARTING"},
 		{"Envoy reports another state", state.Ready, "", draining, 503, "ENVOY_DRAINING"},
 		{"Envoy's admin does not answer", state.Ready, "", down, 503, "ENVOY_UNREACHABLE"},
+		{"drained for maintenance says so, never asks Envoy", state.Drained, "drained for maintenance since 2025-01-02T03:04:05Z: …; run `zoneproxy undrain` to serve again", live, 503,
+			"DRAINED\ndrained for maintenance since 2025-01-02T03:04:05Z: …; run `zoneproxy undrain` to serve again"},
 		{"terminating", state.Terminating, "draining (3s left)", live, 503, "TERMINATING\ndraining (3s left)"},
 	}
 	for _, tc := range cases {
