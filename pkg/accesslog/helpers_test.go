@@ -17,6 +17,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/zoneproxy/zoneproxy/internal/testutil"
 )
 
 // ceiling is generous: another test suite may share the two cores.
@@ -24,13 +26,7 @@ const ceiling = 30 * time.Second
 
 func await(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(ceiling)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up after %v waiting for %s", ceiling, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.Eventually(t, ceiling, what, cond)
 }
 
 // testOptions retry fast so a restarted sink is found quickly.

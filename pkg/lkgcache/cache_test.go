@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/zoneproxy/zoneproxy/internal/testutil"
 	"github.com/zoneproxy/zoneproxy/pkg/bootstraprewrite"
 )
 
@@ -161,11 +162,11 @@ func TestJudge(t *testing.T) {
 		{"just under max age", now.Add(-72*time.Hour + time.Second), listenerTypes(), ""},
 		{"older than max age", now.Add(-72*time.Hour - time.Second), listenerTypes(), "older than --cache-max-age 72h0m0s"},
 		{"from the future", now.Add(time.Hour), listenerTypes(), "in the future"},
-		{"valid certificate", now.Add(-time.Minute), withSecrets(tlsSecret(t, "identity", certPEM(t, now.Add(time.Hour))), trustBundle(t, "bundle")), ""},
-		{"expired certificate", now.Add(-time.Minute), withSecrets(tlsSecret(t, "identity", certPEM(t, now.Add(-time.Second)))), "expired at 2030-06-01T11:59:59Z"},
-		{"expires now", now.Add(-time.Minute), withSecrets(tlsSecret(t, "identity", certPEM(t, now))), "expired"},
+		{"valid certificate", now.Add(-time.Minute), withSecrets(tlsSecret(t, "identity", testutil.CertPEM(t, now.Add(time.Hour))), trustBundle(t, "bundle")), ""},
+		{"expired certificate", now.Add(-time.Minute), withSecrets(tlsSecret(t, "identity", testutil.CertPEM(t, now.Add(-time.Second)))), "expired at 2030-06-01T11:59:59Z"},
+		{"expires now", now.Add(-time.Minute), withSecrets(tlsSecret(t, "identity", testutil.CertPEM(t, now))), "expired"},
 		{"earliest of a chain", now.Add(-time.Minute), withSecrets(tlsSecret(t, "identity",
-			append(certPEM(t, now.Add(time.Hour)), certPEM(t, now.Add(-time.Hour))...))), "expired at 2030-06-01T11:00:00Z"},
+			append(testutil.CertPEM(t, now.Add(time.Hour)), testutil.CertPEM(t, now.Add(-time.Hour))...))), "expired at 2030-06-01T11:00:00Z"},
 		{"unreadable certificate", now.Add(-time.Minute), withSecrets(tlsSecret(t, "identity", []byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"))), "unreadable certificate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -311,7 +312,7 @@ func TestInspect(t *testing.T) {
 	}
 	c, _ := open(t, dir, testID, clk)
 	notAfter := now.Add(24 * time.Hour).Truncate(time.Second)
-	c.Store(append(listenerTypes(), TypeState{TypeURL: SecretType, Resources: []Resource{tlsSecret(t, "id", certPEM(t, notAfter))}}))
+	c.Store(append(listenerTypes(), TypeState{TypeURL: SecretType, Resources: []Resource{tlsSecret(t, "id", testutil.CertPEM(t, notAfter))}}))
 	closeCache(t, c)
 
 	st := Inspect(dir, testID, 0, now)

@@ -1,15 +1,7 @@
 package lkgcache
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"testing"
-	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
@@ -17,22 +9,6 @@ import (
 )
 
 var testID = Identity{Mesh: "default", Name: "zp-1", Role: "ingress", ControlPlane: "https://cp:5678"}
-
-// certPEM is a self-signed certificate valid until notAfter.
-func certPEM(t testing.TB, notAfter time.Time) []byte {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "zp"},
-		NotBefore: notAfter.Add(-48 * time.Hour), NotAfter: notAfter}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-}
 
 // tlsSecret is an SDS secret as the control plane sends it.
 func tlsSecret(t testing.TB, name string, chain []byte) Resource {

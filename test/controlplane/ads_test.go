@@ -1,12 +1,10 @@
 package controlplane
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +23,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/zoneproxy/zoneproxy/internal/testutil"
 )
 
 // deltaClient is a minimal Envoy-like delta ADS client: node on the first
@@ -382,22 +382,7 @@ func TestADSRejections(t *testing.T) {
 }
 
 // syncBuffer is a goroutine-safe log sink for asserting log lines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
+type syncBuffer = testutil.SyncBuffer
 
 func TestADSWithoutReadinessPortServesNothing(t *testing.T) {
 	logs := &syncBuffer{}

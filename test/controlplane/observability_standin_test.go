@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zoneproxy/zoneproxy/internal/testutil"
 	"github.com/zoneproxy/zoneproxy/pkg/kumasock"
 )
 
@@ -233,13 +234,4 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // await polls cond until it holds or d passes (the stand-in starts slowly
 // on a loaded machine).
-func await(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+var await = testutil.Eventually

@@ -21,10 +21,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"text/template"
 	"time"
+
+	"github.com/zoneproxy/zoneproxy/internal/testutil"
 )
 
 // envoyBin is the stand-in built once for the whole test run.
@@ -50,22 +51,7 @@ func TestMain(m *testing.M) {
 }
 
 // syncBuffer collects a child's output while tests read it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testutil.SyncBuffer
 
 type proc struct {
 	cmd    *exec.Cmd
@@ -130,16 +116,7 @@ func (p *proc) exited() bool {
 }
 
 // waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+var waitFor = testutil.Eventually
 
 // adminClient talks HTTP to the admin Unix socket.
 func adminClient(sock string) *http.Client {

@@ -7,10 +7,11 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/zoneproxy/zoneproxy/internal/testutil"
 )
 
 // Agent is a running zoneproxy process.
@@ -132,21 +133,6 @@ func (a *Agent) EnvoyPID(timeout time.Duration) int {
 }
 
 // SyncBuffer collects a process's output for concurrent reads.
-type SyncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *SyncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *SyncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type SyncBuffer = testutil.SyncBuffer
 
 func itoa(i int) string { return strconv.Itoa(i) }

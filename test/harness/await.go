@@ -9,19 +9,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zoneproxy/zoneproxy/internal/testutil"
 )
 
-// Eventually polls cond every 20ms until it is true or timeout passes.
-func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// Eventually polls cond until it holds or timeout passes.
+var Eventually = testutil.Eventually
 
 // FreePort returns a loopback TCP port nobody listens on right now.
 func FreePort(t testing.TB) int {
