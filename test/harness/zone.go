@@ -21,8 +21,15 @@ type Zone struct {
 // NewZone starts a test control plane with the given meshes.
 func NewZone(t testing.TB, bins Binaries, meshes ...string) *Zone {
 	t.Helper()
+	return NewZoneWith(t, bins, controlplane.Options{Meshes: meshes})
+}
+
+// NewZoneWith starts a test control plane with opts; Dir is set here.
+func NewZoneWith(t testing.TB, bins Binaries, opts controlplane.Options) *Zone {
+	t.Helper()
 	dir := ShortTempDir(t)
-	cp, err := controlplane.Start(controlplane.Options{Dir: filepath.Join(dir, "cp"), Meshes: meshes})
+	opts.Dir = filepath.Join(dir, "cp")
+	cp, err := controlplane.Start(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
