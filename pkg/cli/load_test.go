@@ -100,14 +100,16 @@ func TestPrecedenceFlagsEnvFileDefaults(t *testing.T) {
 func TestLoadReportsEveryProblem(t *testing.T) {
 	file := "mesh: payments\ndrain-time: 30\nreadiness-port: lots\ndrian-time: 5s\nlabel: [a=b, broken]\n"
 	_, msg := load(t, file, nil)
-	for _, want := range []string{
-		`--drain-time: 30 has no unit`,
-		`--readiness-port: lots is not a whole number`,
-		`unknown key "drian-time"`, `did you mean "drain-time"`,
-		`--label: "broken" is not key=value`,
-	} {
-		if !strings.Contains(msg, want) {
-			t.Errorf("missing %q in:\n%s", want, msg)
+	wantProblems(t, msg, `--drain-time: 30 has no unit`, `--readiness-port: lots is not a whole number`,
+		`unknown key "drian-time"`, `did you mean "drain-time"`, `--label: "broken" is not key=value`)
+}
+
+// wantProblems fails the test unless msg names every problem in want.
+func wantProblems(t *testing.T, msg string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(msg, w) {
+			t.Errorf("missing %q in:\n%s", w, msg)
 		}
 	}
 }
@@ -224,39 +226,32 @@ func TestEnvoyComponentLogLevelFromEveryPlace(t *testing.T) {
 // A flag's bad number or boolean is reported as typed, not read as 0 or false.
 func TestBadFlagValuesAreReported(t *testing.T) {
 	_, msg := load(t, "", nil, "--readiness-port", "lots", "--xds-relay=nope", "--drain-time", "30")
-	for _, want := range []string{
-		`--readiness-port: lots is not a whole number`,
-		`--xds-relay: "nope" is not true or false`,
-		`--drain-time: 30 has no unit`,
-	} {
-		if !strings.Contains(msg, want) {
-			t.Errorf("missing %q in:\n%s", want, msg)
-		}
-	}
+	wantProblems(t, msg, `--readiness-port: lots is not a whole number`, `--xds-relay: "nope" is not true or false`, `--drain-time: 30 has no unit`)
 }
 
 // --state-dir's default is derived unless the operator gave one, "" too.
 func TestStateDirSetOnlyWhenGiven(t *testing.T) {
-	cases := []struct {
-		name string
-		file string
-		env  map[string]string
-		args []string
-		set  bool
-	}{
-		{name: "default", set: false},
-		{name: "flag", args: []string{"--state-dir", "/var/lib/zp"}, set: true},
-		{name: "empty variable", env: map[string]string{"ZONEPROXY_STATE_DIR": ""}, set: true},
-		{name: "file", file: "state-dir: ''\n", set: true},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			c, msg := load(t, tc.file, tc.env, tc.args...)
+	set := func(file string, env map[string]string, args ...string) func(t *testing.T) bool {
+		return func(t *testing.T) bool {
+			c, msg := load(t, file, env, args...)
 			if msg != "" {
 				t.Fatal(msg)
 			}
-			if c.StateDirSet != tc.set {
-				t.Errorf("StateDirSet %v, want %v", c.StateDirSet, tc.set)
+			return c.StateDirSet
+		}
+	}
+	for name, tc := range map[string]struct {
+		load func(t *testing.T) bool
+		want bool
+	}{
+		"default":        {set("", nil), false},
+		"flag":           {set("", nil, "--state-dir", "/var/lib/zp"), true},
+		"empty variable": {set("", map[string]string{"ZONEPROXY_STATE_DIR": ""}), true},
+		"file":           {set("state-dir: ''\n", nil), true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := tc.load(t); got != tc.want {
+				t.Errorf("StateDirSet %v, want %v", got, tc.want)
 			}
 		})
 	}
