@@ -1,7 +1,6 @@
 package xdsrelay
 
 import (
-	"sort"
 	"strings"
 	"sync"
 
@@ -9,85 +8,6 @@ import (
 
 	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
 )
-
-// holdings is what Envoy holds, per type URL, as far as its ACKs tell. It
-// outlives streams: Envoy keeps its resources across reconnects.
-type holdings struct {
-	mu    sync.Mutex
-	types map[string]*typeHolding
-}
-
-type typeHolding struct {
-	version string
-	res     map[string]lkgcache.Resource
-}
-
-// apply records an ACKed response. keep, when set, filters what was held
-// before (nil keeps everything).
-func (h *holdings) apply(p *pendingResponse, keep func(lkgcache.Resource) bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	t := h.types[p.typeURL]
-	if t == nil {
-		t = &typeHolding{res: map[string]lkgcache.Resource{}}
-		h.types[p.typeURL] = t
-	}
-	if keep != nil {
-		for name, r := range t.res {
-			if !keep(r) {
-				delete(t.res, name)
-			}
-		}
-	}
-	for _, r := range p.resources {
-		t.res[r.Name] = r
-	}
-	for _, name := range p.removed {
-		delete(t.res, name)
-	}
-	t.version = p.version
-}
-
-// drop forgets resources Envoy unsubscribed from.
-func (h *holdings) drop(typeURL string, names []string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if t := h.types[typeURL]; t != nil {
-		for _, n := range names {
-			delete(t.res, n)
-		}
-	}
-}
-
-// export copies the holdings for the cache; bodies are shared, never
-// written to.
-func (h *holdings) export() []lkgcache.TypeState {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	out := make([]lkgcache.TypeState, 0, len(h.types))
-	for url, t := range h.types {
-		ts := lkgcache.TypeState{TypeURL: url, Version: t.version, Resources: make([]lkgcache.Resource, 0, len(t.res))}
-		for _, r := range t.res {
-			ts.Resources = append(ts.Resources, r)
-		}
-		out = append(out, ts)
-	}
-	return out
-}
-
-// Names lists the resources of typeURL Envoy holds, sorted.
-func (r *Relay) Names(typeURL string) []string {
-	r.held.mu.Lock()
-	defer r.held.mu.Unlock()
-	var out []string
-	if t := r.held.types[typeURL]; t != nil {
-		for n := range t.res {
-			out = append(out, n)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
 
 // pendingResponse is a response sent to Envoy and not yet ACKed.
 type pendingResponse struct {
@@ -119,31 +39,10 @@ type observer struct {
 	// this stream; resynced: its first ACK on this stream was applied.
 	initial  map[string]map[string]string
 	resynced map[string]bool
-	// inflight counts responses forwarded to Envoy and not yet observed:
-	// an ACK may overtake its response's observation, and waits for it.
-	inflight int
-	observed sync.Cond // on mu, as inflight falls
 }
 
 func newObserver(r *Relay) *observer {
-	o := &observer{r: r, pending: map[string]*pendingResponse{}, initial: map[string]map[string]string{}, resynced: map[string]bool{}}
-	o.observed.L = &o.mu
-	return o
-}
-
-// expect notes a response about to be forwarded before it is observed;
-// done follows its observation.
-func (o *observer) expect() {
-	o.mu.Lock()
-	o.inflight++
-	o.mu.Unlock()
-}
-
-func (o *observer) done() {
-	o.mu.Lock()
-	o.inflight--
-	o.mu.Unlock()
-	o.observed.Broadcast()
+	return &observer{r: r, pending: map[string]*pendingResponse{}, initial: map[string]map[string]string{}, resynced: map[string]bool{}}
 }
 
 func (o *observer) sent(nonce string, p *pendingResponse) {
@@ -168,10 +67,6 @@ func (o *observer) subscribed(typeURL string, versions map[string]string) {
 func (o *observer) answered(nonce string, nack bool, errMsg string) {
 	o.mu.Lock()
 	p := o.pending[nonce]
-	for p == nil && o.inflight > 0 {
-		o.observed.Wait()
-		p = o.pending[nonce]
-	}
 	if p == nil {
 		o.mu.Unlock()
 		return

@@ -80,6 +80,7 @@ func New(opts Options) (*Relay, error) {
 	r := &Relay{opts: opts, log: opts.Log, roots: roots,
 		persist: make(chan struct{}, 1), stopped: make(chan struct{}), persisted: make(chan struct{})}
 	r.held.types = map[string]*typeHolding{}
+	r.held.deferred = opts.Cache != nil // its persister merges them
 	r.unreachableWarn.Every = time.Minute
 	return r, nil
 }
@@ -210,7 +211,10 @@ func listenUnix(path string) (net.Listener, error) {
 func (r *Relay) serve(d dialect, stream grpc.ServerStream) error {
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
-	s := &session{r: r, d: d, envoy: stream, obs: newObserver(r), reqs: make(chan envoyRequest)}
+	s := &session{r: r, d: d, envoy: stream, obs: newObserver(r), reqs: make(chan envoyRequest), notes: make(chan note, 16)}
+	observed := make(chan struct{})
+	go s.observeAll(observed)
+	defer func() { close(s.notes); <-observed }() // the holdings are complete when it returns
 	go s.readEnvoy(ctx)
 	return s.run(ctx)
 }

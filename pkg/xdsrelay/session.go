@@ -30,6 +30,7 @@ type session struct {
 	envoy grpc.ServerStream
 	obs   *observer
 	reqs  chan envoyRequest // closed when Envoy's stream ends
+	notes chan note         // to the observer, closed when the session ends
 
 	// early holds Envoy's requests until the control plane first answers,
 	// to replay them on a new upstream stream if this one is refused.
@@ -62,10 +63,10 @@ func (s *session) readEnvoy(ctx context.Context) {
 	}
 }
 
-// observe notes what a request of Envoy's says; each request once.
+// observe has a request of Envoy's observed; each request once.
 func (s *session) observe(req envoyRequest) {
 	if req.msg != nil {
-		s.d.observeRequest(s.obs, req.msg)
+		s.notes <- note{req: req.msg}
 	}
 }
 
@@ -174,11 +175,8 @@ func (s *session) relay(ctx context.Context, up *upstream) relayResult {
 			if !s.responded.Load() {
 				s.early = append(s.early, req)
 			}
-			// Forwarded first: an ACK does not wait for the holdings it
-			// updates.
-			err := up.send(req.raw)
 			s.observe(req)
-			if err != nil {
+			if err := up.send(req.raw); err != nil {
 				return s.relayEnd(<-down)
 			}
 		case err := <-down:
@@ -195,18 +193,8 @@ func (s *session) relayEnd(err error) relayResult {
 }
 
 // pumpDown forwards the control plane's responses to Envoy as received,
-// uncopied, and has them observed meanwhile, in order, on another
-// goroutine; Envoy's ACK of a response waits for its observation.
+// uncopied; each is noted for the observer before Envoy can ACK it.
 func (s *session) pumpDown(up *upstream) error {
-	seen := make(chan *heldFrame, 1)
-	observed := make(chan struct{})
-	go func() {
-		defer close(observed)
-		for f := range seen {
-			s.observeResponse(f)
-		}
-	}()
-	defer func() { close(seen); <-observed }()
 	for {
 		f, err := up.recvHeld()
 		if err != nil {
@@ -215,26 +203,14 @@ func (s *session) pumpDown(up *upstream) error {
 			}
 			return err
 		}
-		s.obs.expect()
 		f.buf.Ref() // the observer's, freed once it has copied the bytes
-		seen <- f
+		s.notes <- note{resp: f}
 		s.responded.Store(true)
 		err = s.envoy.SendMsg(f)
 		f.free()
 		if err != nil {
 			return errEnvoyGone
 		}
-	}
-}
-
-// observeResponse reads a forwarded response into bytes of its own: what
-// Envoy ACKs is kept, aliasing them, after grpc reuses its buffers.
-func (s *session) observeResponse(f *heldFrame) {
-	defer s.obs.done()
-	b := f.buf.Materialize()
-	f.free()
-	if err := s.d.observeResponse(s.obs, b, false); err != nil {
-		s.r.log.Debug("a control plane xDS response could not be decoded; forwarding it anyway", zap.Error(err))
 	}
 }
 
@@ -287,9 +263,7 @@ func (s *session) answer(cs cacheServer, req envoyRequest) error {
 	if b == nil {
 		return nil
 	}
-	if err := s.d.observeResponse(s.obs, b, true); err != nil {
-		return err
-	}
+	s.notes <- note{cached: b}
 	return s.envoy.SendMsg(&frame{b: b})
 }
 

@@ -1,0 +1,39 @@
+package xdsrelay
+
+import "go.uber.org/zap"
+
+// note is one message for a session's observer: a request of Envoy's, a
+// response from the control plane as received, or one from the cache.
+type note struct {
+	req    *request
+	resp   *heldFrame
+	cached []byte
+}
+
+// observeAll observes a session's messages on a goroutine of its own, in
+// the order the relay passed them on, so forwarding never waits for it: a
+// response is noted before it is sent to Envoy and its ACK after Envoy
+// sent that, so the observer sees every response before its ACK.
+func (s *session) observeAll(done chan<- struct{}) {
+	defer close(done)
+	for n := range s.notes {
+		switch {
+		case n.req != nil:
+			s.d.observeRequest(s.obs, n.req)
+		case n.resp != nil:
+			// Bytes of its own: what Envoy ACKs is kept, aliasing them,
+			// after grpc reuses its buffers.
+			b := n.resp.buf.Materialize()
+			n.resp.free()
+			s.observeResponse(b, false)
+		default:
+			s.observeResponse(n.cached, true)
+		}
+	}
+}
+
+func (s *session) observeResponse(b []byte, fromCache bool) {
+	if err := s.d.observeResponse(s.obs, b, fromCache); err != nil {
+		s.r.log.Debug("an xDS response could not be decoded; forwarded anyway", zap.Error(err), zap.Bool("cached", fromCache))
+	}
+}
