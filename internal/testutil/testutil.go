@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -26,6 +27,18 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// ClosedAddr is an address on 127.0.0.1 where nothing listens.
+func ClosedAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
 }
 
 // SyncBuffer collects output (a process's, a logger's) that a test reads

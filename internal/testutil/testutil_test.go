@@ -4,6 +4,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"net"
 	"runtime"
 	"strings"
 	"sync"
@@ -73,5 +74,16 @@ func TestCertPEM(t *testing.T) {
 	}
 	if !c.NotAfter.Equal(notAfter) || !c.NotBefore.Equal(notAfter.Add(-48*time.Hour)) {
 		t.Errorf("valid %s to %s", c.NotBefore, c.NotAfter)
+	}
+}
+
+func TestClosedAddr(t *testing.T) {
+	addr := ClosedAddr(t)
+	if !strings.HasPrefix(addr, "127.0.0.1:") {
+		t.Fatalf("address %s", addr)
+	}
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		c.Close()
+		t.Errorf("something listens on %s", addr)
 	}
 }

@@ -225,12 +225,4 @@ func (k *sink) kill() {
 }
 
 // closedPort is an address on 127.0.0.1 where nothing listens.
-func closedPort(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
+var closedPort = testutil.ClosedAddr

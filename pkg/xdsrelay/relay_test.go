@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/zoneproxy/zoneproxy/internal/testutil"
 	"github.com/zoneproxy/zoneproxy/pkg/bootstraprewrite"
 )
 
@@ -420,13 +421,4 @@ func TestNewRefusesIncompleteOptions(t *testing.T) {
 }
 
 // closedAddr is a loopback address nothing listens on.
-func closedAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
+var closedAddr = testutil.ClosedAddr
