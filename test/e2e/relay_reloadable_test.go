@@ -46,6 +46,10 @@ func connectedSince(zone *harness.Zone, t0 time.Time) (controlplane.ProxyInfo, b
 // agent or Envoy.
 func rotateAndBack(t *testing.T, zone *harness.Zone, cpLog *harness.SyncBuffer, p harness.Proxy, agent *harness.Agent) {
 	t.Helper()
+	// HDS takes the same way and the same token.
+	harness.Eventually(t, promptly, "an authenticated HDS stream", func() bool {
+		return strings.Contains(cpLog.String(), "hds: stream opened node=payments.")
+	})
 	envoyPID := agent.EnvoyPID(promptly)
 	good, err := os.ReadFile(p.TokenFile)
 	if err != nil {
