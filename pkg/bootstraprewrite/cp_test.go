@@ -98,14 +98,7 @@ func asReloadable(t *testing.T, b cpBootstrap, tokenPath string) []byte {
 	}
 	obj(root, "dynamicResources", "adsConfig")["grpcServices"] = []any{google()}
 	obj(root, "hdsConfig")["grpcServices"] = []any{google()}
-	static := obj(root, "staticResources")
-	var kept []any
-	for _, c := range list(static, "clusters") {
-		if str(c.(object), "name") != ClusterName {
-			kept = append(kept, c)
-		}
-	}
-	static["clusters"] = kept
+	dropRelayCluster(root)
 	out, err := render(root)
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,13 @@ func withoutRelayedParts(t *testing.T, doc []byte) object {
 	}
 	del(obj(root, "dynamicResources"), "adsConfig")
 	delete(root, "hdsConfig")
+	dropRelayCluster(root)
+	return root
+}
+
+// dropRelayCluster removes the ADS cluster (system_ads), which Rewrite
+// points at the relay.
+func dropRelayCluster(root object) {
 	static := obj(root, "staticResources")
 	var kept []any
 	for _, c := range list(static, "clusters") {
@@ -29,7 +36,6 @@ func withoutRelayedParts(t *testing.T, doc []byte) object {
 		}
 	}
 	static["clusters"] = kept
-	return root
 }
 
 func TestRewritePointsADSAndHDSAtTheRelay(t *testing.T) {
