@@ -31,11 +31,11 @@ func newBootstrapCommand() *cobra.Command {
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			_, ev, _, err := preflight.Envoy(ctx, cfg.EnvoyBinary)
+			found, err := preflight.Envoy(ctx, cfg.EnvoyBinary, cfg.StateDir)
 			if err != nil {
 				return refuse(cmd, err)
 			}
-			got, err := fetchOnce(ctx, cfg, ev)
+			got, err := fetchOnce(ctx, cfg, found.Version)
 			var setup setupError
 			switch {
 			case errors.As(err, &setup):

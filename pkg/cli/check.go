@@ -85,17 +85,22 @@ func runChecks(ctx context.Context, w io.Writer, cfg *config.Config, running *in
 	fmt.Fprintf(w, "zoneproxy check: mesh %q, role %s, Dataplane %q\n", cfg.Mesh, cfg.Role, cfg.Name)
 	c.ok("configuration is valid")
 
-	_, ev, warning, err := preflight.Envoy(ctx, cfg.EnvoyBinary)
+	found, err := preflight.Envoy(ctx, cfg.EnvoyBinary, cfg.StateDir)
+	ev := found.Version
+	cached := ""
+	if found.Cached {
+		cached = " (as run recorded it in --state-dir)"
+	}
 	switch {
 	case err != nil:
 		c.fail("Envoy binary", err)
-	case warning != nil:
-		c.ok("Envoy binary %s found (version unreadable: %v)", cfg.EnvoyBinary, warning)
+	case found.Unread != nil:
+		c.ok("Envoy binary %s found (version unreadable: %v)", cfg.EnvoyBinary, found.Unread)
 	case !version.EnvoyCompatible(ev.Version):
-		c.ok("Envoy binary %s found, version %s", cfg.EnvoyBinary, ev.Version)
+		c.ok("Envoy binary %s found, version %s%s", cfg.EnvoyBinary, ev.Version, cached)
 		c.note("Envoy %s is not the version Kuma %s is built with (%s); it may work, and the control plane shows it as incompatible", ev.Version, version.Kuma, version.ExpectedEnvoy())
 	default:
-		c.ok("Envoy binary %s found, version %s", cfg.EnvoyBinary, ev.Version)
+		c.ok("Envoy binary %s found, version %s%s", cfg.EnvoyBinary, ev.Version, cached)
 	}
 	switch clock := timesync.Check(); {
 	case clock.Synced:

@@ -18,8 +18,12 @@ const VersionCacheFile = "envoy-version.json"
 const versionCacheTemp = ".envoy-version-*.tmp"
 
 // VersionCache reads Envoy's version through VersionCacheFile in Dir.
-// An empty Dir runs `--version` every time.
-type VersionCache struct{ Dir string }
+// An empty Dir runs `--version` every time. ReadOnly never writes the
+// record (nor creates Dir): for a command that may run as another user.
+type VersionCache struct {
+	Dir      string
+	ReadOnly bool
+}
 
 // FoundVersion is what VersionCache.Read learnt.
 type FoundVersion struct {
@@ -64,7 +68,7 @@ func (c VersionCache) Read(ctx context.Context, path string) (FoundVersion, erro
 		found.Unread = err // not worth keeping: --version runs again next time
 		return found, nil
 	}
-	if err != nil || c.Dir == "" || statErr != nil {
+	if err != nil || c.Dir == "" || c.ReadOnly || statErr != nil {
 		return found, err
 	}
 	// Keyed by the file as it was before the run: one replaced meanwhile

@@ -204,3 +204,26 @@ func rewriteRecord(t *testing.T, path string, change func(*versionRecord)) {
 	}
 	writeFile(t, path, string(out))
 }
+
+// ReadOnly takes a recorded version but never writes one, nor creates the
+// state dir: check may run as another user than the service.
+func TestVersionCacheReadOnlyNeverWrites(t *testing.T) {
+	f := newFakeEnvoy(t)
+	ctx := context.Background()
+	missing := filepath.Join(t.TempDir(), "state")
+	got, err := VersionCache{Dir: missing, ReadOnly: true}.Read(ctx, f.path)
+	if err != nil || got.Cached || got.Version.Version != "1.39.0" || f.runs() != 1 {
+		t.Fatalf("first read: %+v, %v, %d runs; want 1.39.0 from one run", got, err, f.runs())
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a read-only read created the state dir (%v)", err)
+	}
+	dir := t.TempDir()
+	if _, err := (VersionCache{Dir: dir}).Read(ctx, f.path); err != nil {
+		t.Fatal(err)
+	}
+	got, err = VersionCache{Dir: dir, ReadOnly: true}.Read(ctx, f.path)
+	if err != nil || !got.Cached || got.Version.Version != "1.39.0" || f.runs() != 2 {
+		t.Fatalf("read of a recorded version: %+v, %v, %d runs; want it cached, 2 runs in all", got, err, f.runs())
+	}
+}

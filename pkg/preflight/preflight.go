@@ -98,17 +98,30 @@ func PortError(p Port, err error) error {
 	return fmt.Errorf("cannot bind %s for --%s (%v): %s", p.Addr, p.Flag, cause, hint)
 }
 
-// Envoy finds the binary and reads its version. A version that cannot be
-// parsed is a warning (returned separately), not a failure.
-func Envoy(ctx context.Context, name string) (path string, v envoy.Version, warning, err error) {
-	path, err = envoy.Locate(name)
+// FoundEnvoy is the Envoy binary and what is known of its version.
+type FoundEnvoy struct {
+	Path    string
+	Version envoy.Version
+	// Cached says the version came from the state dir's version cache:
+	// `--version` did not run.
+	Cached bool
+	// Unread is why a version that `--version` printed could not be parsed
+	// (Version is then "unknown"): a warning, not a failure.
+	Unread error
+}
+
+// Envoy finds the binary and reads its version, from stateDir's version
+// cache when `run` recorded it for this very binary. It never writes the
+// cache: `check` may run as another user than the service, and a state dir
+// or record it created could be unusable for the service.
+func Envoy(ctx context.Context, name, stateDir string) (FoundEnvoy, error) {
+	path, err := envoy.Locate(name)
 	if err != nil {
-		return "", envoy.Version{}, nil, err
+		return FoundEnvoy{}, err
 	}
-	v, err = envoy.ReadVersion(ctx, path)
-	var unparsed *envoy.UnparsedVersionError
-	if errors.As(err, &unparsed) {
-		return path, v, err, nil
+	found, err := envoy.VersionCache{Dir: stateDir, ReadOnly: true}.Read(ctx, path)
+	if err != nil {
+		return FoundEnvoy{Path: path}, err
 	}
-	return path, v, nil, err
+	return FoundEnvoy{Path: path, Version: found.Version, Cached: found.Cached, Unread: found.Unread}, nil
 }
