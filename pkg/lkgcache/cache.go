@@ -55,6 +55,10 @@ type Cache struct {
 	upstream  bootstraprewrite.Upstream
 	pending   *Snapshot // not written yet
 	failing   bool      // the last write failed (logged once per episode)
+	// source and sourceAt: the last Update, not read into a snapshot yet.
+	source    func() []TypeState
+	sourceAt  time.Time
+	refreshMu sync.Mutex // one refresh at a time: an older state never replaces a newer
 
 	wake     chan struct{}
 	stop     chan struct{}
@@ -157,12 +161,54 @@ func (c *Cache) SetBootstrap(r *bootstraprewrite.Result) {
 // Store records Envoy's configuration as of now and schedules its write.
 // It takes ownership of types.
 func (c *Cache) Store(types []TypeState) {
+	c.refreshMu.Lock()
 	c.mu.Lock()
-	s := &Snapshot{Identity: c.opts.Identity, WrittenAt: c.opts.Now(), Bootstrap: c.bootstrap, Upstream: c.upstream, Types: types}
+	c.source = nil // older than types
+	c.install(c.opts.Now(), types)
+	c.mu.Unlock()
+	c.refreshMu.Unlock()
+	c.wakeWriter()
+}
+
+// Update records that Envoy's configuration changed now; state is read
+// (and owned by the cache) only when a snapshot is next needed: by the
+// writer once updates settle, or by Usable. A burst of updates, one per
+// ACK, costs one read of the state, off the caller's path. state must be
+// safe to call from any goroutine.
+func (c *Cache) Update(state func() []TypeState) {
+	c.mu.Lock()
+	c.source, c.sourceAt = state, c.opts.Now()
+	c.mu.Unlock()
+	c.wakeWriter()
+}
+
+// refresh makes the last Update's state the current snapshot.
+func (c *Cache) refresh() {
+	c.refreshMu.Lock()
+	defer c.refreshMu.Unlock()
+	c.mu.Lock()
+	state, at := c.source, c.sourceAt
+	c.source = nil
+	c.mu.Unlock()
+	if state == nil {
+		return
+	}
+	types := state()
+	c.mu.Lock()
+	c.install(at, types)
+	c.mu.Unlock()
+}
+
+// install makes types, as of at, the current snapshot, to be written.
+// c.mu is held.
+func (c *Cache) install(at time.Time, types []TypeState) {
+	s := &Snapshot{Identity: c.opts.Identity, WrittenAt: at, Bootstrap: c.bootstrap, Upstream: c.upstream, Types: types}
 	s.normalize()
 	c.current = s
 	c.pending = s
-	c.mu.Unlock()
+}
+
+func (c *Cache) wakeWriter() {
 	select {
 	case c.wake <- struct{}{}:
 	default:
@@ -171,6 +217,7 @@ func (c *Cache) Store(types []TypeState) {
 
 // Usable returns the snapshot Envoy may be served now, or why none is.
 func (c *Cache) Usable() (*Snapshot, error) {
+	c.refresh()
 	c.mu.Lock()
 	s := c.current
 	c.mu.Unlock()
@@ -235,6 +282,7 @@ func (c *Cache) writer() {
 }
 
 func (c *Cache) writePending() {
+	c.refresh()
 	c.mu.Lock()
 	s := c.pending
 	c.pending = nil

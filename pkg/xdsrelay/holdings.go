@@ -12,20 +12,11 @@ import (
 type holdings struct {
 	mu    sync.Mutex
 	types map[string]*typeHolding
-	// deferred: ACKed responses are queued and merged when next read (by
-	// the cache's persister, off the path of Envoy's ACKs), not at once.
-	deferred bool
 }
 
 type typeHolding struct {
 	version string
 	res     map[string]lkgcache.Resource
-	acked   []ackedResponse // in order, not merged into res yet
-}
-
-type ackedResponse struct {
-	p    *pendingResponse
-	keep func(lkgcache.Resource) bool
 }
 
 // apply records an ACKed response. keep, when set, filters what was held
@@ -38,48 +29,27 @@ func (h *holdings) apply(p *pendingResponse, keep func(lkgcache.Resource) bool) 
 		t = &typeHolding{res: map[string]lkgcache.Resource{}}
 		h.types[p.typeURL] = t
 	}
-	t.acked = append(t.acked, ackedResponse{p, keep})
-	if !h.deferred {
-		t.merge()
-	}
-}
-
-// merge applies the queued responses to res, oldest first.
-func (t *typeHolding) merge() {
-	for _, a := range t.acked {
-		if a.keep != nil {
-			for name, r := range t.res {
-				if !a.keep(r) {
-					delete(t.res, name)
-				}
+	if keep != nil {
+		for name, r := range t.res {
+			if !keep(r) {
+				delete(t.res, name)
 			}
 		}
-		for _, r := range a.p.resources {
-			t.res[r.Name] = r
-		}
-		for _, name := range a.p.removed {
-			delete(t.res, name)
-		}
-		t.version = a.p.version
 	}
-	clear(t.acked)
-	t.acked = t.acked[:0]
-}
-
-// typ is typeURL's holding, merged; nil if none. h.mu is held.
-func (h *holdings) typ(typeURL string) *typeHolding {
-	t := h.types[typeURL]
-	if t != nil {
-		t.merge()
+	for _, r := range p.resources {
+		t.res[r.Name] = r
 	}
-	return t
+	for _, name := range p.removed {
+		delete(t.res, name)
+	}
+	t.version = p.version
 }
 
 // drop forgets resources Envoy unsubscribed from.
 func (h *holdings) drop(typeURL string, names []string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if t := h.typ(typeURL); t != nil {
+	if t := h.types[typeURL]; t != nil {
 		for _, n := range names {
 			delete(t.res, n)
 		}
@@ -92,8 +62,7 @@ func (h *holdings) export() []lkgcache.TypeState {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	out := make([]lkgcache.TypeState, 0, len(h.types))
-	for url := range h.types {
-		t := h.typ(url)
+	for url, t := range h.types {
 		ts := lkgcache.TypeState{TypeURL: url, Version: t.version, Resources: make([]lkgcache.Resource, 0, len(t.res))}
 		for _, r := range t.res {
 			ts.Resources = append(ts.Resources, r)
@@ -108,7 +77,7 @@ func (r *Relay) Names(typeURL string) []string {
 	r.held.mu.Lock()
 	defer r.held.mu.Unlock()
 	var out []string
-	if t := r.held.typ(typeURL); t != nil {
+	if t := r.held.types[typeURL]; t != nil {
 		for n := range t.res {
 			out = append(out, n)
 		}

@@ -113,7 +113,9 @@ func (r *Relay) accepted(p *pendingResponse) {
 		r.mu.Lock()
 		r.lastErr = nil
 		r.mu.Unlock()
-		r.persistSoon()
+		if c := r.opts.Cache; c != nil {
+			c.Update(r.held.export) // read once updates settle, off this path
+		}
 		r.leaveCache()
 	}
 	if f := r.opts.Events.Accepted; f != nil {

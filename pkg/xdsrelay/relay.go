@@ -35,13 +35,7 @@ type Relay struct {
 	held   holdings
 	met    relayMetrics
 
-	sessions sync.WaitGroup
-
-	// persist wakes the goroutine that hands Envoy's holdings to the
-	// cache, off the path of Envoy's ACKs.
-	persist   chan struct{}
-	stopped   chan struct{}
-	persisted chan struct{}
+	sessions  sync.WaitGroup
 	closeOnce sync.Once
 
 	upMu   sync.Mutex // serialises ADS opens: the old stream closes first
@@ -77,10 +71,8 @@ func New(opts Options) (*Relay, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	r := &Relay{opts: opts, log: opts.Log, roots: roots,
-		persist: make(chan struct{}, 1), stopped: make(chan struct{}), persisted: make(chan struct{})}
+	r := &Relay{opts: opts, log: opts.Log, roots: roots}
 	r.held.types = map[string]*typeHolding{}
-	r.held.deferred = opts.Cache != nil // its persister merges them
 	r.unreachableWarn.Every = time.Minute
 	return r, nil
 }
@@ -113,35 +105,7 @@ func (r *Relay) Start() error {
 		},
 	}, struct{}{})
 	go func() { _ = r.server.Serve(ln) }()
-	go r.persister()
 	return nil
-}
-
-func (r *Relay) persistSoon() {
-	if r.opts.Cache == nil {
-		return
-	}
-	select {
-	case r.persist <- struct{}{}:
-	default:
-	}
-}
-
-func (r *Relay) persister() {
-	defer close(r.persisted)
-	for {
-		select {
-		case <-r.persist:
-			r.opts.Cache.Store(r.held.export())
-		case <-r.stopped:
-			select {
-			case <-r.persist:
-				r.opts.Cache.Store(r.held.export())
-			default:
-			}
-			return
-		}
-	}
 }
 
 func (r *Relay) handler(d dialect) grpc.StreamHandler {
@@ -152,19 +116,17 @@ func (r *Relay) handler(d dialect) grpc.StreamHandler {
 	}
 }
 
-// Close ends Envoy's streams and their upstream streams, hands the last
-// holdings to the cache and removes the socket. It does not close the
-// cache.
+// Close ends Envoy's streams and their upstream streams and removes the
+// socket. It does not close the cache, which reads the last holdings when
+// it writes them, at the latest at its own Close.
 func (r *Relay) Close() {
 	if r.server == nil {
 		return
 	}
 	r.closeOnce.Do(func() {
 		r.server.Stop()
-		_ = r.ln.Close() // Serve may not have taken it yet; this unlinks the socket
-		r.sessions.Wait()
-		close(r.stopped)
-		<-r.persisted
+		_ = r.ln.Close()  // Serve may not have taken it yet; this unlinks the socket
+		r.sessions.Wait() // the holdings are final: the cache reads them at its Close
 		r.upMu.Lock()
 		if r.active != nil {
 			r.active.close()
