@@ -67,3 +67,40 @@ func available(c *cobra.Command) []*cobra.Command {
 	}
 	return out
 }
+
+// Every `zoneproxy <command>` the README and the guides name exists, so a
+// renamed or removed command cannot linger in them.
+func TestDocsNameOnlyRealCommands(t *testing.T) {
+	root := NewRootCommand()
+	root.InitDefaultCompletionCmd()
+	real := map[string]bool{"help": true}
+	for _, c := range root.Commands() {
+		real[c.Name()] = true
+	}
+	cmdRef := regexp.MustCompile("`zoneproxy ([a-z][a-z-]*)")
+	for _, doc := range []string{"../../README.md", "../../docs/operator-guide.md", "../../docs/migration-from-kuma-dp.md"} {
+		raw, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range cmdRef.FindAllStringSubmatch(string(raw), -1) {
+			if !real[m[1]] {
+				t.Errorf("%s names `zoneproxy %s`, which is no command", doc, m[1])
+			}
+		}
+	}
+}
+
+// The migration guide says what replaces kuma-dp's drain: SIGUSR2 and the
+// drain and undrain commands.
+func TestMigrationGuideCoversDrain(t *testing.T) {
+	raw, err := os.ReadFile("../../docs/migration-from-kuma-dp.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"SIGUSR2", "`zoneproxy drain`", "`zoneproxy undrain`", "kuma-dp drain"} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("the migration guide does not mention %s", want)
+		}
+	}
+}
