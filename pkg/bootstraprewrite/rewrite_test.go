@@ -2,11 +2,15 @@ package bootstraprewrite
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 )
@@ -157,7 +161,7 @@ static_resources:
 			t.Errorf("rewritten bootstrap still has %q:\n%s", gone, res.YAML)
 		}
 	}
-	if !bytes.Contains(res.YAML, []byte("connect_timeout: 2s")) || !bytes.Contains(res.YAML, []byte("/run/zp/xds.sock")) {
+	if !bytes.Contains(res.YAML, []byte(`"connect_timeout":"2s"`)) || !bytes.Contains(res.YAML, []byte("/run/zp/xds.sock")) {
 		t.Errorf("relay cluster lost its settings or socket:\n%s", res.YAML)
 	}
 }
@@ -208,5 +212,30 @@ func TestRewriteIsPure(t *testing.T) {
 	}
 	if _, err := os.Stat("/nonexistent"); err == nil {
 		t.Fatal("rewrite created files")
+	}
+}
+
+// The rewritten bootstrap is JSON, which YAML parsers (Envoy's for a .yaml
+// file) read as the same tree; non-string YAML keys become strings.
+func TestRewriteWritesJSONThatIsTheSameAsYAML(t *testing.T) {
+	doc := strings.Replace(string(fetchBootstrap(t, config.RoleEgress).yaml), "node:", "extra: {1: one, true: yes, 4294967295: big}\nnode:", 1)
+	res, err := Rewrite([]byte(doc), "/run/zp/xds.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asJSON, asYAML any
+	if err := json.Unmarshal(res.YAML, &asJSON); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, res.YAML)
+	}
+	if err := yaml.Unmarshal(res.YAML, &asYAML); err != nil {
+		t.Fatalf("not YAML: %v", err)
+	}
+	if got := fmt.Sprint(asJSON.(map[string]any)["extra"]); got != "map[1:one 4294967295:big true:yes]" {
+		t.Errorf("extra = %s", got)
+	}
+	js, _ := json.Marshal(asYAML)
+	again, _ := json.Marshal(asJSON)
+	if !bytes.Equal(js, again) {
+		t.Errorf("read as YAML:\n%s\nread as JSON:\n%s", js, again)
 	}
 }

@@ -1,45 +1,64 @@
 package bootstraprewrite
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"unicode"
 
-	"sigs.k8s.io/yaml"
+	yaml "go.yaml.in/yaml/v3"
 )
 
-// The bootstrap is handled as generic JSON values so that the product does
-// not link Envoy's config protos. Envoy accepts camelCase and snake_case
-// keys alike; the control plane writes camelCase.
+// The bootstrap is handled as generic values so that the product does not
+// link Envoy's config protos. Envoy accepts camelCase and snake_case keys
+// alike; the control plane writes camelCase.
 
 type object = map[string]any
 
+// parse reads the control plane's YAML in one pass (yaml.v3 is linked for
+// the config file already).
 func parse(doc []byte) (object, error) {
-	js, err := yaml.YAMLToJSON(doc)
-	if err != nil {
+	var root any
+	if err := yaml.Unmarshal(doc, &root); err != nil {
 		return nil, fmt.Errorf("not YAML: %w", err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(js))
-	dec.UseNumber() // keep 4294967295 and friends exactly as written
-	var root any
-	if err := dec.Decode(&root); err != nil {
-		return nil, fmt.Errorf("not a YAML mapping: %w", err)
-	}
-	m, ok := root.(object)
+	m, ok := stringKeys(root).(object)
 	if !ok {
 		return nil, fmt.Errorf("not a YAML mapping")
 	}
 	return m, nil
 }
 
+// stringKeys turns mappings with non-string keys (YAML allows 1: x) into
+// string-keyed objects, as JSON has them.
+func stringKeys(v any) any {
+	switch t := v.(type) {
+	case map[any]any:
+		m := make(object, len(t))
+		for k, c := range t {
+			m[fmt.Sprint(k)] = stringKeys(c)
+		}
+		return m
+	case object:
+		for k, c := range t {
+			t[k] = stringKeys(c)
+		}
+	case []any:
+		for i, c := range t {
+			t[i] = stringKeys(c)
+		}
+	}
+	return v
+}
+
+// render writes JSON, which is YAML too: Envoy parses the file by its
+// .yaml name with its YAML parser, and JSON is far cheaper to write.
 func render(m object) ([]byte, error) {
 	js, err := json.Marshal(m)
 	if err != nil {
 		return nil, err
 	}
-	return yaml.JSONToYAML(js)
+	return append(js, '\n'), nil
 }
 
 func snake(camel string) string {

@@ -2,7 +2,6 @@ package bootstraprewrite
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -176,15 +175,16 @@ func dataSource(ds object) ([]byte, error) {
 
 // number reads a JSON number or a decimal string (protojson's 64-bit form).
 func number(v any) (int, bool) {
-	var s string
 	switch t := v.(type) {
-	case json.Number:
-		s = t.String()
+	case int:
+		return t, t >= 0
+	case uint64:
+		return int(t), t < 1<<62
+	case float64:
+		return int(t), t >= 0 && t == float64(int(t))
 	case string:
-		s = t
-	default:
-		return 0, false
+		n, err := strconv.Atoi(t)
+		return n, err == nil && n >= 0
 	}
-	n, err := strconv.Atoi(s)
-	return n, err == nil && n >= 0
+	return 0, false
 }

@@ -1,6 +1,8 @@
 package envoy
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -14,23 +16,34 @@ import (
 // yaml.v3 is already linked for the config file; the agent needs no more.
 func AdminFromBootstrap(doc []byte) (AdminAddress, error) {
 	var b struct {
-		Admin *struct {
-			Address *struct {
-				Pipe *struct {
-					Path string `yaml:"path"`
-				} `yaml:"pipe"`
-				SocketAddress  *socketAddress `yaml:"socketAddress"`
-				SocketAddress2 *socketAddress `yaml:"socket_address"`
-			} `yaml:"address"`
-		} `yaml:"admin"`
+		Admin *adminSection `yaml:"admin" json:"admin"`
+	}
+	// The relay writes JSON (which is YAML too): read it as JSON, several
+	// times faster, on the launch path.
+	if d := bytes.TrimSpace(doc); len(d) > 0 && d[0] == '{' && json.Unmarshal(d, &b) == nil {
+		return adminAddress(b.Admin)
 	}
 	if err := yaml.Unmarshal(doc, &b); err != nil {
 		return AdminAddress{}, fmt.Errorf("bootstrap is not valid YAML: %w", err)
 	}
-	if b.Admin == nil || b.Admin.Address == nil {
+	return adminAddress(b.Admin)
+}
+
+type adminSection struct {
+	Address *struct {
+		Pipe *struct {
+			Path string `yaml:"path" json:"path"`
+		} `yaml:"pipe" json:"pipe"`
+		SocketAddress  *socketAddress `yaml:"socketAddress" json:"socketAddress"`
+		SocketAddress2 *socketAddress `yaml:"socket_address" json:"socket_address"`
+	} `yaml:"address" json:"address"`
+}
+
+func adminAddress(admin *adminSection) (AdminAddress, error) {
+	if admin == nil || admin.Address == nil {
 		return AdminAddress{}, errors.New("bootstrap has no admin address; zoneproxy needs Envoy's admin API to check readiness and drain")
 	}
-	a := b.Admin.Address
+	a := admin.Address
 	if a.Pipe != nil && a.Pipe.Path != "" {
 		return AdminAddress{Socket: a.Pipe.Path}, nil
 	}
@@ -53,7 +66,7 @@ func AdminFromBootstrap(doc []byte) (AdminAddress, error) {
 }
 
 type socketAddress struct {
-	Address    string `yaml:"address"`
-	PortValue  uint32 `yaml:"portValue"`
-	PortValue2 uint32 `yaml:"port_value"`
+	Address    string `yaml:"address" json:"address"`
+	PortValue  uint32 `yaml:"portValue" json:"portValue"`
+	PortValue2 uint32 `yaml:"port_value" json:"port_value"`
 }

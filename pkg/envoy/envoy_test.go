@@ -73,6 +73,10 @@ func TestAdminFromBootstrap(t *testing.T) {
 		{"admin:\n  address:\n    socket_address:\n      address: 0.0.0.0\n      port_value: 9901\n", AdminAddress{TCP: "127.0.0.1:9901"}, true},
 		{"node:\n  id: x\n", AdminAddress{}, false},
 		{"admin: [", AdminAddress{}, false},
+		// JSON, as the relay writes it.
+		{`{"admin":{"address":{"pipe":{"path":"/run/zp/a.sock"}}},"node":{"id":"x"}}`, AdminAddress{Socket: "/run/zp/a.sock"}, true},
+		{` {"admin":{"address":{"socket_address":{"address":"::","port_value":9901}}}}` + "\n", AdminAddress{TCP: "127.0.0.1:9901"}, true},
+		{`{"node":{"id":"x"}}`, AdminAddress{}, false},
 	}
 	for _, tc := range cases {
 		got, err := AdminFromBootstrap([]byte(tc.doc))
