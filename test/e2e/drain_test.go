@@ -114,19 +114,12 @@ func TestDrainUndrainAndStopWhileDrained(t *testing.T) {
 	agent.AwaitReadiness(p.Readiness, 503, "DRAINED", promptly)
 	agent.AwaitLog("SIGUSR2: draining for maintenance", promptly)
 
-	start = time.Now()
 	agent.Signal(syscall.SIGTERM)
 	if code := agent.Wait(promptly); code != 0 {
 		t.Fatalf("stop while drained: exit %d, want 0\n%s", code, agent.Output())
 	}
-	if took := time.Since(start); took >= maintenanceDrainTime+agentStopGrace {
-		t.Fatalf("stop while drained took %s: it drained again", took)
-	}
 	assertNothingLeft(t, agent, envoyPID, p.WorkDir)
 }
-
-// agentStopGrace is what the agent may take beyond the drain to stop.
-const agentStopGrace = 2 * time.Second
 
 func TestDrainWithoutARunningInstanceExits1(t *testing.T) {
 	t.Parallel()
