@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/go-multierror"
 	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/zoneproxy/zoneproxy/pkg/config"
@@ -23,7 +24,7 @@ import (
 // reported, not just the first. The source answers for settings outside
 // the Config, and says where each value came from.
 func loadConfig(fs *pflag.FlagSet) (*config.Config, *source, error) {
-	src := &source{flags: fs}
+	src := newSource(fs)
 	errs := multierror.Append(nil, unknownVariables()...)
 	if err := src.readFile(); err != nil {
 		return nil, nil, multierror.Append(errs, err)
@@ -36,7 +37,8 @@ func loadConfig(fs *pflag.FlagSet) (*config.Config, *source, error) {
 			errs = multierror.Append(errs, src.decode(s.name, dst))
 		}
 	}
-	c.StateDirSet = src.isSet("state-dir")
+	// Given, if only as "": viper's IsSet would count the default too.
+	c.StateDirSet = src.origin("state-dir") != fromDefault
 	return c, src, errs.ErrorOrNil()
 }
 
@@ -67,37 +69,70 @@ const (
 	fromFile
 )
 
-// source resolves each setting: flags > env ZONEPROXY_* > the --config
-// file > defaults.
+// source resolves each setting with viper: flags > env ZONEPROXY_* > the
+// --config file > defaults.
 type source struct {
+	v     *viper.Viper
 	flags *pflag.FlagSet
 	path  string         // the --config file, "" for none
 	file  map[string]any // its keys, as YAML typed them
 }
 
-func (s *source) lookup(name string) (any, origin) {
-	if f := s.flags.Lookup(name); f != nil && f.Changed {
-		if repeated, ok := f.Value.(pflag.SliceValue); ok {
-			return repeated.GetSlice(), fromFlag // as given: never split as CSV
+func newSource(fs *pflag.FlagSet) *source {
+	v := viper.New()
+	v.AllowEmptyEnv(true) // ZONEPROXY_X= clears what the file sets
+	for _, s := range settings {
+		if s.kind != list {
+			v.SetDefault(s.name, s.def)
 		}
-		return f.Value.String(), fromFlag
+		_ = v.BindEnv(s.name, envName(s.name)) // errs only without a key
+		f := fs.Lookup(s.name)
+		switch {
+		case f == nil:
+		case s.kind == list:
+			_ = v.BindPFlag(s.name, f) // errs only for a nil flag
+		default:
+			// As typed: BindPFlag casts int and bool flags, reading "lots" as 0.
+			_ = v.BindFlagValue(s.name, textFlag{f})
+		}
 	}
-	if v, ok := os.LookupEnv(envName(name)); ok {
-		return v, fromEnv // even "": ZONEPROXY_X= clears what the file sets
-	}
-	if v, ok := s.file[name]; ok {
-		return v, fromFile
-	}
-	if st, _ := lookupSetting(name); st.kind != list {
-		return st.def, fromDefault
-	}
-	return nil, fromDefault
+	return &source{v: v, flags: fs}
 }
 
-// isSet says the setting was given, if only as "".
-func (s *source) isSet(name string) bool {
-	_, o := s.lookup(name)
-	return o != fromDefault
+// textFlag shows viper a flag's value as the operator typed it.
+type textFlag struct{ f *pflag.Flag }
+
+func (t textFlag) HasChanged() bool    { return t.f.Changed }
+func (t textFlag) Name() string        { return t.f.Name }
+func (t textFlag) ValueString() string { return t.f.Value.String() }
+func (t textFlag) ValueType() string   { return "string" }
+
+// origin says which source gives the setting's value, for messages and
+// "was it given": viper does not tell.
+func (s *source) origin(name string) origin {
+	if f := s.flags.Lookup(name); f != nil && f.Changed {
+		return fromFlag
+	}
+	if _, ok := os.LookupEnv(envName(name)); ok {
+		return fromEnv
+	}
+	if _, ok := s.file[name]; ok {
+		return fromFile
+	}
+	return fromDefault
+}
+
+func (s *source) lookup(name string) (any, origin) {
+	o := s.origin(name)
+	switch {
+	case o == fromFlag:
+		if repeated, ok := s.flags.Lookup(name).Value.(pflag.SliceValue); ok {
+			return repeated.GetSlice(), o // as given: viper re-reads them as CSV, losing a lone ""
+		}
+	case o == fromFile && name == "label":
+		return s.file[name], o // viper lower-cases map keys; labels keep their case
+	}
+	return s.v.Get(name), o
 }
 
 // text is a setting as a trimmed string, "" when unset.
@@ -133,7 +168,8 @@ func (s *source) decode(name string, dst any) error {
 	return nil
 }
 
-// readFile parses the --config file, if one is named.
+// readFile parses the --config file, if one is named, and hands it to
+// viper.
 func (s *source) readFile() error {
 	s.path = s.text("config")
 	if s.path == "" {
@@ -146,7 +182,36 @@ func (s *source) readFile() error {
 	if err := yaml.Unmarshal(raw, &s.file); err != nil {
 		return config.Problem{Key: "config", Message: fmt.Sprintf("%s is not valid YAML: %v", s.path, err)}
 	}
+	// A copy: viper lower-cases the keys of the map it is given, in place.
+	if m, ok := deepCopy(s.file).(map[string]any); ok && m != nil {
+		return s.v.MergeConfigMap(m)
+	}
 	return nil
+}
+
+// deepCopy copies YAML's maps and lists; other values are immutable.
+func deepCopy(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = deepCopy(e)
+		}
+		return out
+	case map[any]any:
+		out := make(map[any]any, len(x))
+		for k, e := range x {
+			out[k] = deepCopy(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = deepCopy(e)
+		}
+		return out
+	}
+	return v
 }
 
 // unknownKeys are the file's keys that are no setting, sorted.

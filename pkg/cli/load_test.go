@@ -126,6 +126,8 @@ func TestLabelForms(t *testing.T) {
 		{"env", "", map[string]string{"ZONEPROXY_LABEL": "a=1,b=2"}, nil, map[string]string{"a": "1", "b": "2"}},
 		{"file list", "label: [a=1, b=2]\n", nil, nil, map[string]string{"a": "1", "b": "2"}},
 		{"file map", "label: {a: 1, b: two}\n", nil, nil, map[string]string{"a": "1", "b": "two"}},
+		{"file map keeps key case", "label: {Team: a, kuma.io/ServiceTier: gold}\n", nil, nil, map[string]string{"Team": "a", "kuma.io/ServiceTier": "gold"}},
+		{"flags keep commas and case", "", nil, []string{"--label", "Team=a,b"}, map[string]string{"Team": "a,b"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -180,6 +182,7 @@ func TestEnvoyArgForms(t *testing.T) {
 	}{
 		{name: "flags", args: []string{"--envoy-arg", "--log-format", "--envoy-arg", "[%l] %v, %n", "--envoy-arg=--stats-tag a:b"},
 			want: []string{"--log-format", "[%l] %v, %n", "--stats-tag a:b"}},
+		{name: "an empty flag", args: []string{"--envoy-arg", ""}, want: []string{""}},
 		{name: "env", env: map[string]string{"ZONEPROXY_ENVOY_ARG": " --disable-extensions  envoy.a,envoy.b "},
 			want: []string{"--disable-extensions", "envoy.a,envoy.b"}},
 		{name: "file list", file: "envoy-arg: [--log-format, '[%l] %v', --base-id-path, 7]\n",
