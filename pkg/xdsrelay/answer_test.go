@@ -113,7 +113,9 @@ func TestHoldingsFollowEnvoyAcrossStreams(t *testing.T) {
 	stream := func(initial map[string]string, resp *discoveryv3.DeltaDiscoveryResponse, nack bool) {
 		o := newObserver(r)
 		observeDeltaRequest(t, o, &discoveryv3.DeltaDiscoveryRequest{TypeUrl: listenerType, InitialResourceVersions: initial})
-		delta{}.observeResponse(o, mustMarshal(t, resp), false)
+		if err := o.response(delta{}, mustMarshal(t, resp), nil, false); err != nil {
+			t.Fatal(err)
+		}
 		ack := &discoveryv3.DeltaDiscoveryRequest{TypeUrl: listenerType, ResponseNonce: resp.GetNonce()}
 		if nack {
 			ack.ErrorDetail = &rpcstatus.Status{Message: "bad"}

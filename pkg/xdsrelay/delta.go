@@ -29,15 +29,7 @@ func (delta) observeRequest(o *observer, req *request) {
 	}
 }
 
-func (delta) observeResponse(o *observer, b []byte, fromCache bool) error {
-	p, nonce, err := scanDeltaResponse(b)
-	if err != nil {
-		return err
-	}
-	p.fromCache = fromCache
-	o.sent(nonce, p)
-	return nil
-}
+func (delta) readResponse(b []byte) (*pendingResponse, string, error) { return scanDeltaResponse(b) }
 
 func (delta) cacheServer(s *lkgcache.Snapshot) cacheServer {
 	return &deltaCache{snap: s, asked: map[string]bool{}}

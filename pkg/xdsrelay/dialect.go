@@ -17,7 +17,9 @@ type dialect interface {
 	// observeRequest notes what it says (subscriptions, ACKs, NACKs).
 	readRequest(b []byte) (*request, error)
 	observeRequest(o *observer, req *request)
-	observeResponse(o *observer, b []byte, fromCache bool) error
+	// readResponse reads what the relay tracks of a response (nil if not
+	// ADS), aliasing b.
+	readResponse(b []byte) (p *pendingResponse, nonce string, err error)
 	cacheServer(s *lkgcache.Snapshot) cacheServer
 }
 
@@ -47,6 +49,6 @@ func (hds) readRequest([]byte) (*request, error) { return nil, nil }
 
 func (hds) observeRequest(*observer, *request) {}
 
-func (hds) observeResponse(*observer, []byte, bool) error { return nil }
+func (hds) readResponse([]byte) (*pendingResponse, string, error) { return nil, "", nil }
 
 func (hds) cacheServer(*lkgcache.Snapshot) cacheServer { return nil }

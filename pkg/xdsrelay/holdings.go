@@ -2,6 +2,7 @@ package xdsrelay
 
 import (
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
@@ -16,31 +17,64 @@ type holdings struct {
 
 type typeHolding struct {
 	version string
-	res     map[string]lkgcache.Resource
+	res     map[string]heldResource
+}
+
+// heldResource is a resource whose body aliases slab; its strings are
+// its own.
+type heldResource struct {
+	lkgcache.Resource
+	slab *slab
 }
 
 // apply records an ACKed response. keep, when set, filters what was held
-// before (nil keeps everything).
+// before (nil keeps everything). The response's resources take stable
+// copies of their names, versions and type URLs (reusing those held
+// already), and a reference to its slab each.
 func (h *holdings) apply(p *pendingResponse, keep func(lkgcache.Resource) bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	t := h.types[p.typeURL]
 	if t == nil {
-		t = &typeHolding{res: map[string]lkgcache.Resource{}}
+		t = &typeHolding{res: map[string]heldResource{}}
 		h.types[p.typeURL] = t
 	}
+	var rel releases
+	defer rel.flush()
 	if keep != nil {
 		for name, r := range t.res {
-			if !keep(r) {
+			if !keep(r.Resource) {
 				delete(t.res, name)
+				rel.add(r.slab)
 			}
 		}
 	}
-	for _, r := range p.resources {
-		t.res[r.Name] = r
+	typeURL := ""
+	for i := range p.resources {
+		r := &p.resources[i]
+		if old, ok := t.res[r.Name]; ok {
+			r.Name = old.Name
+			if r.Version == old.Version {
+				r.Version = old.Version
+			} else {
+				r.Version = strings.Clone(r.Version)
+			}
+			rel.add(old.slab)
+		} else {
+			r.Name, r.Version = strings.Clone(r.Name), strings.Clone(r.Version)
+		}
+		if r.TypeURL != typeURL {
+			typeURL = strings.Clone(r.TypeURL)
+		}
+		r.TypeURL = typeURL
+		t.res[r.Name] = heldResource{*r, p.slab}
 	}
+	p.slab.hold(int32(len(p.resources)))
 	for _, name := range p.removed {
-		delete(t.res, name)
+		if old, ok := t.res[name]; ok {
+			delete(t.res, name)
+			rel.add(old.slab)
+		}
 	}
 	t.version = p.version
 }
@@ -50,22 +84,38 @@ func (h *holdings) drop(typeURL string, names []string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if t := h.types[typeURL]; t != nil {
+		var rel releases
+		defer rel.flush()
 		for _, n := range names {
-			delete(t.res, n)
+			if old, ok := t.res[n]; ok {
+				delete(t.res, n)
+				rel.add(old.slab)
+			}
 		}
 	}
 }
 
-// export copies the holdings for the cache; bodies are shared, never
-// written to.
+// export copies the holdings for the cache, bodies into one buffer of
+// their own: the slabs they alias are reused.
 func (h *holdings) export() []lkgcache.TypeState {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	size := 0
+	for _, t := range h.types {
+		for _, r := range t.res {
+			size += len(r.Body)
+		}
+	}
+	bodies := make([]byte, 0, size)
 	out := make([]lkgcache.TypeState, 0, len(h.types))
 	for url, t := range h.types {
 		ts := lkgcache.TypeState{TypeURL: url, Version: t.version, Resources: make([]lkgcache.Resource, 0, len(t.res))}
 		for _, r := range t.res {
-			ts.Resources = append(ts.Resources, r)
+			res := r.Resource
+			start := len(bodies)
+			bodies = append(bodies, r.Body...)
+			res.Body = bodies[start:len(bodies):len(bodies)]
+			ts.Resources = append(ts.Resources, res)
 		}
 		out = append(out, ts)
 	}

@@ -23,17 +23,18 @@ func (s *session) observeAll(done chan<- struct{}) {
 		case n.resp != nil:
 			// Bytes of its own: what Envoy ACKs is kept, aliasing them,
 			// after grpc reuses its buffers.
-			b := n.resp.buf.Materialize()
+			sl := newSlab(n.resp.buf.Len())
+			n.resp.buf.CopyTo(sl.b)
 			n.resp.free()
-			s.observeResponse(b, false)
+			s.observeResponse(sl.b, sl, false)
 		default:
-			s.observeResponse(n.cached, true)
+			s.observeResponse(n.cached, nil, true)
 		}
 	}
 }
 
-func (s *session) observeResponse(b []byte, fromCache bool) {
-	if err := s.d.observeResponse(s.obs, b, fromCache); err != nil {
+func (s *session) observeResponse(b []byte, sl *slab, fromCache bool) {
+	if err := s.obs.response(s.d, b, sl, fromCache); err != nil {
 		s.r.log.Debug("an xDS response could not be decoded; forwarded anyway", zap.Error(err), zap.Bool("cached", fromCache))
 	}
 }

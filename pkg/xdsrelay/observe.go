@@ -19,12 +19,14 @@ type pendingResponse struct {
 	fromCache bool
 	// replace: a state-of-the-world response, the whole set of its type.
 	replace bool
+	slab    *slab // its bytes, which resources alias; one reference
 }
 
+// names are copies: the resources' may alias a slab.
 func (p *pendingResponse) names() []string {
 	out := make([]string, 0, len(p.resources))
 	for _, r := range p.resources {
-		out = append(out, r.Name)
+		out = append(out, strings.Clone(r.Name))
 	}
 	return out
 }
@@ -45,12 +47,26 @@ func newObserver(r *Relay) *observer {
 	return &observer{r: r, pending: map[string]*pendingResponse{}, initial: map[string]map[string]string{}, resynced: map[string]bool{}}
 }
 
-func (o *observer) sent(nonce string, p *pendingResponse) {
+// response observes a response sent to Envoy, in b, which aliases sl
+// (nil: bytes that are not recycled); the pending response takes sl's
+// reference.
+func (o *observer) response(d dialect, b []byte, sl *slab, fromCache bool) error {
+	p, nonce, err := d.readResponse(b)
+	if err != nil || p == nil {
+		sl.release(1)
+		return err
+	}
+	p.fromCache, p.slab = fromCache, sl
 	o.mu.Lock()
 	o.seq++
 	p.seq = o.seq
+	old := o.pending[nonce]
 	o.pending[nonce] = p
 	o.mu.Unlock()
+	if old != nil {
+		old.slab.release(1)
+	}
+	return nil
 }
 
 // subscribed records the versions Envoy holds when it first asks for a
@@ -75,6 +91,9 @@ func (o *observer) answered(nonce string, nack bool, errMsg string) {
 	for n, q := range o.pending {
 		if q.typeURL == p.typeURL && q.seq <= p.seq {
 			delete(o.pending, n)
+			if q != p {
+				q.slab.release(1)
+			}
 		}
 	}
 	var keep func(lkgcache.Resource) bool
@@ -90,6 +109,7 @@ func (o *observer) answered(nonce string, nack bool, errMsg string) {
 		o.resynced[p.typeURL] = true
 	}
 	o.mu.Unlock()
+	defer p.slab.release(1) // the pending response's reference
 	if nack {
 		o.r.rejected(p, errMsg)
 		return

@@ -25,15 +25,7 @@ func (sotw) observeRequest(o *observer, req *request) {
 	}
 }
 
-func (sotw) observeResponse(o *observer, b []byte, fromCache bool) error {
-	p, nonce, err := scanSotwResponse(b)
-	if err != nil {
-		return err
-	}
-	p.fromCache = fromCache
-	o.sent(nonce, p)
-	return nil
-}
+func (sotw) readResponse(b []byte) (*pendingResponse, string, error) { return scanSotwResponse(b) }
 
 func (sotw) cacheServer(s *lkgcache.Snapshot) cacheServer {
 	return &sotwCache{snap: s, sent: map[string]string{}}
