@@ -2,8 +2,8 @@ package xdsrelay
 
 import (
 	"sort"
-	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
 )
@@ -49,6 +49,7 @@ func (h *holdings) apply(p *pendingResponse, keep func(lkgcache.Resource) bool) 
 			}
 		}
 	}
+	var c copies
 	typeURL := ""
 	for i := range p.resources {
 		r := &p.resources[i]
@@ -57,14 +58,14 @@ func (h *holdings) apply(p *pendingResponse, keep func(lkgcache.Resource) bool) 
 			if r.Version == old.Version {
 				r.Version = old.Version
 			} else {
-				r.Version = strings.Clone(r.Version)
+				r.Version = c.of(r.Version)
 			}
 			rel.add(old.slab)
 		} else {
-			r.Name, r.Version = strings.Clone(r.Name), strings.Clone(r.Version)
+			r.Name, r.Version = c.of(r.Name), c.of(r.Version)
 		}
 		if r.TypeURL != typeURL {
-			typeURL = strings.Clone(r.TypeURL)
+			typeURL = c.of(r.TypeURL)
 		}
 		r.TypeURL = typeURL
 		t.res[r.Name] = heldResource{*r, p.slab}
@@ -77,6 +78,22 @@ func (h *holdings) apply(p *pendingResponse, keep func(lkgcache.Resource) bool) 
 		}
 	}
 	t.version = p.version
+}
+
+// copies makes the strings apply keeps, a few allocations per response
+// rather than one each.
+type copies struct{ buf []byte }
+
+func (c *copies) of(s string) string {
+	if s == "" {
+		return ""
+	}
+	if cap(c.buf)-len(c.buf) < len(s) {
+		c.buf = make([]byte, 0, max(len(s), 8<<10))
+	}
+	start := len(c.buf)
+	c.buf = append(c.buf, s...)
+	return unsafe.String(&c.buf[start], len(s)) // never written again
 }
 
 // drop forgets resources Envoy unsubscribed from.
