@@ -56,7 +56,7 @@ func (b *bed) measure() ([]row, *measured) {
 		m.scrape, m.errs["scrape"] = &res, err
 	}
 	if b.s.figures["relay"] {
-		progress("relay overhead: go test -bench of pkg/xdsrelay's 1 MB benchmarks, -count %d", relayCount)
+		progress("relay overhead: %d runs of go test -bench of pkg/xdsrelay's 1 MB benchmarks", relayCount)
 		res, err := b.relayFigure()
 		m.relay, m.errs["relay"] = &res, err
 	}
