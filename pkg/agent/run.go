@@ -36,6 +36,7 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, doc
 			a.log.Warn("cannot relay Envoy's xDS; Envoy talks to the control plane directly", zap.Error(err))
 		}
 	}
+	a.warnIfEnvoyReadsUntrimmedToken(doc)
 	adminAddr, err := envoy.AdminFromBootstrap(doc)
 	if err != nil {
 		return exitcode.AsConfig(fmt.Errorf("the control plane's bootstrap is unusable: %w", err))

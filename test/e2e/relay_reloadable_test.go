@@ -193,3 +193,23 @@ func TestDirectModeWithReloadableTokens(t *testing.T) {
 
 	rotateAndBack(t, zone, cpLog, p, agent)
 }
+
+// Envoy sends the file as it is, and a newline fails every stream: the
+// agent says so in plain words, with the fix, before Envoy starts.
+func TestDirectModeWarnsOfANewlineInTheTokenFile(t *testing.T) {
+	t.Parallel()
+	zone, _ := reloadableZone(t)
+	p := zone.NewProxy("payments", "egress")
+	tok, err := os.ReadFile(p.TokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p.TokenFile, []byte(strings.TrimSpace(string(tok))+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	agent := zone.Start(p, nil, "--xds-relay=false")
+	agent.AwaitLog("Envoy reads the dataplane token file itself", promptly)
+	if strings.Contains(agent.Output(), strings.TrimSpace(string(tok))) {
+		t.Error("the token is in the agent's output")
+	}
+}
