@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -29,16 +30,32 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 	}
 }
 
-// ClosedAddr is an address on 127.0.0.1 where nothing listens.
-func ClosedAddr(t testing.TB) string {
+// FreePort is a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// ClosedAddr is an address on 127.0.0.1 where nothing listens.
+func ClosedAddr(t testing.TB) string {
+	t.Helper()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(FreePort(t)))
+}
+
+// Accepts reports whether something accepts TCP connections on addr; the
+// connection is closed at once.
+func Accepts(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
 }
 
 // SyncBuffer collects output (a process's, a logger's) that a test reads

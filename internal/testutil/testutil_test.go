@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
@@ -85,5 +86,56 @@ func TestClosedAddr(t *testing.T) {
 	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 		c.Close()
 		t.Errorf("something listens on %s", addr)
+	}
+}
+
+func TestAccepts(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if !Accepts(addr) {
+		t.Errorf("a listener on %s does not accept", addr)
+	}
+	ln.Close()
+	if Accepts(addr) {
+		t.Errorf("%s accepts after the close", addr)
+	}
+	if port := FreePort(t); Accepts(net.JoinHostPort("127.0.0.1", fmt.Sprint(port))) {
+		t.Errorf("free port %d accepts", port)
+	}
+}
+
+func TestNewPKI(t *testing.T) {
+	p := NewPKI(t, []string{"cp.example"}, []net.IP{net.IPv4(127, 0, 0, 1)})
+	if _, err := tls.X509KeyPair(p.CertPEM, p.KeyPEM); err != nil {
+		t.Fatalf("CertPEM and KeyPEM: %v", err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{p.Cert}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.(*tls.Conn).Handshake()
+			c.Close()
+		}
+	}()
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(p.CAPEM)
+	for name, ok := range map[string]bool{"cp.example": true, "127.0.0.1": true, "other.example": false} {
+		c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{RootCAs: roots, ServerName: name})
+		if err == nil {
+			c.Close()
+		}
+		if (err == nil) != ok {
+			t.Errorf("server name %s: %v", name, err)
+		}
 	}
 }
