@@ -88,15 +88,6 @@ func loggedTCPListener(t *testing.T, name string, port int, logs ...*accesslogv3
 	return l
 }
 
-func dialable(port int) bool {
-	c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return true
-}
-
 // sendAndClose opens a connection, writes payload and closes it.
 func sendAndClose(t *testing.T, port int, payload string) {
 	t.Helper()

@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
-	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -101,24 +100,10 @@ func TestADSListenerRemovedAndDrained(t *testing.T) {
 	cp.setSnapshot(t, "v1", clusters, []types.Resource{tcpProxyListener(t, "a", l1, "backend"), tcpProxyListener(t, "b", l2, "backend")})
 	proc, sock := startWithCP(t, cp, "127.0.0.1")
 	waitFor(t, 10*time.Second, "/ready LIVE", func() bool { return readyBody(sock) == "LIVE\n" })
-	dialOK := func(port int) bool {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	}
-	held, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", l2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Close()
-	waitFor(t, 5*time.Second, "held connection counted", func() bool {
-		return statValue(t, sock, fmt.Sprintf("listener.127.0.0.1_%d.downstream_cx_active", l2)) == 1
-	})
+	held := holdConn(t, sock, l2)
 
 	cp.setSnapshot(t, "v2", clusters, []types.Resource{tcpProxyListener(t, "a", l1, "backend")})
-	waitFor(t, 5*time.Second, "removed listener closed", func() bool { return !dialOK(l2) })
+	waitFor(t, 5*time.Second, "removed listener closed", func() bool { return !dialable(l2) })
 	// The log line may follow the close by a moment.
 	waitFor(t, 5*time.Second, "the removal log", func() bool { return strings.Contains(proc.stderr.String(), "lds: remove listener 'b'") })
 	// Connections of a removed listener are closed after --drain-time-s (1 s).
@@ -132,10 +117,10 @@ func TestADSListenerRemovedAndDrained(t *testing.T) {
 	}
 	start := time.Now()
 	adminDo(t, sock, "POST", "/drain_listeners?graceful&inboundonly")
-	if !dialOK(l1) {
+	if !dialable(l1) {
 		t.Fatal("graceful drain closed the listener at once")
 	}
-	waitFor(t, 5*time.Second, "listener closed after the drain time", func() bool { return !dialOK(l1) })
+	waitFor(t, 5*time.Second, "listener closed after the drain time", func() bool { return !dialable(l1) })
 	if time.Since(start) < 900*time.Millisecond {
 		t.Fatalf("closed after %s, before --drain-time-s", time.Since(start))
 	}
@@ -217,13 +202,7 @@ func TestADSStateOfTheWorld(t *testing.T) {
 	snap2, _ := cachev3.NewSnapshot("v2", map[resource.Type][]types.Resource{resource.ClusterType: {staticCluster("backend")}, resource.ListenerType: {}})
 	cache.SetSnapshot(context.Background(), "payments.zp-egress-1", snap2)
 	waitFor(t, 5*time.Second, "LDS v2 ACK", func() bool { return acked(resource.ListenerType, "v2") })
-	waitFor(t, 5*time.Second, "listener closed", func() bool {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", lport))
-		if err == nil {
-			c.Close()
-		}
-		return err != nil
-	})
+	waitFor(t, 5*time.Second, "listener closed", func() bool { return !dialable(lport) })
 }
 
 func TestPrometheusTags(t *testing.T) {
@@ -313,41 +292,13 @@ func TestHDSReportsEndpointHealth(t *testing.T) {
 // metadata plugin; a new stream picks up a rotated token file.
 func TestGoogleGrpcFileBasedToken(t *testing.T) {
 	p := newPKI(t, nil, []net.IP{net.IPv4(127, 0, 0, 1)})
-	cp := &testCP{t: t, pki: p, cache: cachev3.NewSnapshotCache(true, cachev3.IDHash{}, quietLog{}), acks: map[string]int{}, token: "token-one"}
+	cp := newCP(t, p, "token-one")
 	cp.start("127.0.0.1:0")
 	cp.setSnapshot(t, "v1", []types.Resource{staticCluster("backend")}, nil)
 
-	dir := shortTempDir(t)
-	tokenFile := filepath.Join(dir, "token")
+	tokenFile := filepath.Join(shortTempDir(t), "token")
 	os.WriteFile(tokenFile, []byte("token-one"), 0o600)
-	sock := filepath.Join(dir, "admin.sock")
-	boot := fmt.Sprintf(`
-node: {id: payments.zp-egress-1, cluster: zp-egress}
-admin: {address: {pipe: {path: %s, mode: 384}}}
-dynamicResources:
-  adsConfig:
-    apiType: DELTA_GRPC
-    transportApiVersion: V3
-    setNodeOnFirstMessageOnly: true
-    grpcServices:
-    - googleGrpc:
-        targetUri: %s
-        statPrefix: ads
-        credentialsFactoryName: envoy.grpc_credentials.file_based_metadata
-        callCredentials:
-        - fromPlugin:
-            name: envoy.grpc_credentials.file_based_metadata
-            typedConfig:
-              '@type': type.googleapis.com/envoy.config.grpc_credential.v3.FileBasedMetadataConfig
-              secretData: {filename: %s}
-        channelCredentials:
-          sslCredentials:
-            rootCerts: {inlineBytes: %s}
-  cdsConfig: {ads: {}, initialFetchTimeout: 0s, resourceApiVersion: V3}
-  ldsConfig: {ads: {}, initialFetchTimeout: 0s, resourceApiVersion: V3}
-`, sock, cp.addr, tokenFile, base64.StdEncoding.EncodeToString(p.caPEM))
-	path := filepath.Join(dir, "bootstrap.yaml")
-	os.WriteFile(path, []byte(boot), 0o600)
+	path, sock := googleGrpcBootstrap(t, cp, p.caPEM, "envoy.grpc_credentials.file_based_metadata", tokenFile)
 	startEnvoy(t, nil, standardArgs(path)...)
 	waitFor(t, 10*time.Second, "/ready LIVE", func() bool { return readyBody(sock) == "LIVE\n" })
 

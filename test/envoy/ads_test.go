@@ -66,9 +66,16 @@ func newTestCP(t *testing.T, p *pki, addr string) *testCP {
 
 func newTestCPWithHDS(t *testing.T, p *pki, addr string, hds *hdsServer) *testCP {
 	t.Helper()
-	cp := &testCP{t: t, pki: p, cache: cachev3.NewSnapshotCache(true, cachev3.IDHash{}, quietLog{}), acks: map[string]int{}, hds: hds}
+	cp := newCP(t, p, "")
+	cp.hds = hds
 	cp.start(addr)
 	return cp
+}
+
+// newCP is a test control plane, not yet started, that accepts token
+// (testToken when "").
+func newCP(t *testing.T, p *pki, token string) *testCP {
+	return &testCP{t: t, pki: p, cache: cachev3.NewSnapshotCache(true, cachev3.IDHash{}, quietLog{}), acks: map[string]int{}, token: token}
 }
 
 // hdsServer sends one specifier and forwards what the client sends.
@@ -257,6 +264,21 @@ func startWithCP(t *testing.T, cp *testCP, san string) (*proc, string) {
 	return p, sock
 }
 
+// holdConn connects to the listener on port and waits until the stand-in
+// counts the connection; it is closed when the test ends.
+func holdConn(t *testing.T, sock string, port int) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	waitFor(t, 5*time.Second, "held connection counted", func() bool {
+		return statValue(t, sock, fmt.Sprintf("listener.127.0.0.1_%d.downstream_cx_active", port)) == 1
+	})
+	return c
+}
+
 func readyBody(sock string) string {
 	_, body, _ := adminTry(sock, "GET", "/ready")
 	return body
@@ -321,13 +343,7 @@ func TestADSConfigAndLive(t *testing.T) {
 	if code, body := adminDo(t, sock, "POST", "/drain_listeners"); code != 200 || body != "OK\n" {
 		t.Fatalf("drain: %d %q", code, body)
 	}
-	waitFor(t, 5*time.Second, "listener closed", func() bool {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", lport))
-		if err == nil {
-			c.Close()
-		}
-		return err != nil
-	})
+	waitFor(t, 5*time.Second, "listener closed", func() bool { return !dialable(lport) })
 	if strings.Contains(proc.stderr.String(), testToken) {
 		t.Fatal("token leaked into the log")
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -21,28 +20,14 @@ func TestStoppedListenersStayStopped(t *testing.T) {
 	cp.setSnapshot(t, "v1", clusters, []types.Resource{tcpProxyListener(t, "a", l1, "backend")})
 	_, sock := startWithCP(t, cp, "127.0.0.1")
 	waitFor(t, 10*time.Second, "/ready LIVE", func() bool { return readyBody(sock) == "LIVE\n" })
-	dialOK := func(port int) bool {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	}
-	held, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", l1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Close()
-	waitFor(t, 5*time.Second, "held connection counted", func() bool {
-		return statValue(t, sock, fmt.Sprintf("listener.127.0.0.1_%d.downstream_cx_active", l1)) == 1
-	})
+	held := holdConn(t, sock, l1)
 
 	// A graceful drain, cut short by a plain one: closed at once.
 	adminDo(t, sock, "POST", "/drain_listeners?graceful")
 	if code, body := adminDo(t, sock, "POST", "/drain_listeners"); code != 200 || body != "OK\n" {
 		t.Fatalf("drain: %d %q", code, body)
 	}
-	waitFor(t, 5*time.Second, "listener closed", func() bool { return !dialOK(l1) })
+	waitFor(t, 5*time.Second, "listener closed", func() bool { return !dialable(l1) })
 	held.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
 	if _, err := held.Read(make([]byte, 1)); err == nil || !strings.Contains(err.Error(), "timeout") {
 		t.Fatalf("the stop closed an accepted connection: %v", err)
@@ -55,7 +40,7 @@ func TestStoppedListenersStayStopped(t *testing.T) {
 	waitFor(t, 10*time.Second, "the second LDS update", func() bool {
 		return statValue(t, sock, "listener_manager.lds.update_success") >= 2
 	})
-	if dialOK(l1) || dialOK(l2) {
+	if dialable(l1) || dialable(l2) {
 		t.Fatal("a listener came back through LDS after the drain")
 	}
 }

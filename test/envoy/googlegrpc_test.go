@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 )
 
 // googleGrpcBootstrap writes kuma's reloadable-token ADS service (the
@@ -61,7 +60,7 @@ dynamicResources:
 // the name no token is sent.
 func TestGoogleGrpcPluginNeedsItsFactory(t *testing.T) {
 	p := newPKI(t, nil, []net.IP{net.IPv4(127, 0, 0, 1)})
-	cp := &testCP{t: t, pki: p, cache: cachev3.NewSnapshotCache(true, cachev3.IDHash{}, quietLog{}), acks: map[string]int{}, token: "token-one"}
+	cp := newCP(t, p, "token-one")
 	cp.start("127.0.0.1:0")
 	cp.setSnapshot(t, "v1", []types.Resource{staticCluster("backend")}, nil)
 	tokenFile := filepath.Join(shortTempDir(t), "token")
