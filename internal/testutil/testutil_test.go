@@ -5,7 +5,10 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -137,5 +140,25 @@ func TestNewPKI(t *testing.T) {
 		if (err == nil) != ok {
 			t.Errorf("server name %s: %v", name, err)
 		}
+	}
+}
+
+func TestUnixHTTP(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, r.URL.Path) })}
+	go srv.Serve(ln)
+	defer srv.Close()
+	resp, err := UnixHTTP(sock, 5*time.Second).Get("http://any/ready")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "/ready" || !resp.Close {
+		t.Errorf("body %q, connection kept %t", b, !resp.Close)
 	}
 }

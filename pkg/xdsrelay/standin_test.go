@@ -3,7 +3,6 @@ package xdsrelay
 import (
 	"bytes"
 	"context"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zoneproxy/zoneproxy/internal/testutil"
 	"github.com/zoneproxy/zoneproxy/pkg/bootstraprewrite"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
@@ -22,15 +22,7 @@ import (
 // standIn builds the project's Envoy stand-in once.
 func standIn(t *testing.T) string { return harness.StandIn(t) }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+var freePort = testutil.FreePort
 
 // runStandIn starts the stand-in on the rewritten bootstrap as the agent
 // starts Envoy; stop kills it.

@@ -2,7 +2,6 @@ package controlplane
 
 import (
 	"bufio"
-	"context"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,52 +20,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/kumasock"
 )
 
-var (
-	standInOnce sync.Once
-	standInBin  string
-	standInErr  error
-)
-
-// buildStandIn compiles the Envoy stand-in once per test run.
-func buildStandIn(t *testing.T) string {
-	t.Helper()
-	standInOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "cp-standin-")
-		if err != nil {
-			standInErr = err
-			return
-		}
-		standInBin = filepath.Join(dir, "envoy")
-		out, err := exec.Command("go", "build", "-o", standInBin, "../envoy").CombinedOutput()
-		if err != nil {
-			standInErr = fmt.Errorf("go build ../envoy: %v\n%s", err, out)
-		}
-	})
-	if standInErr != nil {
-		t.Fatal(standInErr)
-	}
-	return standInBin
-}
-
-func freeTCPPort(t *testing.T) uint32 {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return uint32(ln.Addr().(*net.TCPAddr).Port)
-}
-
-func unixHTTP(sock string) *http.Client {
-	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		DisableKeepAlives: true,
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", sock)
-		},
-	}}
-}
+func freeTCPPort(t *testing.T) uint32 { return uint32(testutil.FreePort(t)) }
 
 func httpGet(c *http.Client, url, ifNoneMatch string) (int, string, string, error) {
 	req, _ := http.NewRequest("GET", url, nil)
@@ -88,7 +41,7 @@ func httpGet(c *http.Client, url, ifNoneMatch string) (int, string, string, erro
 // MeshAccessLog and a MeshMetric, and checks what the agent would meet:
 // lines in its FIFO, the dynconf socket, the Prometheus listener.
 func TestObservabilityThroughTheStandIn(t *testing.T) {
-	bin := buildStandIn(t)
+	bin := testutil.StandIn(t)
 	s := startTestServer(t, Options{Meshes: []string{"payments"}})
 	work, err := os.MkdirTemp("", "zpobs")
 	if err != nil {
@@ -148,10 +101,9 @@ func TestObservabilityThroughTheStandIn(t *testing.T) {
 	if err := os.WriteFile(bootstrap, resp.Bootstrap, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var stderr strings.Builder
-	var stderrMu sync.Mutex
+	var stderr testutil.SyncBuffer
 	cmd := exec.Command(bin, "--config-path", bootstrap, "--drain-time-s", "1", "--file-flush-interval-msec", "50", "--log-level", "info")
-	cmd.Stderr = writerFunc(func(p []byte) (int, error) { stderrMu.Lock(); defer stderrMu.Unlock(); return stderr.Write(p) })
+	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -159,13 +111,11 @@ func TestObservabilityThroughTheStandIn(t *testing.T) {
 		cmd.Process.Kill()
 		cmd.Wait()
 		if t.Failed() {
-			stderrMu.Lock()
 			t.Logf("stand-in stderr:\n%s", stderr.String())
-			stderrMu.Unlock()
 		}
 	})
 
-	dynconf := unixHTTP(kumasock.DynamicConfig(work))
+	dynconf := testutil.UnixHTTP(kumasock.DynamicConfig(work), 5*time.Second)
 	var etag string
 	await(t, 20*time.Second, "dynconf answering", func() bool {
 		code, e, _, err := httpGet(dynconf, "http://localhost/meshmetric", "")
@@ -216,21 +166,13 @@ func TestObservabilityThroughTheStandIn(t *testing.T) {
 	// Removing the MeshMetric removes the dynconf and Prometheus listeners.
 	s.DeleteMeshMetric("payments", "zp-egress-1", "zp-metrics")
 	await(t, 10*time.Second, "Prometheus listener gone", func() bool {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", promPort), time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err != nil
+		return !testutil.Accepts(fmt.Sprintf("127.0.0.1:%d", promPort))
 	})
 	await(t, 10*time.Second, "dynconf listener gone", func() bool {
 		_, _, _, err := httpGet(dynconf, "http://localhost/meshmetric", "")
 		return err != nil
 	})
 }
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // await polls cond until it holds or d passes (the stand-in starts slowly
 // on a loaded machine).

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"crypto/tls"
 	"encoding/base64"
 	"fmt"
@@ -111,17 +110,6 @@ func (p *proc) exited() bool {
 // waitFor polls cond until it holds or the deadline passes.
 var waitFor = testutil.Eventually
 
-// adminClient talks HTTP to the admin Unix socket.
-func adminClient(sock string) *http.Client {
-	return &http.Client{
-		Timeout: 3 * time.Second,
-		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", sock)
-		}},
-	}
-}
-
 func adminDo(t *testing.T, sock, method, path string) (int, string) {
 	t.Helper()
 	code, body, err := adminTry(sock, method, path)
@@ -133,7 +121,7 @@ func adminDo(t *testing.T, sock, method, path string) (int, string) {
 
 func adminTry(sock, method, path string) (int, string, error) {
 	req, _ := http.NewRequest(method, "http://localhost"+path, nil)
-	resp, err := adminClient(sock).Do(req)
+	resp, err := testutil.UnixHTTP(sock, 3*time.Second).Do(req)
 	if err != nil {
 		return 0, "", err
 	}

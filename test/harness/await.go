@@ -2,12 +2,10 @@ package harness
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/zoneproxy/zoneproxy/internal/testutil"
@@ -17,15 +15,7 @@ import (
 var Eventually = testutil.Eventually
 
 // FreePort returns a loopback TCP port nobody listens on right now.
-func FreePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+var FreePort = testutil.FreePort
 
 // Readiness is what GET /ready on the agent answers: the status and the
 // state word on the body's first line.
@@ -86,11 +76,4 @@ func Children(pid int) []int {
 }
 
 // Dial reports whether something accepts TCP connections on addr.
-func Dial(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return true
-}
+var Dial = testutil.Accepts

@@ -4,12 +4,11 @@ package harness
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"sync"
 	"testing"
+
+	"github.com/zoneproxy/zoneproxy/internal/testutil"
 )
 
 // Binaries are the built executables the tests run.
@@ -37,23 +36,7 @@ func Build(dir string) (Binaries, error) {
 	return b, nil
 }
 
-func moduleRoot() (string, error) {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		return "", fmt.Errorf("cannot locate the harness source")
-	}
-	root := filepath.Join(filepath.Dir(file), "..", "..")
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		return "", fmt.Errorf("no go.mod at %s", root)
-	}
-	return root, nil
-}
-
-var (
-	standInOnce sync.Once
-	standInPath string
-	standInErr  error
-)
+func moduleRoot() (string, error) { return testutil.ModuleRoot() }
 
 // StandIn builds the Envoy stand-in once per test binary and returns its
 // path; packages' tests use it to check a bootstrap or run Envoy's part.
@@ -62,23 +45,5 @@ func StandIn(t testing.TB) string {
 	if testing.Short() {
 		t.Skip("builds the Envoy stand-in")
 	}
-	standInOnce.Do(func() {
-		root, err := moduleRoot()
-		if err == nil {
-			var dir string
-			if dir, err = os.MkdirTemp("", "standin"); err == nil {
-				standInPath = filepath.Join(dir, "envoy")
-				cmd := exec.Command("go", "build", "-o", standInPath, "./test/envoy")
-				cmd.Dir = root
-				if out, berr := cmd.CombinedOutput(); berr != nil {
-					err = fmt.Errorf("%v\n%s", berr, out)
-				}
-			}
-		}
-		standInErr = err
-	})
-	if standInErr != nil {
-		t.Fatalf("building the Envoy stand-in: %v", standInErr)
-	}
-	return standInPath
+	return testutil.StandIn(t)
 }

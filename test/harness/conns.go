@@ -1,14 +1,10 @@
 package harness
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -50,25 +46,12 @@ var zoneListenerActive = regexp.MustCompile(`^listener\.self_zone(?:ingress|egre
 // ZoneConnections is the number of connections Envoy, whose admin socket
 // is in workDir, holds on its zone listeners.
 func ZoneConnections(workDir string) (int64, error) {
-	sock := filepath.Join(workDir, "kuma-envoy-admin.sock")
-	c := http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", sock)
-		},
-	}}
-	defer c.CloseIdleConnections()
-	resp, err := c.Get("http://envoy/stats?filter=downstream_cx_active")
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
+	_, body, err := EnvoyAdmin(workDir, "GET", "/stats?filter=downstream_cx_active")
 	if err != nil {
 		return 0, err
 	}
 	var n int64
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(body, "\n") {
 		if m := zoneListenerActive.FindStringSubmatch(line); m != nil {
 			v, _ := strconv.ParseInt(m[1], 10, 64)
 			n += v
