@@ -26,7 +26,7 @@ var freePort = testutil.FreePort
 
 // runStandIn starts the stand-in on the rewritten bootstrap as the agent
 // starts Envoy; stop kills it.
-func runStandIn(t *testing.T, k kumaSetup) (admin *envoy.Admin, log *bytes.Buffer, stop func()) {
+func runStandIn(t *testing.T, k kumaSetup) (admin *envoy.Admin, log *testutil.SyncBuffer, stop func()) {
 	t.Helper()
 	path := filepath.Join(filepath.Dir(k.socket), "bootstrap.yaml")
 	if err := os.WriteFile(path, k.rewrite.YAML, 0o600); err != nil {
@@ -36,7 +36,7 @@ func runStandIn(t *testing.T, k kumaSetup) (admin *envoy.Admin, log *bytes.Buffe
 	if err != nil {
 		t.Fatal(err)
 	}
-	log = &bytes.Buffer{}
+	log = &testutil.SyncBuffer{}
 	cmd := exec.Command(standIn(t), envoy.Args(envoy.Options{ConfigPath: path, LogLevel: "info", Concurrency: 1})...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
@@ -50,7 +50,7 @@ func runStandIn(t *testing.T, k kumaSetup) (admin *envoy.Admin, log *bytes.Buffe
 	return admin, log, stop
 }
 
-func awaitLive(t *testing.T, admin *envoy.Admin, log *bytes.Buffer) {
+func awaitLive(t *testing.T, admin *envoy.Admin, log *testutil.SyncBuffer) {
 	t.Helper()
 	deadline := time.Now().Add(waitLimit)
 	for {
