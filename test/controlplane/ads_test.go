@@ -79,11 +79,31 @@ func (c *deltaClient) send(r *discoveryv3.DeltaDiscoveryRequest) {
 // xdsState is what the client received, by type then name.
 type xdsState map[string]map[string]proto.Message
 
-// collect receives and ACKs until done(state) holds.
+// collect receives and ACKs until done(state) holds, subscribing to EDS
+// for the EDS clusters it gets.
 func (c *deltaClient) collect(done func(xdsState) bool) xdsState {
 	c.t.Helper()
 	st := xdsState{}
 	edsSubscribed := map[string]bool{}
+	c.receive(st, done, func(*discoveryv3.DeltaDiscoveryResponse) {
+		var eds []string
+		for name, m := range st[resourcev3.ClusterType] {
+			if m.(*clusterv3.Cluster).GetType() == clusterv3.Cluster_EDS && !edsSubscribed[name] {
+				edsSubscribed[name] = true
+				eds = append(eds, name)
+			}
+		}
+		if len(eds) > 0 {
+			c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNamesSubscribe: eds})
+		}
+	})
+	return st
+}
+
+// receive adds each response's resources to st and ACKs it, then calls
+// after with it, until done(st) holds.
+func (c *deltaClient) receive(st xdsState, done func(xdsState) bool, after func(*discoveryv3.DeltaDiscoveryResponse)) {
+	c.t.Helper()
 	timeout := time.After(10 * time.Second)
 	for !done(st) {
 		select {
@@ -102,23 +122,13 @@ func (c *deltaClient) collect(done func(xdsState) bool) xdsState {
 				st[r.GetTypeUrl()][res.GetName()] = m
 			}
 			c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: r.GetTypeUrl(), ResponseNonce: r.GetNonce()})
-			var eds []string
-			for name, m := range st[resourcev3.ClusterType] {
-				if m.(*clusterv3.Cluster).GetType() == clusterv3.Cluster_EDS && !edsSubscribed[name] {
-					edsSubscribed[name] = true
-					eds = append(eds, name)
-				}
-			}
-			if len(eds) > 0 {
-				c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNamesSubscribe: eds})
-			}
+			after(r)
 		case err := <-c.errc:
 			c.t.Fatalf("stream ended: %v", err)
 		case <-timeout:
 			c.t.Fatalf("timed out; have %v", st.names())
 		}
 	}
-	return st
 }
 
 func (st xdsState) names() map[string][]string {

@@ -363,61 +363,55 @@ func (s *Server) PoliciesFor(mesh, name string) ProxyPolicies {
 // SetMeshAccessLog attaches (or replaces) the MeshAccessLog policy to the
 // zone proxy mesh/name and pushes the change to it if it is connected.
 func (s *Server) SetMeshAccessLog(mesh, name, policy string, m MeshAccessLog) error {
-	if err := checkProxyRef(mesh, name); err != nil {
-		return err
-	}
-	if err := checkPolicyName("MeshAccessLog", policy); err != nil {
-		return err
-	}
-	if err := m.validate(); err != nil {
-		return fmt.Errorf("MeshAccessLog %s: %w", policy, err)
-	}
-	s.updatePolicies(mesh, name, func(p *ProxyPolicies) { p.MeshAccessLogs[policy] = m })
-	s.log.printf("policy MeshAccessLog %q set on %s.%s", policy, mesh, name)
-	return nil
+	return s.setPolicy(mesh, name, "MeshAccessLog", policy, m.validate, func(p *ProxyPolicies) { p.MeshAccessLogs[policy] = m })
 }
 
 // DeleteMeshAccessLog detaches a MeshAccessLog; false if it was not there.
 func (s *Server) DeleteMeshAccessLog(mesh, name, policy string) bool {
-	found := false
-	s.updatePolicies(mesh, name, func(p *ProxyPolicies) {
-		_, found = p.MeshAccessLogs[policy]
-		delete(p.MeshAccessLogs, policy)
-	})
-	if found {
-		s.log.printf("policy MeshAccessLog %q removed from %s.%s", policy, mesh, name)
-	}
-	return found
+	return deletePolicy(s, mesh, name, "MeshAccessLog", policy, func(p *ProxyPolicies) map[string]MeshAccessLog { return p.MeshAccessLogs })
 }
 
 // SetMeshMetric attaches (or replaces) a MeshMetric policy. With several,
 // they are merged in name order, a later one's sidecar and backends
 // replacing an earlier one's, like kuma's merge of list fields.
 func (s *Server) SetMeshMetric(mesh, name, policy string, m MeshMetric) error {
-	if err := checkProxyRef(mesh, name); err != nil {
-		return err
-	}
-	if err := checkPolicyName("MeshMetric", policy); err != nil {
-		return err
-	}
-	withDefaults, err := m.withDefaults()
-	if err != nil {
-		return fmt.Errorf("MeshMetric %s: %w", policy, err)
-	}
-	s.updatePolicies(mesh, name, func(p *ProxyPolicies) { p.MeshMetrics[policy] = withDefaults })
-	s.log.printf("policy MeshMetric %q set on %s.%s", policy, mesh, name)
-	return nil
+	var withDefaults MeshMetric
+	check := func() (err error) { withDefaults, err = m.withDefaults(); return err }
+	return s.setPolicy(mesh, name, "MeshMetric", policy, check, func(p *ProxyPolicies) { p.MeshMetrics[policy] = withDefaults })
 }
 
 // DeleteMeshMetric detaches a MeshMetric; false if it was not there.
 func (s *Server) DeleteMeshMetric(mesh, name, policy string) bool {
+	return deletePolicy(s, mesh, name, "MeshMetric", policy, func(p *ProxyPolicies) map[string]MeshMetric { return p.MeshMetrics })
+}
+
+// setPolicy checks the names and then the policy (check), and applies set.
+func (s *Server) setPolicy(mesh, name, kind, policy string, check func() error, set func(*ProxyPolicies)) error {
+	if err := checkProxyRef(mesh, name); err != nil {
+		return err
+	}
+	if err := checkPolicyName(kind, policy); err != nil {
+		return err
+	}
+	if err := check(); err != nil {
+		return fmt.Errorf("%s %s: %w", kind, policy, err)
+	}
+	s.updatePolicies(mesh, name, set)
+	s.log.printf("policy %s %q set on %s.%s", kind, policy, mesh, name)
+	return nil
+}
+
+// deletePolicy removes policy from the map of its kind; false if it was
+// not there.
+func deletePolicy[P any](s *Server, mesh, name, kind, policy string, of func(*ProxyPolicies) map[string]P) bool {
 	found := false
 	s.updatePolicies(mesh, name, func(p *ProxyPolicies) {
-		_, found = p.MeshMetrics[policy]
-		delete(p.MeshMetrics, policy)
+		m := of(p)
+		_, found = m[policy]
+		delete(m, policy)
 	})
 	if found {
-		s.log.printf("policy MeshMetric %q removed from %s.%s", policy, mesh, name)
+		s.log.printf("policy %s %q removed from %s.%s", kind, policy, mesh, name)
 	}
 	return found
 }

@@ -19,34 +19,8 @@ func (s *Server) registerPolicyAdmin(mux *http.ServeMux) {
 	mux.HandleFunc("GET /proxies/{mesh}/{name}/policies", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, s.PoliciesFor(r.PathValue("mesh"), r.PathValue("name")))
 	})
-	mux.HandleFunc("PUT /proxies/{mesh}/{name}/meshaccesslogs/{policy}", func(w http.ResponseWriter, r *http.Request) {
-		var m MeshAccessLog
-		if !readPolicy(w, r, &m) {
-			return
-		}
-		s.answerPolicyChange(w, r, s.SetMeshAccessLog(r.PathValue("mesh"), r.PathValue("name"), r.PathValue("policy"), m))
-	})
-	mux.HandleFunc("DELETE /proxies/{mesh}/{name}/meshaccesslogs/{policy}", func(w http.ResponseWriter, r *http.Request) {
-		if !s.DeleteMeshAccessLog(r.PathValue("mesh"), r.PathValue("name"), r.PathValue("policy")) {
-			writeText(w, http.StatusNotFound, "no MeshAccessLog "+r.PathValue("policy")+" on this proxy")
-			return
-		}
-		s.answerPolicyChange(w, r, nil)
-	})
-	mux.HandleFunc("PUT /proxies/{mesh}/{name}/meshmetrics/{policy}", func(w http.ResponseWriter, r *http.Request) {
-		var m MeshMetric
-		if !readPolicy(w, r, &m) {
-			return
-		}
-		s.answerPolicyChange(w, r, s.SetMeshMetric(r.PathValue("mesh"), r.PathValue("name"), r.PathValue("policy"), m))
-	})
-	mux.HandleFunc("DELETE /proxies/{mesh}/{name}/meshmetrics/{policy}", func(w http.ResponseWriter, r *http.Request) {
-		if !s.DeleteMeshMetric(r.PathValue("mesh"), r.PathValue("name"), r.PathValue("policy")) {
-			writeText(w, http.StatusNotFound, "no MeshMetric "+r.PathValue("policy")+" on this proxy")
-			return
-		}
-		s.answerPolicyChange(w, r, nil)
-	})
+	policyAdmin(s, mux, "meshaccesslogs", "MeshAccessLog", s.SetMeshAccessLog, s.DeleteMeshAccessLog)
+	policyAdmin(s, mux, "meshmetrics", "MeshMetric", s.SetMeshMetric, s.DeleteMeshMetric)
 	mux.HandleFunc("PUT /proxies/{mesh}/{name}/zone-listeners", func(w http.ResponseWriter, r *http.Request) {
 		var body struct {
 			Withheld *bool `json:"withheld"`
@@ -59,6 +33,26 @@ func (s *Server) registerPolicyAdmin(mux *http.ServeMux) {
 			return
 		}
 		s.answerPolicyChange(w, r, s.WithholdZoneListeners(r.PathValue("mesh"), r.PathValue("name"), *body.Withheld))
+	})
+}
+
+// policyAdmin adds PUT and DELETE /proxies/{mesh}/{name}/<path>/{policy}
+// for one policy kind.
+func policyAdmin[P any](s *Server, mux *http.ServeMux, path, kind string, set func(mesh, name, policy string, p P) error, del func(mesh, name, policy string) bool) {
+	route := "/proxies/{mesh}/{name}/" + path + "/{policy}"
+	mux.HandleFunc("PUT "+route, func(w http.ResponseWriter, r *http.Request) {
+		var p P
+		if !readPolicy(w, r, &p) {
+			return
+		}
+		s.answerPolicyChange(w, r, set(r.PathValue("mesh"), r.PathValue("name"), r.PathValue("policy"), p))
+	})
+	mux.HandleFunc("DELETE "+route, func(w http.ResponseWriter, r *http.Request) {
+		if !del(r.PathValue("mesh"), r.PathValue("name"), r.PathValue("policy")) {
+			writeText(w, http.StatusNotFound, "no "+kind+" "+r.PathValue("policy")+" on this proxy")
+			return
+		}
+		s.answerPolicyChange(w, r, nil)
 	})
 }
 

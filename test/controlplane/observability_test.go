@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -20,40 +19,17 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 )
 
 // sync receives and ACKs, applying additions and removals to st, until
 // done(st) holds.
 func (c *deltaClient) sync(st xdsState, done func(xdsState) bool) {
 	c.t.Helper()
-	timeout := time.After(10 * time.Second)
-	for !done(st) {
-		select {
-		case r := <-c.resps:
-			if st[r.GetTypeUrl()] == nil {
-				st[r.GetTypeUrl()] = map[string]proto.Message{}
-			}
-			for _, res := range r.GetResources() {
-				m, err := res.GetResource().UnmarshalNew()
-				if err != nil {
-					c.t.Fatalf("unmarshal %s: %v", res.GetName(), err)
-				}
-				if err := m.(validator).ValidateAll(); err != nil {
-					c.t.Errorf("%s %s is invalid: %v", r.GetTypeUrl(), res.GetName(), err)
-				}
-				st[r.GetTypeUrl()][res.GetName()] = m
-			}
-			for _, n := range r.GetRemovedResources() {
-				delete(st[r.GetTypeUrl()], n)
-			}
-			c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: r.GetTypeUrl(), ResponseNonce: r.GetNonce()})
-		case err := <-c.errc:
-			c.t.Fatalf("stream ended: %v", err)
-		case <-timeout:
-			c.t.Fatalf("timed out; have %v", st.names())
+	c.receive(st, done, func(r *discoveryv3.DeltaDiscoveryResponse) {
+		for _, n := range r.GetRemovedResources() {
+			delete(st[r.GetTypeUrl()], n)
 		}
-	}
+	})
 }
 
 func lacks(typ string, names ...string) func(xdsState) bool {
