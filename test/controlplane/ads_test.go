@@ -69,6 +69,14 @@ func dialADS(t *testing.T, s *Server, token string, node *corev3.Node) *deltaCli
 	return c
 }
 
+// dialProxy connects the zone proxy payments/name of workload with these
+// listeners, with a token for the workload.
+func dialProxy(t *testing.T, s *Server, workload, name string, ls ...listener) *deltaClient {
+	t.Helper()
+	tok, _ := s.IssueToken(TokenRequest{Mesh: "payments", Workload: workload})
+	return dialADS(t, s, tok, nodeFor(t, s, dpJSON(t, "payments", name, workload, ls...), nil))
+}
+
 func (c *deltaClient) send(r *discoveryv3.DeltaDiscoveryRequest) {
 	c.t.Helper()
 	if err := c.stream.Send(r); err != nil {
@@ -237,9 +245,7 @@ func TestADSServesZoneProxies(t *testing.T) {
 		ingressCluster = "kri_msvc_payments_default__backend_http"
 	)
 	t.Run("egress", func(t *testing.T) {
-		tok, _ := s.IssueToken(TokenRequest{Mesh: "payments", Workload: "zp-egress"})
-		node := nodeFor(t, s, dpJSON(t, "payments", "zp-egress-1", "zp-egress", egressListener), nil)
-		c := dialADS(t, s, tok, node)
+		c := dialProxy(t, s, "zp-egress", "zp-egress-1", egressListener)
 		st := c.collect(and(
 			hasAll(resourcev3.ListenerType, "self_zoneegress_dp_ze-port"),
 			hasAll(resourcev3.ClusterType, egressCluster, "system_envoy_admin", "system_probe_readiness")))
@@ -274,9 +280,7 @@ func TestADSServesZoneProxies(t *testing.T) {
 		})
 	})
 	t.Run("ingress", func(t *testing.T) {
-		tok, _ := s.IssueToken(TokenRequest{Mesh: "payments", Workload: "zp-ingress"})
-		node := nodeFor(t, s, dpJSON(t, "payments", "zp-ingress-1", "zp-ingress", ingressListener), nil)
-		c := dialADS(t, s, tok, node)
+		c := dialProxy(t, s, "zp-ingress", "zp-ingress-1", ingressListener)
 		st := c.collect(and(
 			hasAll(resourcev3.ListenerType, "self_zoneingress_dp_zi-port"),
 			hasAll(resourcev3.ClusterType, ingressCluster, "system_envoy_admin", "system_probe_readiness"),

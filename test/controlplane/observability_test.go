@@ -47,9 +47,7 @@ func lacks(typ string, names ...string) func(xdsState) bool {
 // zi-port 10001 and egress ze-port 10002) and waits for its listeners.
 func connectCombined(t *testing.T, s *Server) (*deltaClient, xdsState) {
 	t.Helper()
-	tok, _ := s.IssueToken(TokenRequest{Mesh: "payments", Workload: "zp-combined"})
-	node := nodeFor(t, s, dpJSON(t, "payments", "zp-combined-1", "zp-combined", ingressListener, egressListener), nil)
-	c := dialADS(t, s, tok, node)
+	c := dialProxy(t, s, "zp-combined", "zp-combined-1", ingressListener, egressListener)
 	st := xdsState{}
 	c.sync(st, hasAll(resourcev3.ListenerType, "self_zoneingress_dp_zi-port", "self_zoneegress_dp_ze-port"))
 	return c, st
@@ -154,9 +152,7 @@ func zpMetrics() MeshMetric {
 
 func TestMeshMetricListenersAndDynamicConfig(t *testing.T) {
 	s := startTestServer(t, Options{Meshes: []string{"payments"}})
-	tok, _ := s.IssueToken(TokenRequest{Mesh: "payments", Workload: "zp-egress"})
-	node := nodeFor(t, s, dpJSON(t, "payments", "zp-egress-1", "zp-egress", egressListener), nil)
-	c := dialADS(t, s, tok, node)
+	c := dialProxy(t, s, "zp-egress", "zp-egress-1", egressListener)
 	st := xdsState{}
 	c.sync(st, hasAll(resourcev3.ListenerType, "self_zoneegress_dp_ze-port"))
 
@@ -272,9 +268,7 @@ func TestWithheldZoneListenersAreSentLater(t *testing.T) {
 	if err := s.WithholdZoneListeners("payments", "zp-combined-1", true); err != nil {
 		t.Fatal(err)
 	}
-	tok, _ := s.IssueToken(TokenRequest{Mesh: "payments", Workload: "zp-combined"})
-	node := nodeFor(t, s, dpJSON(t, "payments", "zp-combined-1", "zp-combined", ingressListener, egressListener), nil)
-	c := dialADS(t, s, tok, node)
+	c := dialProxy(t, s, "zp-combined", "zp-combined-1", ingressListener, egressListener)
 	st := xdsState{}
 	ldsAnswered := func(st xdsState) bool { _, ok := st[resourcev3.ListenerType]; return ok }
 	c.sync(st, and(ldsAnswered, hasAll(resourcev3.ClusterType, "system_envoy_admin", "system_probe_readiness")))
