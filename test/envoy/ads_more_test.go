@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -286,30 +285,6 @@ func TestHDSReportsEndpointHealth(t *testing.T) {
 			t.Fatal("no endpoint health response")
 		}
 	}
-}
-
-// With reloadable tokens Kuma renders google_grpc with the file-based
-// metadata plugin; a new stream picks up a rotated token file.
-func TestGoogleGrpcFileBasedToken(t *testing.T) {
-	p := newPKI(t, nil, []net.IP{net.IPv4(127, 0, 0, 1)})
-	cp := newCP(t, p, "token-one")
-	cp.start("127.0.0.1:0")
-	cp.setSnapshot(t, "v1", []types.Resource{staticCluster("backend")}, nil)
-
-	tokenFile := filepath.Join(shortTempDir(t), "token")
-	os.WriteFile(tokenFile, []byte("token-one"), 0o600)
-	path, sock := googleGrpcBootstrap(t, cp, p.caPEM, "envoy.grpc_credentials.file_based_metadata", tokenFile)
-	startEnvoy(t, nil, standardArgs(path)...)
-	waitFor(t, 10*time.Second, "/ready LIVE", func() bool { return readyBody(sock) == "LIVE\n" })
-
-	addr := cp.addr
-	cp.grpc.Stop()
-	waitFor(t, 5*time.Second, "connected_state 0", func() bool { return statValue(t, sock, "control_plane.connected_state") == 0 })
-	os.WriteFile(tokenFile, []byte("token-two"), 0o600)
-	cp2 := &testCP{t: t, pki: p, cache: cp.cache, acks: map[string]int{}, token: "token-two"}
-	cp2.start(addr)
-	waitFor(t, 15*time.Second, "reconnect with the rotated token", func() bool { return cp2.streamCount() >= 1 })
-	waitFor(t, 5*time.Second, "connected_state 1", func() bool { return statValue(t, sock, "control_plane.connected_state") == 1 })
 }
 
 // An egress-like listener terminating TLS with SDS secrets over ADS: init

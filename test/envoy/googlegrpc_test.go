@@ -55,10 +55,10 @@ dynamicResources:
 	return path, sock
 }
 
-// Envoy applies plugin call credentials only through the factory named by
-// credentials_factory_name; the default factory ignores them, so without
-// the name no token is sent.
-func TestGoogleGrpcPluginNeedsItsFactory(t *testing.T) {
+// tokenFileCP starts a control plane that accepts "token-one" and serves
+// the backend cluster, and writes that token to a file.
+func tokenFileCP(t *testing.T) (*pki, *testCP, string) {
+	t.Helper()
 	p := newPKI(t, nil, []net.IP{net.IPv4(127, 0, 0, 1)})
 	cp := newCP(t, p, "token-one")
 	cp.start("127.0.0.1:0")
@@ -67,6 +67,32 @@ func TestGoogleGrpcPluginNeedsItsFactory(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte("token-one"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return p, cp, tokenFile
+}
+
+// With reloadable tokens Kuma renders google_grpc with the file-based
+// metadata plugin; a new stream picks up a rotated token file.
+func TestGoogleGrpcFileBasedToken(t *testing.T) {
+	p, cp, tokenFile := tokenFileCP(t)
+	path, sock := googleGrpcBootstrap(t, cp, p.caPEM, "envoy.grpc_credentials.file_based_metadata", tokenFile)
+	startEnvoy(t, nil, standardArgs(path)...)
+	waitFor(t, 10*time.Second, "/ready LIVE", func() bool { return readyBody(sock) == "LIVE\n" })
+
+	addr := cp.addr
+	cp.grpc.Stop()
+	waitFor(t, 5*time.Second, "connected_state 0", func() bool { return statValue(t, sock, "control_plane.connected_state") == 0 })
+	os.WriteFile(tokenFile, []byte("token-two"), 0o600)
+	cp2 := &testCP{t: t, pki: p, cache: cp.cache, acks: map[string]int{}, token: "token-two"}
+	cp2.start(addr)
+	waitFor(t, 15*time.Second, "reconnect with the rotated token", func() bool { return cp2.streamCount() >= 1 })
+	waitFor(t, 5*time.Second, "connected_state 1", func() bool { return statValue(t, sock, "control_plane.connected_state") == 1 })
+}
+
+// Envoy applies plugin call credentials only through the factory named by
+// credentials_factory_name; the default factory ignores them, so without
+// the name no token is sent.
+func TestGoogleGrpcPluginNeedsItsFactory(t *testing.T) {
+	p, cp, tokenFile := tokenFileCP(t)
 
 	t.Run("unknown factory: Envoy does not start", func(t *testing.T) {
 		path, _ := googleGrpcBootstrap(t, cp, p.caPEM, "envoy.grpc_credentials.nope", tokenFile)
