@@ -202,6 +202,23 @@ func headerValue(get func(string) (string, bool), arg string) logValue {
 	return noValue()
 }
 
+// Envoy's DOWNSTREAM_[DIRECT_]{REMOTE,LOCAL}_{ADDRESS,ADDRESS_WITHOUT_PORT,PORT};
+// the stand-in reads no PROXY protocol header, so DIRECT is the same address.
+func init() {
+	sides := map[string]func(*logContext) net.Addr{
+		"REMOTE": func(c *logContext) net.Addr { return c.remote },
+		"LOCAL":  func(c *logContext) net.Addr { return c.local },
+	}
+	parts := map[string]string{"_ADDRESS": "", "_ADDRESS_WITHOUT_PORT": "host", "_PORT": "port"}
+	for side, addr := range sides {
+		for suffix, part := range parts {
+			spec := commandSpec{argNone, func(c *logContext, _ string) logValue { return addrValue(addr(c), part) }}
+			commandSpecs["DOWNSTREAM_"+side+suffix] = spec
+			commandSpecs["DOWNSTREAM_DIRECT_"+side+suffix] = spec
+		}
+	}
+}
+
 var commandSpecs = map[string]commandSpec{
 	"START_TIME": {argOptional, func(c *logContext, arg string) logValue { return strValue(formatStartTime(c.start.UTC(), arg)) }},
 	"START_TIME_LOCAL": {argOptional, func(c *logContext, arg string) logValue {
@@ -221,27 +238,11 @@ var commandSpecs = map[string]commandSpec{
 	"UPSTREAM_CLUSTER_RAW": {argNone, func(c *logContext, _ string) logValue {
 		return optStr(c.cluster)
 	}},
-	"CONNECTION_ID":                          {argNone, func(c *logContext, _ string) logValue { return numValue(float64(c.connID)) }},
-	"ACCESS_LOG_TYPE":                        {argNone, func(c *logContext, _ string) logValue { return strValue(c.logType) }},
-	"DOWNSTREAM_REMOTE_ADDRESS":              {argNone, func(c *logContext, _ string) logValue { return addrValue(c.remote, "") }},
-	"DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT": {argNone, func(c *logContext, _ string) logValue { return addrValue(c.remote, "host") }},
-	"DOWNSTREAM_REMOTE_PORT":                 {argNone, func(c *logContext, _ string) logValue { return addrValue(c.remote, "port") }},
-	"DOWNSTREAM_DIRECT_REMOTE_ADDRESS":       {argNone, func(c *logContext, _ string) logValue { return addrValue(c.remote, "") }},
-	"DOWNSTREAM_DIRECT_REMOTE_ADDRESS_WITHOUT_PORT": {argNone, func(c *logContext, _ string) logValue {
-		return addrValue(c.remote, "host")
-	}},
-	"DOWNSTREAM_DIRECT_REMOTE_PORT":         {argNone, func(c *logContext, _ string) logValue { return addrValue(c.remote, "port") }},
-	"DOWNSTREAM_LOCAL_ADDRESS":              {argNone, func(c *logContext, _ string) logValue { return addrValue(c.local, "") }},
-	"DOWNSTREAM_LOCAL_ADDRESS_WITHOUT_PORT": {argNone, func(c *logContext, _ string) logValue { return addrValue(c.local, "host") }},
-	"DOWNSTREAM_LOCAL_PORT":                 {argNone, func(c *logContext, _ string) logValue { return addrValue(c.local, "port") }},
-	"DOWNSTREAM_DIRECT_LOCAL_ADDRESS":       {argNone, func(c *logContext, _ string) logValue { return addrValue(c.local, "") }},
-	"DOWNSTREAM_DIRECT_LOCAL_ADDRESS_WITHOUT_PORT": {argNone, func(c *logContext, _ string) logValue {
-		return addrValue(c.local, "host")
-	}},
-	"DOWNSTREAM_DIRECT_LOCAL_PORT": {argNone, func(c *logContext, _ string) logValue { return addrValue(c.local, "port") }},
-	"PROTOCOL":                     {argNone, func(c *logContext, _ string) logValue { return optStr(c.protocol) }},
-	"RESPONSE_CODE":                {argNone, func(c *logContext, _ string) logValue { return numValue(float64(c.status)) }},
-	"ROUTE_NAME":                   {argNone, func(c *logContext, _ string) logValue { return optStr(c.routeName) }},
+	"CONNECTION_ID":   {argNone, func(c *logContext, _ string) logValue { return numValue(float64(c.connID)) }},
+	"ACCESS_LOG_TYPE": {argNone, func(c *logContext, _ string) logValue { return strValue(c.logType) }},
+	"PROTOCOL":        {argNone, func(c *logContext, _ string) logValue { return optStr(c.protocol) }},
+	"RESPONSE_CODE":   {argNone, func(c *logContext, _ string) logValue { return numValue(float64(c.status)) }},
+	"ROUTE_NAME":      {argNone, func(c *logContext, _ string) logValue { return optStr(c.routeName) }},
 	"HOSTNAME": {argNone, func(*logContext, string) logValue {
 		h, err := os.Hostname()
 		if err != nil {
@@ -254,44 +255,49 @@ var commandSpecs = map[string]commandSpec{
 }
 
 // Commands Envoy accepts whose value the stand-in does not know.
-var opaqueCommands = map[string]argRule{
-	"REQUEST_DURATION": argNone, "REQUEST_TX_DURATION": argNone, "RESPONSE_DURATION": argNone,
-	"RESPONSE_TX_DURATION": argNone, "DOWNSTREAM_HANDSHAKE_DURATION": argNone, "ROUNDTRIP_DURATION": argNone,
-	"UPSTREAM_CONNECTION_POOL_READY_DURATION": argNone, "COMMON_DURATION": argRequired,
-	"BYTES_RETRANSMITTED": argNone, "PACKETS_RETRANSMITTED": argNone,
-	"UPSTREAM_WIRE_BYTES_RECEIVED": argNone, "UPSTREAM_HEADER_BYTES_RECEIVED": argNone,
-	"DOWNSTREAM_WIRE_BYTES_RECEIVED": argNone, "DOWNSTREAM_HEADER_BYTES_RECEIVED": argNone,
-	"UPSTREAM_WIRE_BYTES_SENT": argNone, "UPSTREAM_HEADER_BYTES_SENT": argNone,
-	"DOWNSTREAM_WIRE_BYTES_SENT": argNone, "DOWNSTREAM_HEADER_BYTES_SENT": argNone,
-	"UPSTREAM_PROTOCOL": argNone, "RESPONSE_CODE_DETAILS": argNone, "CONNECTION_TERMINATION_DETAILS": argNone,
-	"CUSTOM_FLAGS": argNone, "RESPONSE_FLAGS_LONG": argNone, "UPSTREAM_HOST_NAME": argNone,
-	"UPSTREAM_HOST_NAME_WITHOUT_PORT": argNone, "UPSTREAM_CONNECTION_ID": argNone,
-	"UPSTREAM_LOCAL_ADDRESS": argNone, "UPSTREAM_LOCAL_ADDRESS_WITHOUT_PORT": argNone, "UPSTREAM_LOCAL_PORT": argNone,
-	"UPSTREAM_REMOTE_ADDRESS": argNone, "UPSTREAM_REMOTE_ADDRESS_WITHOUT_PORT": argNone, "UPSTREAM_REMOTE_PORT": argNone,
-	"UPSTREAM_REQUEST_ATTEMPT_COUNT": argNone, "UPSTREAM_TLS_CIPHER": argNone, "UPSTREAM_TLS_VERSION": argNone,
-	"UPSTREAM_TLS_SESSION_ID": argNone, "UPSTREAM_PEER_ISSUER": argNone, "UPSTREAM_PEER_CERT": argNone,
-	"UPSTREAM_PEER_SUBJECT": argNone, "UPSTREAM_PEER_URI_SAN": argNone, "UPSTREAM_PEER_DNS_SAN": argNone,
-	"UPSTREAM_PEER_IP_SAN": argNone, "UPSTREAM_LOCAL_URI_SAN": argNone, "UPSTREAM_LOCAL_DNS_SAN": argNone,
-	"UPSTREAM_LOCAL_IP_SAN": argNone, "UPSTREAM_LOCAL_SUBJECT": argNone, "UPSTREAM_TRANSPORT_FAILURE_REASON": argNone,
-	"UPSTREAM_PEER_CERT_V_START": argOptional, "UPSTREAM_PEER_CERT_V_END": argOptional,
-	"CONNECTION_ID_STRING": argNone, "REQUESTED_SERVER_NAME": argNone, "VIRTUAL_CLUSTER_NAME": argNone,
-	"DOWNSTREAM_PEER_URI_SAN": argNone, "DOWNSTREAM_PEER_DNS_SAN": argNone, "DOWNSTREAM_PEER_IP_SAN": argNone,
-	"DOWNSTREAM_PEER_EMAIL_SAN": argNone, "DOWNSTREAM_PEER_OTHERNAME_SAN": argNone,
-	"DOWNSTREAM_LOCAL_URI_SAN": argNone, "DOWNSTREAM_LOCAL_DNS_SAN": argNone, "DOWNSTREAM_LOCAL_IP_SAN": argNone,
-	"DOWNSTREAM_LOCAL_EMAIL_SAN": argNone, "DOWNSTREAM_LOCAL_OTHERNAME_SAN": argNone,
-	"DOWNSTREAM_PEER_SUBJECT": argNone, "DOWNSTREAM_LOCAL_SUBJECT": argNone, "DOWNSTREAM_TLS_SESSION_ID": argNone,
-	"DOWNSTREAM_TLS_CIPHER": argNone, "DOWNSTREAM_TLS_VERSION": argNone, "DOWNSTREAM_PEER_FINGERPRINT_256": argNone,
-	"DOWNSTREAM_PEER_FINGERPRINT_1": argNone, "DOWNSTREAM_PEER_SERIAL": argNone, "DOWNSTREAM_PEER_ISSUER": argNone,
-	"DOWNSTREAM_PEER_CERT": argNone, "DOWNSTREAM_PEER_CERT_V_START": argOptional, "DOWNSTREAM_PEER_CERT_V_END": argOptional,
-	"DOWNSTREAM_TRANSPORT_FAILURE_REASON": argNone, "DOWNSTREAM_LOCAL_DNS_SAN_FIRST": argNone,
-	"FILTER_CHAIN_NAME": argNone, "TLS_JA3_FINGERPRINT": argNone, "TLS_JA4_FINGERPRINT": argNone,
-	"UNIQUE_ID": argNone, "STREAM_ID": argNone, "EMIT_TIME": argOptional, "TRACE_ID": argNone,
-	"DYNAMIC_METADATA": argRequired, "CLUSTER_METADATA": argRequired, "UPSTREAM_METADATA": argRequired,
-	"FILTER_STATE": argRequired, "UPSTREAM_FILTER_STATE": argRequired, "ENVIRONMENT": argRequired,
-	"METADATA": argRequired, "CEL": argRequired, "TRAILER": argRequired, "LOCAL_REPLY_BODY": argNone,
-	"GRPC_STATUS": argOptional, "GRPC_STATUS_NUMBER": argNone, "REQUEST_HEADERS_BYTES": argNone,
-	"RESPONSE_HEADERS_BYTES": argNone, "RESPONSE_TRAILERS_BYTES": argNone, "QUERY_PARAM": argRequired,
-	"PATH": argOptional, "REQ_WITHOUT_QUERY": argRequired,
+var opaqueCommands = byRule(map[argRule]string{
+	argNone: `
+		REQUEST_DURATION REQUEST_TX_DURATION RESPONSE_DURATION RESPONSE_TX_DURATION
+		DOWNSTREAM_HANDSHAKE_DURATION ROUNDTRIP_DURATION UPSTREAM_CONNECTION_POOL_READY_DURATION
+		BYTES_RETRANSMITTED PACKETS_RETRANSMITTED UPSTREAM_WIRE_BYTES_RECEIVED
+		UPSTREAM_HEADER_BYTES_RECEIVED DOWNSTREAM_WIRE_BYTES_RECEIVED DOWNSTREAM_HEADER_BYTES_RECEIVED
+		UPSTREAM_WIRE_BYTES_SENT UPSTREAM_HEADER_BYTES_SENT DOWNSTREAM_WIRE_BYTES_SENT
+		DOWNSTREAM_HEADER_BYTES_SENT UPSTREAM_PROTOCOL RESPONSE_CODE_DETAILS
+		CONNECTION_TERMINATION_DETAILS CUSTOM_FLAGS RESPONSE_FLAGS_LONG UPSTREAM_HOST_NAME
+		UPSTREAM_HOST_NAME_WITHOUT_PORT UPSTREAM_CONNECTION_ID UPSTREAM_LOCAL_ADDRESS
+		UPSTREAM_LOCAL_ADDRESS_WITHOUT_PORT UPSTREAM_LOCAL_PORT UPSTREAM_REMOTE_ADDRESS
+		UPSTREAM_REMOTE_ADDRESS_WITHOUT_PORT UPSTREAM_REMOTE_PORT UPSTREAM_REQUEST_ATTEMPT_COUNT
+		UPSTREAM_TLS_CIPHER UPSTREAM_TLS_VERSION UPSTREAM_TLS_SESSION_ID UPSTREAM_PEER_ISSUER
+		UPSTREAM_PEER_CERT UPSTREAM_PEER_SUBJECT UPSTREAM_PEER_URI_SAN UPSTREAM_PEER_DNS_SAN
+		UPSTREAM_PEER_IP_SAN UPSTREAM_LOCAL_URI_SAN UPSTREAM_LOCAL_DNS_SAN UPSTREAM_LOCAL_IP_SAN
+		UPSTREAM_LOCAL_SUBJECT UPSTREAM_TRANSPORT_FAILURE_REASON CONNECTION_ID_STRING
+		REQUESTED_SERVER_NAME VIRTUAL_CLUSTER_NAME DOWNSTREAM_PEER_URI_SAN DOWNSTREAM_PEER_DNS_SAN
+		DOWNSTREAM_PEER_IP_SAN DOWNSTREAM_PEER_EMAIL_SAN DOWNSTREAM_PEER_OTHERNAME_SAN
+		DOWNSTREAM_LOCAL_URI_SAN DOWNSTREAM_LOCAL_DNS_SAN DOWNSTREAM_LOCAL_IP_SAN
+		DOWNSTREAM_LOCAL_EMAIL_SAN DOWNSTREAM_LOCAL_OTHERNAME_SAN DOWNSTREAM_PEER_SUBJECT
+		DOWNSTREAM_LOCAL_SUBJECT DOWNSTREAM_TLS_SESSION_ID DOWNSTREAM_TLS_CIPHER DOWNSTREAM_TLS_VERSION
+		DOWNSTREAM_PEER_FINGERPRINT_256 DOWNSTREAM_PEER_FINGERPRINT_1 DOWNSTREAM_PEER_SERIAL
+		DOWNSTREAM_PEER_ISSUER DOWNSTREAM_PEER_CERT DOWNSTREAM_TRANSPORT_FAILURE_REASON
+		DOWNSTREAM_LOCAL_DNS_SAN_FIRST FILTER_CHAIN_NAME TLS_JA3_FINGERPRINT TLS_JA4_FINGERPRINT UNIQUE_ID
+		STREAM_ID TRACE_ID LOCAL_REPLY_BODY GRPC_STATUS_NUMBER REQUEST_HEADERS_BYTES
+		RESPONSE_HEADERS_BYTES RESPONSE_TRAILERS_BYTES`,
+	argOptional: `
+		UPSTREAM_PEER_CERT_V_START UPSTREAM_PEER_CERT_V_END DOWNSTREAM_PEER_CERT_V_START
+		DOWNSTREAM_PEER_CERT_V_END EMIT_TIME GRPC_STATUS PATH`,
+	argRequired: `
+		COMMON_DURATION DYNAMIC_METADATA CLUSTER_METADATA UPSTREAM_METADATA FILTER_STATE
+		UPSTREAM_FILTER_STATE ENVIRONMENT METADATA CEL TRAILER QUERY_PARAM REQ_WITHOUT_QUERY`,
+})
+
+// byRule maps each of the space-separated command names to its rule.
+func byRule(names map[argRule]string) map[string]argRule {
+	out := map[string]argRule{}
+	for rule, list := range names {
+		for _, n := range strings.Fields(list) {
+			out[n] = rule
+		}
+	}
+	return out
 }
 
 func newCommand(name, arg string, hasArg bool, maxLen int) (*command, error) {
