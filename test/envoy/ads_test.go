@@ -268,11 +268,7 @@ func startWithCP(t *testing.T, cp *testCP, san string) (*proc, string) {
 // counts the connection; it is closed when the test ends.
 func holdConn(t *testing.T, sock string, port int) net.Conn {
 	t.Helper()
-	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := dialPort(t, port)
 	waitFor(t, 5*time.Second, "held connection counted", func() bool {
 		return statValue(t, sock, fmt.Sprintf("listener.127.0.0.1_%d.downstream_cx_active", port)) == 1
 	})

@@ -46,12 +46,8 @@ func (helloOnly) Read([]byte) (int, error) { return 0, errHelloSent }
 // the connection stays open.
 func sendClientHello(t *testing.T, port int, sni string) net.Conn {
 	t.Helper()
-	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	err = tls.Client(helloOnly{c}, &tls.Config{ServerName: sni, NextProtos: []string{"h2"}}).Handshake()
+	c := dialPort(t, port)
+	err := tls.Client(helloOnly{c}, &tls.Config{ServerName: sni, NextProtos: []string{"h2"}}).Handshake()
 	if !errors.Is(err, errHelloSent) {
 		t.Fatalf("sending the ClientHello: %v", err)
 	}

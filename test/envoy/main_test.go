@@ -224,6 +224,18 @@ func writeBootstrap(t *testing.T, dir string, p bootstrapParams) string {
 // freePort returns a TCP port that was free a moment ago.
 var freePort = testutil.FreePort
 
+// dialPort connects to 127.0.0.1:port; the connection is closed when the
+// test ends.
+func dialPort(t *testing.T, port int) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // dialable reports whether a listener accepts on 127.0.0.1:port.
 func dialable(port int) bool { return testutil.Accepts(fmt.Sprintf("127.0.0.1:%d", port)) }
 
