@@ -400,13 +400,19 @@ type textFormatter struct {
 }
 
 func (f *textFormatter) format(c *logContext) string {
+	return renderText(f.providers, c, f.omitEmpty)
+}
+
+// renderText joins the values as text, an absent one as "-" unless
+// omitEmpty.
+func renderText(providers []provider, c *logContext, omitEmpty bool) string {
 	var b strings.Builder
-	for _, p := range f.providers {
+	for _, p := range providers {
 		v := p.value(c)
 		switch {
 		case v.present:
 			b.WriteString(v.text())
-		case !f.omitEmpty:
+		case !omitEmpty:
 			b.WriteString("-")
 		}
 	}
@@ -538,20 +544,11 @@ func (f *jsonFormatter) render(b *strings.Builder, n *jsonNode, c *logContext) b
 		}
 		return true
 	}
-	var s strings.Builder
-	for _, p := range n.template {
-		v := p.value(c)
-		switch {
-		case v.present:
-			s.WriteString(v.text())
-		case !f.omitEmpty:
-			s.WriteString("-")
-		}
-	}
-	if f.omitEmpty && s.Len() == 0 {
+	text := renderText(n.template, c, f.omitEmpty)
+	if f.omitEmpty && text == "" {
 		return false
 	}
-	b.WriteString(jsonString(s.String()))
+	b.WriteString(jsonString(text))
 	return true
 }
 
