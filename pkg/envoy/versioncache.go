@@ -110,8 +110,9 @@ func readVersionRecord(file string, id binaryID) (Version, bool) {
 	return v, true
 }
 
-// writeVersionRecord replaces the record atomically (temp file, fsync,
-// rename): a crash leaves the old record or the new one.
+// writeVersionRecord replaces the record atomically (temp file, rename).
+// No fsync: it is on a first start's way to Envoy, and a record a crash
+// left empty or torn reads as a miss, so `--version` runs again.
 func writeVersionRecord(dir string, rec versionRecord) error {
 	data, err := json.Marshal(rec)
 	if err != nil {
@@ -130,9 +131,6 @@ func writeVersionRecord(dir string, rec versionRecord) error {
 	}
 	tmp := f.Name()
 	_, err = f.Write(append(data, '\n'))
-	if err == nil {
-		err = f.Sync()
-	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
