@@ -37,8 +37,22 @@ type Server struct {
 func New(ln net.Listener, tracker *state.Tracker) *Server {
 	s := &Server{tracker: tracker, ln: ln, mux: http.NewServeMux(), metricsMux: http.NewServeMux()}
 	s.mux.HandleFunc("/ready", s.ready)
-	s.srv = newHTTPServer(s.mux)
+	s.srv = newHTTPServer(refuseWebPages(s.mux))
 	return s
+}
+
+// refuseWebPages turns away changes (POST /logging, /drain, /undrain) that
+// a browser on this host makes for a web page: it sends an Origin header,
+// curl and zoneproxy's own commands do not. Loopback alone would let any
+// page the operator opens drain the proxy.
+func refuseWebPages(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Header.Get("Origin") != "" {
+			http.Error(w, "refused: a request from a web page (Origin "+r.Header.Get("Origin")+") may not change the agent", http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 func newHTTPServer(h http.Handler) *http.Server {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"testing"
 
 	"github.com/zoneproxy/zoneproxy/pkg/state"
@@ -68,5 +69,45 @@ func TestOnlyGetAndHead(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Fatalf("POST /ready: %d", resp.StatusCode)
+	}
+}
+
+// A web page open on this host may not drain the proxy or change its log
+// levels; curl and zoneproxy's commands (no Origin) may.
+func TestChangesFromWebPagesAreRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(ln, state.NewTracker())
+	var drains atomic.Int32
+	s.HandleMaintenance(Maintenance{Drain: func() error { drains.Add(1); return nil }, Undrain: func() {}})
+	go s.Serve()
+	defer s.Shutdown(context.Background())
+	cases := []struct {
+		method, path, origin string
+		want                 int
+	}{
+		{"POST", "/drain", "http://evil.example", http.StatusForbidden},
+		{"POST", "/drain", "null", http.StatusForbidden},
+		{"POST", "/drain", "", http.StatusAccepted},
+		{"GET", "/ready", "http://evil.example", http.StatusServiceUnavailable},
+	}
+	for _, tc := range cases {
+		req, _ := http.NewRequest(tc.method, "http://"+ln.Addr().String()+tc.path, nil)
+		if tc.origin != "" {
+			req.Header.Set("Origin", tc.origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s %s with Origin %q: %d, want %d", tc.method, tc.path, tc.origin, resp.StatusCode, tc.want)
+		}
+	}
+	if n := drains.Load(); n != 1 {
+		t.Errorf("%d drains, want 1 (only the request without an Origin)", n)
 	}
 }
