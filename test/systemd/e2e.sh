@@ -450,6 +450,13 @@ say "stopped in ${took}s, exit 0, no processes left"
 ct systemctl start zoneproxy@demo # enabled since the reboot
 await 30 "zoneproxy@demo active (enabled)" is_state zoneproxy@demo active
 [ -d "$root/var/lib/zoneproxy/demo" ] || die "no state directory"
+# The unit's StateDirectory= is where run keeps its last-known-good
+# configuration and Envoy's version, with no --state-dir given.
+lkg=$root/var/lib/zoneproxy/demo/xds/xds-lkg
+cached() { [ -f "$lkg" ]; }
+await 30 "the last-known-good cache in StateDirectory" cached
+[ "$(stat -c %a "$lkg")" = 600 ] || die "the cache is mode $(stat -c %a "$lkg"), want 600"
+[ -f "$root/var/lib/zoneproxy/demo/envoy-version.json" ] || die "no envoy-version.json in StateDirectory"
 say "removing the package while zoneproxy@demo runs"
 ct dpkg -r zoneproxy >"$logs/dpkg-remove.log" 2>&1 || {
 	cat "$logs/dpkg-remove.log" >&2
