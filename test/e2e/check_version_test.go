@@ -19,11 +19,7 @@ func TestCheckReadsTheVersionCacheOfRun(t *testing.T) {
 	p := zone.NewProxy("payments", "egress")
 	dir := harness.ShortTempDir(t)
 	asked := filepath.Join(dir, "asked")
-	wrapper := filepath.Join(dir, "envoy")
-	script := "#!/bin/sh\n[ \"$1\" = --version ] && echo x >> " + asked + "\nexec " + bins.Envoy + " \"$@\"\n"
-	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	wrapper := envoyWrapper(t, dir, "echo x >> "+asked)
 	asks := func() int {
 		b, _ := os.ReadFile(asked)
 		return strings.Count(string(b), "x")

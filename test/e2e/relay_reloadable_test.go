@@ -51,32 +51,13 @@ func rotateAndBack(t *testing.T, zone *harness.Zone, cpLog *harness.SyncBuffer, 
 		return strings.Contains(cpLog.String(), "hds: stream opened node=payments.")
 	})
 	envoyPID := agent.EnvoyPID(promptly)
-	good, err := os.ReadFile(p.TokenFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := zone.CP.IssueToken(controlplane.TokenRequest{Mesh: "payments", Workload: "someone-else"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p.TokenFile, []byte(other), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := zone.CP.Restart(100 * time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
+	good := swapInRefusedToken(t, zone, p)
 	harness.Eventually(t, promptly, "the control plane to refuse the rotated token", func() bool {
 		return strings.Contains(cpLog.String(), `is not allowed with this token. Allowed workload in token is "someone-else"`)
 	})
 
 	rotated := time.Now()
-	tmp := p.TokenFile + ".new"
-	if err := os.WriteFile(tmp, good, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, p.TokenFile); err != nil {
-		t.Fatal(err)
-	}
+	rotateTokenBack(t, p, good)
 	harness.Eventually(t, promptly, "a new stream accepted with the good token", func() bool {
 		_, ok := connectedSince(zone, rotated)
 		return ok

@@ -238,31 +238,11 @@ func TestRotatedTokenAppliesAtTheNextStream(t *testing.T) {
 	t.Parallel()
 	zone := harness.NewZone(t, bins, "payments")
 	p, agent := readyWithCache(t, zone)
-	good, err := os.ReadFile(p.TokenFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A token for another workload, written in place (not atomically).
-	other, err := zone.CP.IssueToken(controlplane.TokenRequest{Mesh: "payments", Workload: "someone-else"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p.TokenFile, []byte(other), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := zone.CP.Restart(100 * time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
+	good := swapInRefusedToken(t, zone, p) // in place, not atomically
 	agent.AwaitLog("is not allowed with this token", promptly)
 
 	// Rotated back, atomically: the stream is accepted again.
-	tmp := p.TokenFile + ".new"
-	if err := os.WriteFile(tmp, good, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, p.TokenFile); err != nil {
-		t.Fatal(err)
-	}
+	rotateTokenBack(t, p, good)
 	harness.Eventually(t, promptly, "the control plane to accept the stream again", func() bool {
 		for _, x := range zone.CP.Proxies() {
 			if x.Connected && len(x.ACKed) > 0 {

@@ -117,11 +117,7 @@ func TestStopDuringEnvoyVersionIsACleanStop(t *testing.T) {
 	p := zone.NewProxy("payments", "egress")
 	dir := harness.ShortTempDir(t)
 	marker := filepath.Join(dir, "asked")
-	slow := filepath.Join(dir, "envoy")
-	script := "#!/bin/sh\n[ \"$1\" = --version ] && { : >" + marker + "; exec sleep 60; }\nexec " + bins.Envoy + " \"$@\"\n"
-	if err := os.WriteFile(slow, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	slow := envoyWrapper(t, dir, ": >"+marker+"; exec sleep 60")
 	agent := zone.Start(p, nil, "--envoy-binary", slow)
 	harness.Eventually(t, 20*time.Second, "envoy --version to run", func() bool {
 		_, err := os.Stat(marker)
