@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -160,5 +161,17 @@ func TestUnixHTTP(t *testing.T) {
 	resp.Body.Close()
 	if string(b) != "/ready" || !resp.Close {
 		t.Errorf("body %q, connection kept %t", b, !resp.Close)
+	}
+}
+
+func TestHTTP(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.WriteHeader(http.StatusTeapot)
+		fmt.Fprintf(w, "%s %s", r.Method, b)
+	}))
+	defer srv.Close()
+	if code, body := HTTP(t, http.MethodPut, srv.URL, "payload"); code != http.StatusTeapot || body != "PUT payload" {
+		t.Errorf("HTTP = %d %q, want 418 %q", code, body, "PUT payload")
 	}
 }

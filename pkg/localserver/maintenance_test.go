@@ -3,12 +3,12 @@ package localserver
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/zoneproxy/zoneproxy/internal/testutil"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 )
 
@@ -39,14 +39,7 @@ func TestDrainAndUndrainEndpoints(t *testing.T) {
 	defer s.Shutdown(context.Background())
 	call := func(method, addr, path string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequest(method, "http://"+addr+path, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return testutil.HTTP(t, method, "http://"+addr+path, "")
 	}
 	lo := ln.Addr().String()
 	if code, _ := call(http.MethodGet, lo, "/drain"); code != http.StatusMethodNotAllowed || drains != 0 {

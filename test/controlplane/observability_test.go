@@ -5,8 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -19,6 +17,8 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/zoneproxy/zoneproxy/internal/testutil"
 )
 
 // sync receives and ACKs, applying additions and removals to st, until
@@ -354,14 +354,7 @@ func TestPolicyAdminAPI(t *testing.T) {
 	base := s.AdminURL() + "/proxies/payments/zp-egress-1"
 	do := func(method, path, body string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return testutil.HTTP(t, method, base+path, body)
 	}
 	tests := []struct {
 		method, path, body string
