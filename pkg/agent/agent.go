@@ -137,11 +137,15 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 
 	cache := a.openCache()
 	defer closeCache(cache)
+	// The sockets and the FIFO Envoy needs are made while the request is
+	// in flight; what Envoy's launch does not take is removed on return.
+	prep := a.prepareLaunch(wd)
+	defer prep.release()
 	doc, cached, err := a.bootstrap(ctx, wd, envoyVersion, cache, early)
 	if err != nil || (doc == nil && cached == nil) {
 		return err // nothing: stopped while waiting
 	}
-	return a.runEnvoy(ctx, wd, envoyPath, doc, cached, cache)
+	return a.runEnvoy(ctx, wd, envoyPath, doc, cached, cache, prep)
 }
 
 // findEnvoy locates Envoy and reads its version, kept in the state dir

@@ -29,8 +29,9 @@ type observability struct {
 	polled    chan struct{}
 }
 
-// startObservability runs before Envoy: Envoy opens the FIFO while it builds
-// its listeners and must find a reader there, not create a regular file.
+// startObservability runs before Envoy (while the bootstrap is fetched, see
+// launchPrep): Envoy opens the FIFO while it builds its listeners and must
+// find a reader there, not create a regular file.
 func (a *Agent) startObservability(workDir string, stats func(ctx context.Context, query string) (string, error)) (*observability, error) {
 	dp := a.cfg.Dataplane()
 	o := &observability{log: a.log, metrics: a.opts.Metrics}
@@ -61,9 +62,14 @@ func (a *Agent) startObservability(workDir string, stats func(ctx context.Contex
 		return nil, err
 	}
 	o.pusher = pusher
-	a.opts.Metrics.AddSource(al.WriteMetrics)
-	a.opts.Metrics.AddSource(pusher.WriteMetrics)
 	return o, nil
+}
+
+// register adds the access log's and the pusher's counters to /metrics,
+// once Envoy is launched on them.
+func (o *observability) register() {
+	o.metrics.AddSource(o.accessLog.WriteMetrics)
+	o.metrics.AddSource(o.pusher.WriteMetrics)
 }
 
 // poll follows Envoy's dynamic configuration listener until close.

@@ -84,13 +84,14 @@ func (a *Agent) usableCache(c *lkgcache.Cache, wd *workDir, said *string) *lkgca
 // startRelay rewrites the bootstrap so Envoy's ADS goes through the agent,
 // and starts the relay. res is the rewritten bootstrap, made now or taken
 // from the cache. The returned YAML is what Envoy gets: it holds no token.
-func (a *Agent) startRelay(wd *workDir, doc []byte, fromCache *lkgcache.Snapshot, cache *lkgcache.Cache) (*xds, []byte, error) {
+func (a *Agent) startRelay(wd *workDir, doc []byte, fromCache *lkgcache.Snapshot, cache *lkgcache.Cache, prep *launchPrep) (*xds, []byte, error) {
 	var res *bootstraprewrite.Result
 	if fromCache != nil {
 		res = &bootstraprewrite.Result{YAML: fromCache.Bootstrap, Upstream: fromCache.Upstream}
 	} else {
 		r, err := bootstraprewrite.Rewrite(doc, wd.file(relaySocket))
 		if err != nil {
+			prep.dropRelay()
 			return nil, nil, err
 		}
 		res = r
@@ -99,8 +100,11 @@ func (a *Agent) startRelay(wd *workDir, doc []byte, fromCache *lkgcache.Snapshot
 		}
 	}
 	x := &xds{a: a, cache: cache}
+	// The socket was opened while the bootstrap was fetched (launchPrep).
+	ln, listenErr := prep.relayListener()
 	relay, err := xdsrelay.New(xdsrelay.Options{
 		SocketPath: wd.file(relaySocket),
+		Listener:   ln,
 		Upstream:   res.Upstream,
 		Token:      a.readToken,
 		Cache:      cache,
@@ -112,10 +116,16 @@ func (a *Agent) startRelay(wd *workDir, doc []byte, fromCache *lkgcache.Snapshot
 		},
 	})
 	if err != nil {
+		if ln != nil {
+			_ = ln.Close()
+		}
 		return nil, nil, err
 	}
-	if err := relay.Start(); err != nil {
-		return nil, nil, classify(fmt.Errorf("cannot serve Envoy's xDS on %s: %w", wd.file(relaySocket), err))
+	if listenErr == nil {
+		listenErr = relay.Start()
+	}
+	if listenErr != nil {
+		return nil, nil, classify(fmt.Errorf("cannot serve Envoy's xDS on %s: %w", wd.file(relaySocket), listenErr))
 	}
 	x.relay = relay
 	a.opts.Metrics.AddSource(relay.WriteMetrics)

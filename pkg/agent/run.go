@@ -21,9 +21,10 @@ import (
 // ErrEnvoyExited is wrapped when Envoy stops by itself.
 var ErrEnvoyExited = errors.New("Envoy exited unexpectedly")
 
-func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, doc []byte, cached *lkgcache.Snapshot, cache *lkgcache.Cache) error {
+// runEnvoy launches Envoy on what prep made ready meanwhile.
+func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, doc []byte, cached *lkgcache.Snapshot, cache *lkgcache.Cache, prep *launchPrep) error {
 	if a.cfg.XDSRelay {
-		x, rewritten, err := a.startRelay(wd, doc, cached, cache)
+		x, rewritten, err := a.startRelay(wd, doc, cached, cache, prep)
 		switch {
 		case err == nil:
 			a.xds, doc = x, rewritten
@@ -47,11 +48,13 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, doc
 	}
 	admin := envoy.NewAdmin(adminAddr)
 	defer admin.Close()
-	obs, err := a.startObservability(wd.path, admin.Stats)
+	obs, err := prep.observability()
 	if err != nil {
 		return err
 	}
 	defer obs.close() // after Envoy is gone: it writes the FIFO to the end
+	prep.admin.Store(admin)
+	obs.register()
 
 	a.tracker.Set(state.EnvoyStarting, "Envoy starting")
 	args := envoy.Args(envoy.Options{

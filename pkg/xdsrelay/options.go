@@ -2,6 +2,7 @@ package xdsrelay
 
 import (
 	"fmt"
+	"net"
 	"time"
 
 	"go.uber.org/zap"
@@ -17,6 +18,9 @@ type Options struct {
 	// SocketPath is where Envoy connects (the rewritten bootstrap's ADS
 	// cluster); created 0600, a stale socket there is replaced.
 	SocketPath string
+	// Listener, when set, is SocketPath opened ahead with Listen (while
+	// the bootstrap is fetched); Start serves on it, Close closes it.
+	Listener net.Listener
 	// Upstream is how to reach the control plane, from bootstraprewrite.
 	Upstream bootstraprewrite.Upstream
 	// Token returns the dataplane token; called for every new upstream

@@ -79,9 +79,12 @@ func New(opts Options) (*Relay, error) {
 
 // Start listens on the socket and serves until Close.
 func (r *Relay) Start() error {
-	ln, err := listenUnix(r.opts.SocketPath)
-	if err != nil {
-		return err
+	ln := r.opts.Listener
+	if ln == nil {
+		var err error
+		if ln, err = Listen(r.opts.SocketPath); err != nil {
+			return err
+		}
 	}
 	r.ln = ln
 	r.server = grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}), grpc.MaxRecvMsgSize(64<<20),
@@ -147,9 +150,9 @@ func (r *Relay) State() State {
 	return st
 }
 
-// listenUnix listens on path, 0600, replacing a stale socket but nothing
-// else.
-func listenUnix(path string) (net.Listener, error) {
+// Listen opens the relay's socket at path, 0600, replacing a stale socket
+// but nothing else; closing the listener removes it.
+func Listen(path string) (net.Listener, error) {
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode().Type() != fs.ModeSocket {
 			return nil, fmt.Errorf("xDS relay socket %s exists and is not a socket; remove it", path)
