@@ -11,6 +11,18 @@
 // SANMismatchErr text. kuma-cp before the v3 module compared by exact set
 // membership, with another text; that version is not modelled.
 //
+// A /bootstrap request costs about 1.5 ms of CPU and 0.5 MiB allocated
+// (BenchmarkBootstrapHandler on the 2-core bench machine; 2.5 ms wall in
+// `make bench`, where each request meets cold caches). Nine tenths of it is
+// writing the bootstrap as kuma-cp writes it, per request too
+// (pkg/xds/bootstrap/handler.go: proto.ToYAML, protojson then
+// sigs.k8s.io/yaml); the rest is decoding the request, parsing and
+// validating the Dataplane and building and validating the bootstrap.
+// Nothing is re-read or re-parsed per request: the certificates and the SAN
+// set are loaded at start (kuma-cp re-reads its certificate file per
+// request), so the stand-in is not slower than the control plane it stands
+// for, and leaving out the serialisation would make it faster.
+//
 // With Options.ReloadableTokens (kuma-cp's
 // dpServer.authn.enableReloadableTokens, testcp --reloadable-tokens) and a
 // dataplaneTokenPath in the request, ADS and HDS are google_grpc to the
