@@ -11,7 +11,7 @@
 // SANMismatchErr text. kuma-cp before the v3 module compared by exact set
 // membership, with another text; that version is not modelled.
 //
-// A /bootstrap request costs about 1.5 ms of CPU and 0.5 MiB allocated
+// A /bootstrap request costs 1.1–1.6 ms of CPU and 0.5 MiB allocated
 // (BenchmarkBootstrapHandler on the 2-core bench machine; 2.5 ms wall in
 // `make bench`, where each request meets cold caches). Nine tenths of it is
 // writing the bootstrap as kuma-cp writes it, per request too
