@@ -139,7 +139,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	defer closeCache(cache)
 	// The sockets and the FIFO Envoy needs are made while the request is
 	// in flight; what Envoy's launch does not take is removed on return.
-	prep := a.prepareLaunch(wd, early.Dialled())
+	prep := a.prepareLaunch(wd)
 	defer prep.release()
 	doc, cached, err := a.bootstrap(ctx, wd, envoyVersion, cache, early)
 	if err != nil || (doc == nil && cached == nil) {

@@ -25,15 +25,12 @@ type launchPrep struct {
 	admin    atomic.Pointer[envoy.Admin] // set before Envoy starts
 }
 
-// prepareLaunch prepares in the background once after has closed: the
-// control plane's TLS handshake, when it is under way, goes first, as the
-// request waits for it; the control plane's answer takes longer.
-func (a *Agent) prepareLaunch(wd *workDir, after <-chan struct{}) *launchPrep {
+// prepareLaunch starts preparing in the background.
+func (a *Agent) prepareLaunch(wd *workDir) *launchPrep {
 	p := &launchPrep{done: make(chan struct{})}
 	relay := a.cfg.XDSRelay
 	go func() {
 		defer close(p.done)
-		<-after
 		if relay {
 			p.relayLn, p.relayErr = xdsrelay.Listen(wd.file(relaySocket))
 		}

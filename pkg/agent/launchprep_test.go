@@ -11,13 +11,6 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 )
 
-// dialled stands for a dial to the control plane that has ended.
-func dialled() <-chan struct{} {
-	c := make(chan struct{})
-	close(c)
-	return c
-}
-
 func entries(t *testing.T, dir string) []string {
 	t.Helper()
 	es, err := os.ReadDir(dir)
@@ -42,7 +35,7 @@ func TestLaunchFailureAfterTheEarlySocketsLeavesNothing(t *testing.T) {
 	}
 	defer wd.cleanup()
 	a := New(Options{Config: &config.Config{XDSRelay: true, Mesh: "payments", Name: "zp-1", Role: config.RoleEgress}})
-	prep := a.prepareLaunch(wd, dialled())
+	prep := a.prepareLaunch(wd)
 	<-prep.done
 	if got := entries(t, dir); len(got) != 4 { // lock, relay socket, FIFO, MeshMetric socket
 		t.Fatalf("prepared: %v", got)
@@ -70,7 +63,7 @@ func TestUnusedLaunchPrepIsRemoved(t *testing.T) {
 	}
 	defer wd.cleanup()
 	a := New(Options{Config: &config.Config{XDSRelay: true, Mesh: "payments", Name: "zp-1", Role: config.RoleEgress}})
-	prep := a.prepareLaunch(wd, dialled())
+	prep := a.prepareLaunch(wd)
 	if _, err := prep.stats(context.Background(), ""); err == nil {
 		t.Error("stats answered before Envoy runs")
 	}

@@ -114,21 +114,6 @@ func (e *EarlyConn) take(ctx context.Context, addr string) net.Conn {
 	return c
 }
 
-// Dialled is closed once the dial has ended, connected or not; a nil
-// EarlyConn's is closed already.
-func (e *EarlyConn) Dialled() <-chan struct{} {
-	if e == nil {
-		return closedChan
-	}
-	return e.done
-}
-
-var closedChan = func() chan struct{} {
-	c := make(chan struct{})
-	close(c)
-	return c
-}()
-
 // Close drops a connection nobody took and stops a dial under way.
 func (e *EarlyConn) Close() {
 	if e == nil {
