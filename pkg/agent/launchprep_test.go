@@ -24,23 +24,30 @@ func entries(t *testing.T, dir string) []string {
 	return names
 }
 
+// preparedAgent is a relaying agent with a fresh work dir whose launch
+// preparation has started.
+func preparedAgent(t *testing.T) (*Agent, *workDir, *launchPrep) {
+	t.Helper()
+	wd, err := openWorkDir(filepath.Join(t.TempDir(), "work"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(wd.cleanup)
+	a := New(Options{Config: &config.Config{XDSRelay: true, Mesh: "payments", Name: "zp-1", Role: config.RoleEgress}})
+	return a, wd, a.prepareLaunch(wd)
+}
+
 // The relay's socket, the FIFO and the MeshMetric socket are made while the
 // bootstrap is fetched; a launch that fails after that fails as it always
 // did and leaves none of them behind.
 func TestLaunchFailureAfterTheEarlySocketsLeavesNothing(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "work")
-	wd, err := openWorkDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wd.cleanup()
-	a := New(Options{Config: &config.Config{XDSRelay: true, Mesh: "payments", Name: "zp-1", Role: config.RoleEgress}})
-	prep := a.prepareLaunch(wd)
+	a, wd, prep := preparedAgent(t)
+	dir := wd.path
 	<-prep.done
 	if got := entries(t, dir); len(got) != 4 { // lock, relay socket, FIFO, MeshMetric socket
 		t.Fatalf("prepared: %v", got)
 	}
-	err = a.runEnvoy(context.Background(), wd, "/nonexistent/envoy", []byte("not: [a bootstrap"), nil, nil, prep)
+	err := a.runEnvoy(context.Background(), wd, "/nonexistent/envoy", []byte("not: [a bootstrap"), nil, nil, prep)
 	if err == nil || !strings.Contains(err.Error(), "the control plane's bootstrap is unusable") || !exitcode.IsConfig(err) {
 		t.Fatalf("err = %v, want the unusable-bootstrap config error", err)
 	}
@@ -56,14 +63,8 @@ func TestLaunchFailureAfterTheEarlySocketsLeavesNothing(t *testing.T) {
 
 // Stopped while waiting for the control plane: nothing was launched.
 func TestUnusedLaunchPrepIsRemoved(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "work")
-	wd, err := openWorkDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wd.cleanup()
-	a := New(Options{Config: &config.Config{XDSRelay: true, Mesh: "payments", Name: "zp-1", Role: config.RoleEgress}})
-	prep := a.prepareLaunch(wd)
+	_, wd, prep := preparedAgent(t)
+	dir := wd.path
 	if _, err := prep.stats(context.Background(), ""); err == nil {
 		t.Error("stats answered before Envoy runs")
 	}
