@@ -251,3 +251,48 @@ func balanced(expr string) bool {
 	}
 	return len(stack) == 0 && !inString
 }
+
+// The phase panel colours the states an operator acts on: READY green,
+// FAILED red, a maintenance drain blue; the rest stay orange.
+func TestDashboardPhaseColours(t *testing.T) {
+	raw, err := os.ReadFile(dashboardFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Title       string
+			FieldConfig struct {
+				Overrides []struct {
+					Matcher    struct{ Options string }
+					Properties []struct {
+						Value struct{ FixedColor string }
+					}
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		t.Fatal(err)
+	}
+	colour := map[string]string{}
+	for _, p := range d.Panels {
+		if p.Title != "Agent phase" {
+			continue
+		}
+		for _, phase := range []string{"READY", "FAILED", "DRAINING", "DRAINED", "WAITING_FOR_MESH"} {
+			colour[phase] = "orange"
+			for _, o := range p.FieldConfig.Overrides {
+				if regexp.MustCompile("^" + o.Matcher.Options + "$").MatchString("zp-1: "+phase) && len(o.Properties) > 0 {
+					colour[phase] = o.Properties[0].Value.FixedColor
+				}
+			}
+		}
+	}
+	want := map[string]string{"READY": "green", "FAILED": "red", "DRAINING": "blue", "DRAINED": "blue", "WAITING_FOR_MESH": "orange"}
+	for phase, c := range want {
+		if colour[phase] != c {
+			t.Errorf("%s is %q, want %q", phase, colour[phase], c)
+		}
+	}
+}
