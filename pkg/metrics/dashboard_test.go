@@ -283,7 +283,7 @@ func TestDashboardPhaseColours(t *testing.T) {
 		for _, phase := range []string{"READY", "FAILED", "DRAINING", "DRAINED", "WAITING_FOR_MESH"} {
 			colour[phase] = "orange"
 			for _, o := range p.FieldConfig.Overrides {
-				if regexp.MustCompile("^" + o.Matcher.Options + "$").MatchString("zp-1: "+phase) && len(o.Properties) > 0 {
+				if regexp.MustCompile("^"+o.Matcher.Options+"$").MatchString("zp-1: "+phase) && len(o.Properties) > 0 {
 					colour[phase] = o.Properties[0].Value.FixedColor
 				}
 			}
