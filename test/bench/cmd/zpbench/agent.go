@@ -19,6 +19,7 @@ import (
 type agent struct {
 	cmd      *exec.Cmd
 	execAt   time.Time // just before fork/exec
+	execMono uint64    // the same, on the kernel's exec-event clock
 	stamp    string    // where the Envoy wrapper writes its launch time
 	workDir  string
 	exitedAt time.Time
@@ -48,7 +49,7 @@ func startAgent(bin string, args []string, stamp, workDir string, env ...string)
 		return nil, err
 	}
 	a.cmd.Stdout, a.cmd.Stderr = w, w
-	a.execAt = time.Now()
+	a.execAt, a.execMono = time.Now(), monoNow()
 	if err := a.cmd.Start(); err != nil {
 		r.Close()
 		w.Close()
@@ -206,18 +207,35 @@ func (a *agent) launchedAt(timeout time.Duration) (time.Time, error) {
 	}
 }
 
-// readStamp reads the first `date +%s%N` line of a stamp file.
+// readStamp reads the time on the first line of a stamp file: `date
+// +%s%N`, after the wrapper's pid where it wrote one.
 func readStamp(path string) (time.Time, error) {
+	_, t, err := readStampPID(path)
+	return t, err
+}
+
+// readStampPID reads the first line of a stamp file, "[pid] ns".
+func readStampPID(path string) (int, time.Time, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return time.Time{}, err
+		return 0, time.Time{}, err
 	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	ns, err := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
+	line, _, complete := strings.Cut(string(b), "\n")
+	fields := strings.Fields(line)
+	if !complete || len(fields) == 0 || len(fields) > 2 {
+		return 0, time.Time{}, fmt.Errorf("stamp %s: no complete line yet", path)
+	}
+	ns, err := strconv.ParseInt(fields[len(fields)-1], 10, 64)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("stamp %s: %w", path, err)
+		return 0, time.Time{}, fmt.Errorf("stamp %s: %w", path, err)
 	}
-	return time.Unix(0, ns), nil
+	pid := 0
+	if len(fields) == 2 {
+		if pid, err = strconv.Atoi(fields[0]); err != nil {
+			return 0, time.Time{}, fmt.Errorf("stamp %s: %w", path, err)
+		}
+	}
+	return pid, time.Unix(0, ns), nil
 }
 
 // logTime reads the timestamp zap puts first on a console log line.

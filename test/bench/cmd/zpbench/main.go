@@ -184,6 +184,8 @@ type bed struct {
 	ports       portPicker
 	started     time.Time
 	loadStart   string
+	execs       *execWatch // nil where the kernel's exec events are not allowed
+	execsErr    error
 }
 
 func newBed(s settings, root, zpPath, standinPath string) (*bed, error) {
@@ -223,10 +225,14 @@ func newBed(s settings, root, zpPath, standinPath string) (*bed, error) {
 	if err != nil {
 		return fail(err)
 	}
+	b.execs, b.execsErr = watchExecs()
 	return b, nil
 }
 
 func (b *bed) close() {
+	if b.execs != nil {
+		b.execs.close()
+	}
 	if b.cp != nil {
 		_ = b.cp.Close()
 	}
@@ -255,8 +261,9 @@ func goBuild(root string, extra []string, out, pkg string) error {
 	return nil
 }
 
-// writeWrapper generates the Envoy the agent runs: it stamps the time it
-// is executed to launch Envoy (--config-path) into $ZPBENCH_STAMP, answers
+// writeWrapper generates the Envoy the agent runs: it stamps its pid and
+// the time it is executed to launch Envoy (--config-path) into
+// $ZPBENCH_STAMP, answers
 // --version itself like the stub the incumbent was measured with (so the
 // stand-in's own start-up is not charged to the agent), and otherwise
 // execs the stand-in.
@@ -269,6 +276,7 @@ for a in "$@"; do
     printf '\n%s\n\n' ` + shQuote(versionLine) + `
     exit 0 ;;
   --config-path)
+    printf '%s ' "$$" >> "$ZPBENCH_STAMP"
     date +%s%N >> "$ZPBENCH_STAMP"
     [ -n "$ZPBENCH_DRY" ] && exit 0
     break ;;
