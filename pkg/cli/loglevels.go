@@ -75,7 +75,7 @@ func loggingHandler(level zap.AtomicLevel, running *atomic.Pointer[runningEnvoy]
 func parseEnvoyLevel(v string) (component, level string, err error) {
 	level = v
 	if c, l, ok := strings.Cut(v, ":"); ok {
-		if !config.EnvoyLoggerName.MatchString(c) {
+		if !config.ValidEnvoyLoggerName(c) {
 			return "", "", fmt.Errorf("envoy=%q: %q is not an Envoy logger name (lower-case letters, digits and _)", v, c)
 		}
 		component, level = c, l

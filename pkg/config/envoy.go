@@ -16,7 +16,7 @@ func (c *Config) validateEnvoyCommandLine(add func(key, format string, args ...a
 			switch {
 			case !ok || strings.Contains(level, ":"):
 				add("envoy-component-log-level", "%q is not <component>:<level>: write e.g. upstream:debug,connection:trace", part)
-			case !EnvoyLoggerName.MatchString(component):
+			case !ValidEnvoyLoggerName(component):
 				add("envoy-component-log-level", "%q: %q is not an Envoy logger name (lower-case letters, digits and _, e.g. upstream)", part, component)
 			case !slices.Contains(EnvoyLogLevels, level):
 				add("envoy-component-log-level", "%q: %q is not an Envoy log level: use one of %s", part, level, strings.Join(EnvoyLogLevels, ", "))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -157,5 +158,32 @@ func TestValidateListsAllMistakes(t *testing.T) {
 	}
 	if n := strings.Count(err.Error(), "* "); n < 7 {
 		t.Fatalf("only %d problems reported:\n%v", n, err)
+	}
+}
+
+func TestValidEnvoyLoggerNameAgreesWithItsExpression(t *testing.T) {
+	re := regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+	long := strings.Repeat("a", 64)
+	for _, s := range []string{"", "a", "upstream", "http2", "a_b", "_a", "1a", "A", "aB", "a-b", "a:b", "a b",
+		long, long + "a", "ä", "upstream\n"} {
+		if got, want := ValidEnvoyLoggerName(s), re.MatchString(s); got != want {
+			t.Errorf("ValidEnvoyLoggerName(%q) = %v, the expression says %v", s, got, want)
+		}
+	}
+}
+
+// The interface table is read only when --address is not given.
+func TestCompleteLooksUpTheAddressOnlyWhenNeeded(t *testing.T) {
+	looked := 0
+	h := Host{Hostname: "vm", lookupIPv4: func() string { looked++; return "10.0.0.7" }}
+	given := Config{Mesh: "m", Role: RoleEgress, Address: "192.0.2.1"}
+	given.Complete(h)
+	if looked != 0 || given.Address != "192.0.2.1" {
+		t.Errorf("with --address: looked %d times, address %q", looked, given.Address)
+	}
+	derived := Config{Mesh: "m", Role: RoleEgress}
+	derived.Complete(h)
+	if looked != 1 || derived.Address != "10.0.0.7" {
+		t.Errorf("without --address: looked %d times, address %q", looked, derived.Address)
 	}
 }

@@ -165,11 +165,11 @@ func FuzzSanitizeName(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		n := SanitizeName(s)
-		if n != "" && (len(n) > 253 || !dns1123Re.MatchString(n)) {
+		if n != "" && (len(n) > 253 || !validDNS1123Subdomain(n)) {
 			t.Fatalf("SanitizeName(%q) = %q is not a valid name", s, n)
 		}
 		l := SanitizeLabel(s)
-		if l != "" && (len(l) > 63 || !dns1035Re.MatchString(l)) {
+		if l != "" && (len(l) > 63 || !validDNS1035Label(l)) {
 			t.Fatalf("SanitizeLabel(%q) = %q is not a valid label", s, l)
 		}
 	})

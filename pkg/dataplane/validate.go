@@ -3,7 +3,6 @@ package dataplane
 import (
 	"fmt"
 	"net"
-	"regexp"
 	"strings"
 )
 
@@ -26,14 +25,8 @@ func (e Errors) Error() string {
 	return strings.Join(parts, "; ")
 }
 
-var (
-	// Kuma's mesh names: ^[0-9a-z-_.]*$ (dots are allowed there but split
-	// the node id "<mesh>.<name>" wrongly, so they are refused here).
-	meshNameRe = regexp.MustCompile(`^[0-9a-z][0-9a-z_-]*$`)
-	dns1123Re  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
-	dns1035Re  = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
-	hostnameRe = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)*\.?$`)
-)
+// Kuma's mesh names are ^[0-9a-z-_.]*$; dots are refused here (see
+// validMeshName) because they split the node id "<mesh>.<name>" wrongly.
 
 // ValidateMeta checks name, mesh and the workload label the way kuma-dp and
 // the REST API do (the /bootstrap handler does not, so mistakes would only
@@ -42,16 +35,16 @@ func (d Dataplane) ValidateMeta() Errors {
 	var errs Errors
 	if d.Mesh == "" {
 		errs = append(errs, FieldError{"mesh", "cannot be empty"})
-	} else if !meshNameRe.MatchString(d.Mesh) {
+	} else if !validMeshName(d.Mesh) {
 		errs = append(errs, FieldError{"mesh", fmt.Sprintf("invalid mesh name %q: use lowercase letters, digits, '-' and '_'", d.Mesh)})
 	}
 	switch {
 	case d.Name == "":
 		errs = append(errs, FieldError{"name", "cannot be empty"})
-	case len(d.Name) > 253 || !dns1123Re.MatchString(d.Name):
+	case len(d.Name) > 253 || !validDNS1123Subdomain(d.Name):
 		errs = append(errs, FieldError{"name", fmt.Sprintf("invalid name %q: must be a lowercase RFC 1123 subdomain ('a-z', '0-9', '-', '.'; start and end alphanumeric; at most 253 characters)", d.Name)})
 	}
-	if w, ok := d.Labels[WorkloadLabel]; ok && (len(w) > 63 || !dns1035Re.MatchString(w)) {
+	if w, ok := d.Labels[WorkloadLabel]; ok && (len(w) > 63 || !validDNS1035Label(w)) {
 		errs = append(errs, FieldError{"labels[\"" + WorkloadLabel + "\"]", fmt.Sprintf("invalid workload %q: must be a DNS-1035 label (lowercase letters, digits and '-', start with a letter, at most 63 characters)", w)})
 	}
 	return errs
@@ -103,7 +96,7 @@ func validateAddress(field, addr string) Errors {
 		return Errors{{field, "address can't be empty"}}
 	case addr == "0.0.0.0" || addr == "::":
 		return Errors{{field, "must not be 0.0.0.0 or ::"}}
-	case net.ParseIP(addr) == nil && !hostnameRe.MatchString(addr):
+	case net.ParseIP(addr) == nil && !validHostname(addr):
 		return Errors{{field, "address has to be valid IP address or domain name"}}
 	}
 	return nil

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"regexp"
 	"strings"
 	"time"
 
@@ -71,16 +70,13 @@ type UnparsedVersionError struct{ Err error }
 func (e *UnparsedVersionError) Error() string { return e.Err.Error() }
 func (e *UnparsedVersionError) Unwrap() error { return e.Err }
 
-var versionRe = regexp.MustCompile(`version:\s*(\S+)`)
-
 // ParseVersion reads Envoy's `--version` output, e.g.
 // "envoy  version: 50ef09…/1.39.0/Clean/RELEASE/BoringSSL".
 func ParseVersion(out string) (Version, error) {
-	m := versionRe.FindStringSubmatch(strings.ReplaceAll(out, "\r\n", "\n"))
-	if m == nil {
+	build, ok := versionField(out)
+	if !ok {
 		return Version{}, fmt.Errorf("unrecognised `envoy --version` output %q", errtext.Truncate(strings.TrimSpace(out), 200))
 	}
-	build := m[1]
 	parts := strings.Split(build, "/")
 	if len(parts) < 2 || !semverish(parts[1]) {
 		return Version{}, fmt.Errorf("unrecognised Envoy build %q (want revision/x.y.z/status/type/ssl)", errtext.Truncate(build, 200))
@@ -88,6 +84,58 @@ func ParseVersion(out string) (Version, error) {
 	return Version{Version: parts[1], Build: build}, nil
 }
 
-var semverRe = regexp.MustCompile(`^\d+\.\d+\.\d+([-+.][0-9A-Za-z.-]+)?$`)
+// versionField finds `version:\s*(\S+)`: the first "version:" followed,
+// after optional white space, by a word. Written out by hand, as are the
+// matchers below, because compiling the expressions costs every start
+// time (binary_test.go checks they agree).
+func versionField(out string) (string, bool) {
+	for {
+		i := strings.Index(out, "version:")
+		if i < 0 {
+			return "", false
+		}
+		out = strings.TrimLeft(out[i+len("version:"):], reSpace)
+		if n := strings.IndexAny(out, reSpace); n != 0 && out != "" {
+			if n < 0 {
+				n = len(out)
+			}
+			return out[:n], true
+		}
+	}
+}
 
-func semverish(s string) bool { return semverRe.MatchString(s) }
+// reSpace is \s in Go's regular expressions.
+const reSpace = "\t\n\f\r "
+
+// semverish: ^\d+\.\d+\.\d+([-+.][0-9A-Za-z.-]+)?$
+func semverish(s string) bool {
+	for i := 0; i < 3; i++ {
+		n := 0
+		for n < len(s) && s[n] >= '0' && s[n] <= '9' {
+			n++
+		}
+		if n == 0 {
+			return false
+		}
+		s = s[n:]
+		if i < 2 {
+			if s == "" || s[0] != '.' {
+				return false
+			}
+			s = s[1:]
+		}
+	}
+	if s == "" {
+		return true
+	}
+	if s[0] != '-' && s[0] != '+' && s[0] != '.' || len(s) == 1 {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
