@@ -85,8 +85,12 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	}()
 
 	// The control plane's TLS handshake overlaps the preflight below.
-	early := bootstrap.DialEarly(ctx, a.cfg)
-	defer early.Close()
+	client, err := bootstrap.NewClientFor(a.cfg)
+	if err != nil {
+		return err
+	}
+	client.DialEarly(ctx)
+	defer client.Close()
 	wd, err := openWorkDir(a.cfg.WorkDir)
 	if err != nil {
 		return err
@@ -141,7 +145,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	// in flight; what Envoy's launch does not take is removed on return.
 	prep := a.prepareLaunch(wd)
 	defer prep.release()
-	doc, cached, err := a.bootstrap(ctx, wd, envoyVersion, cache, early)
+	doc, cached, err := a.bootstrap(ctx, wd, envoyVersion, cache, client)
 	if err != nil || (doc == nil && cached == nil) {
 		return err // nothing: stopped while waiting
 	}

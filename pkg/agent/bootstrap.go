@@ -19,10 +19,9 @@ import (
 // or the control plane unreachable. While it is unreachable (not when it
 // refuses) a usable last-known-good configuration is taken instead and
 // returned as the snapshot. Nil results with a nil error mean the agent was
-// stopped while waiting. The first attempt takes early, the control plane's
-// connection dialled while the preflight ran, if it is usable.
-func (a *Agent) bootstrap(ctx context.Context, wd *workDir, ev envoy.Version, cache *lkgcache.Cache, early *bootstrap.EarlyConn) ([]byte, *lkgcache.Snapshot, error) {
-	defer early.Close() // unused: not kept while Envoy runs
+// stopped while waiting. The first attempt takes the client's connection
+// dialled while the preflight ran, if it is usable.
+func (a *Agent) bootstrap(ctx context.Context, wd *workDir, ev envoy.Version, cache *lkgcache.Cache, client *bootstrap.Client) ([]byte, *lkgcache.Snapshot, error) {
 	tokenPath := ""
 	if a.cfg.DataplaneToken != "" {
 		p, err := wd.write(tokenFile, []byte(strings.TrimSpace(a.cfg.DataplaneToken)))
@@ -31,12 +30,8 @@ func (a *Agent) bootstrap(ctx context.Context, wd *workDir, ev envoy.Version, ca
 		}
 		tokenPath = p
 	}
-	f, err := bootstrap.NewFetcher(a.cfg, wd.path, tokenPath, ev)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer f.Close()
-	f.UseEarly(early)
+	f := client.Fetcher(a.cfg, wd.path, tokenPath, ev)
+	defer f.Close() // not kept while Envoy runs
 	// Starting, not Waiting*: those mean an attempt failed.
 	a.tracker.Set(state.Starting, fmt.Sprintf("contacting the control plane at %s", a.cfg.CPAddress))
 	a.log.Info("requesting bootstrap", zap.String("cp", a.cfg.CPAddress), zap.String("mesh", a.cfg.Mesh),

@@ -29,6 +29,7 @@ const maxBody = 16 << 20
 // Client sends one /bootstrap request at a time.
 type Client struct {
 	cpAddress string
+	caPEM     []byte // handed to Envoy through the request, "" for the system store
 	endpoint  string
 	http      *http.Client
 	tr        *http.Transport
@@ -51,6 +52,7 @@ func NewClient(cpAddress string, caPEM []byte) (*Client, error) {
 	tr.Proxy = nil // the DP server is reached directly, as Envoy will reach it
 	return &Client{
 		cpAddress: cpAddress,
+		caPEM:     caPEM,
 		endpoint:  strings.TrimRight(cpAddress, "/") + "/bootstrap",
 		http:      &http.Client{Transport: tr, Timeout: AttemptTimeout},
 		tr:        tr,
@@ -99,8 +101,11 @@ func (c *Client) UseEarly(e *EarlyConn) {
 	}
 }
 
-// CloseIdle drops kept-alive connections once bootstrap is done.
-func (c *Client) CloseIdle() { c.http.CloseIdleConnections() }
+// Close drops idle connections and a connection dialled ahead.
+func (c *Client) Close() {
+	c.early.Close()
+	c.http.CloseIdleConnections()
+}
 
 // Fetch makes one attempt and returns Envoy's bootstrap YAML, or an *Error.
 func (c *Client) Fetch(ctx context.Context, req *Request) ([]byte, error) {

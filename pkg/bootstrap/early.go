@@ -5,13 +5,10 @@ import (
 	"crypto/tls"
 	"net"
 	"net/url"
-	"os"
 	"runtime"
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/zoneproxy/zoneproxy/pkg/config"
 )
 
 // earlyMaxAge bounds how long a connection dialled ahead may wait for the
@@ -36,32 +33,22 @@ type EarlyConn struct {
 	closed bool // taken or closed: a late dial is closed at once
 }
 
-// DialEarly starts dialling cfg's control plane. It returns nil when the
-// configuration gives nothing to dial with (a CA file that cannot be
-// read or parsed): the fetcher reports that as it always has.
-func DialEarly(ctx context.Context, cfg *config.Config) *EarlyConn {
-	var caPEM []byte
-	if cfg.CACertFile != "" {
-		b, err := os.ReadFile(cfg.CACertFile)
-		if err != nil {
-			return nil
-		}
-		caPEM = b
-	}
-	return dialEarly(ctx, cfg.CPAddress, caPEM)
+// DialEarly starts dialling the control plane; the first attempt takes
+// the connection (see EarlyConn).
+func (c *Client) DialEarly(ctx context.Context) {
+	c.UseEarly(dialEarly(ctx, c.cpAddress, c.tr.TLSClientConfig))
 }
 
-func dialEarly(ctx context.Context, cpAddress string, caPEM []byte) *EarlyConn {
+// dialEarly dials cpAddress with base's verification; nil when the
+// address is not an https URL (the attempt says why).
+func dialEarly(ctx context.Context, cpAddress string, base *tls.Config) *EarlyConn {
 	u, err := url.Parse(cpAddress)
 	if err != nil || u.Scheme != "https" || u.Hostname() == "" {
 		return nil
 	}
-	tlsCfg, err := clientTLS(caPEM)
-	if err != nil {
-		return nil
-	}
 	// What the transport does with an https URL: verify the URL's host,
 	// offer HTTP/2 and HTTP/1.1.
+	tlsCfg := base.Clone()
 	tlsCfg.ServerName = u.Hostname()
 	tlsCfg.NextProtos = []string{"h2", "http/1.1"}
 	port := u.Port()

@@ -2,6 +2,7 @@ package bootstrap
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/pem"
 	"io"
@@ -57,6 +58,15 @@ func newStartedServer(t *testing.T, closeFirst bool) (string, []byte, *atomic.In
 	return srv.URL, caOf(srv), n
 }
 
+func tlsFor(t *testing.T, ca []byte) *tls.Config {
+	t.Helper()
+	cfg, err := clientTLS(ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 func caOf(srv *httptest.Server) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 }
@@ -65,7 +75,7 @@ func caOf(srv *httptest.Server) []byte {
 // plane sees one connection, not two.
 func TestEarlyConnectionCarriesTheFirstRequest(t *testing.T) {
 	url, ca, conns := newStartedServer(t, false)
-	e := dialEarly(context.Background(), url, ca)
+	e := dialEarly(context.Background(), url, tlsFor(t, ca))
 	defer e.Close()
 	c, err := NewClient(url, ca)
 	if err != nil {
@@ -83,7 +93,7 @@ func TestEarlyConnectionCarriesTheFirstRequest(t *testing.T) {
 // when the control plane now answers.
 func TestEarlyDialThatFailedIsMadeAgain(t *testing.T) {
 	url, ca, conns := newStartedServer(t, true)
-	e := dialEarly(context.Background(), url, ca)
+	e := dialEarly(context.Background(), url, tlsFor(t, ca))
 	defer e.Close()
 	<-e.done // the early dial met the closed connection
 	c, _ := NewClient(url, ca)
@@ -113,7 +123,7 @@ func TestEarlyConnectionClosedByTheControlPlane(t *testing.T) {
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	url, ca := srv.URL, caOf(srv)
-	e := dialEarly(context.Background(), url, ca)
+	e := dialEarly(context.Background(), url, tlsFor(t, ca))
 	defer e.Close()
 	<-e.done
 	<-accepted
@@ -129,7 +139,7 @@ func TestEarlyConnectionClosedByTheControlPlane(t *testing.T) {
 func TestEarlyConnectionIsForItsAddressOnly(t *testing.T) {
 	url, ca, conns := newStartedServer(t, false)
 	other, _, otherConns := newStartedServer(t, false)
-	e := dialEarly(context.Background(), other, ca)
+	e := dialEarly(context.Background(), other, tlsFor(t, ca))
 	defer e.Close()
 	<-e.done
 	c, _ := NewClient(url, ca)

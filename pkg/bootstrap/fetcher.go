@@ -41,6 +41,16 @@ type Fetcher struct {
 // file (run writes an inline token into its work dir so the control plane
 // gets a path too).
 func NewFetcher(cfg *config.Config, workDir, tokenPath string, ev envoy.Version) (*Fetcher, error) {
+	client, err := NewClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return client.Fetcher(cfg, workDir, tokenPath, ev), nil
+}
+
+// NewClientFor reads cfg's CA file once, for the early dial and the
+// requests alike.
+func NewClientFor(cfg *config.Config) (*Client, error) {
 	var caPEM []byte
 	if cfg.CACertFile != "" {
 		b, err := os.ReadFile(cfg.CACertFile)
@@ -53,13 +63,18 @@ func NewFetcher(cfg *config.Config, workDir, tokenPath string, ev envoy.Version)
 	if err != nil {
 		return nil, exitcode.AsConfig(fmt.Errorf("--ca-cert-file %s: %w", cfg.CACertFile, err))
 	}
+	return client, nil
+}
+
+// Fetcher prepares the request on c, which the fetcher then owns (Close).
+func (c *Client) Fetcher(cfg *config.Config, workDir, tokenPath string, ev envoy.Version) *Fetcher {
 	if tokenPath == "" {
 		tokenPath = cfg.DataplaneTokenFile
 	}
 	return &Fetcher{
-		client: client, req: *newRequest(cfg, workDir, ev, caPEM),
+		client: c, req: *newRequest(cfg, workDir, ev, c.caPEM),
 		tokenPath: tokenPath, inline: strings.TrimSpace(cfg.DataplaneToken),
-	}, nil
+	}
 }
 
 // Attempt sends one request.
@@ -94,15 +109,12 @@ func (f *Fetcher) readToken() (string, error) {
 	return tok, nil
 }
 
-// UseEarly hands the first attempt a connection dialled ahead (DialEarly).
-func (f *Fetcher) UseEarly(e *EarlyConn) { f.client.UseEarly(e) }
-
 // Token is the credential the last request carried (and so the one in
 // Envoy's bootstrap), for redaction.
 func (f *Fetcher) Token() string { return f.sent }
 
-// Close drops idle connections.
-func (f *Fetcher) Close() { f.client.CloseIdle() }
+// Close drops the client's connections.
+func (f *Fetcher) Close() { f.client.Close() }
 
 func newRequest(cfg *config.Config, workDir string, ev envoy.Version, caPEM []byte) *Request {
 	dp := cfg.Dataplane()

@@ -164,9 +164,8 @@ func checkOutcome(t *testing.T, o outcome, s sample, early bool) {
 		t.Fatal(err)
 	}
 	if early {
-		e := dialEarly(context.Background(), url, ca)
-		t.Cleanup(e.Close)
-		c.UseEarly(e)
+		c.DialEarly(context.Background())
+		t.Cleanup(c.Close)
 	}
 	c.clock = func() timesync.Status { return s.clock }
 	attempts := 0

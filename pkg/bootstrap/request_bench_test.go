@@ -86,7 +86,7 @@ func BenchmarkFetchMeshMissing(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer c.CloseIdle()
+	defer c.Close()
 	req := benchRequest()
 	ctx := context.Background()
 	b.ReportAllocs()

@@ -49,7 +49,7 @@ func fetchBootstrap(t *testing.T, role config.Role) cpBootstrap {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.CloseIdle()
+	defer client.Close()
 	wd := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -58,7 +58,7 @@ func kumaBootstrapAt(t *testing.T, address string, port int) kumaSetup {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.CloseIdle()
+	defer client.Close()
 	dir, err := os.MkdirTemp("", "xk")
 	if err != nil {
 		t.Fatal(err)

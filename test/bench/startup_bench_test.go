@@ -61,7 +61,7 @@ func BenchmarkBootstrapRoundTrip(b *testing.B) {
 					b.Fatal(err)
 				}
 				_, err = c.Fetch(context.Background(), &r)
-				c.CloseIdle()
+				c.Close()
 				if (tc.mesh == "payments") != (err == nil) {
 					b.Fatal(err)
 				}
