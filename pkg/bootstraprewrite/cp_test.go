@@ -27,7 +27,7 @@ type cpBootstrap struct {
 }
 
 // fetchBootstrap asks the test control plane for a real-shaped bootstrap.
-func fetchBootstrap(t *testing.T, role config.Role) cpBootstrap {
+func fetchBootstrap(t testing.TB, role config.Role) cpBootstrap {
 	t.Helper()
 	cp, err := controlplane.Start(controlplane.Options{Dir: t.TempDir(), Meshes: []string{"default"}})
 	if err != nil {

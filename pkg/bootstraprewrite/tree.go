@@ -15,9 +15,13 @@ import (
 
 type object = map[string]any
 
-// parse reads the control plane's YAML in one pass (yaml.v3 is linked for
-// the config file already).
+// parse reads the control plane's YAML in one pass: the block subset it
+// writes by hand, anything else with yaml.v3 (linked for the config file
+// already).
 func parse(doc []byte) (object, error) {
+	if m, ok := parseBlockYAML(doc); ok {
+		return m, nil
+	}
 	var root any
 	if err := yaml.Unmarshal(doc, &root); err != nil {
 		return nil, fmt.Errorf("not YAML: %w", err)
