@@ -41,6 +41,8 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// OnEnvoy is called once Envoy runs, with its admin client and process.
 	OnEnvoy func(*envoy.Admin, *envoy.Process)
+	// Client is the control plane's, already dialling; nil: Run makes one.
+	Client *bootstrap.Client
 }
 
 // Agent runs one zone proxy.
@@ -85,11 +87,14 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	}()
 
 	// The control plane's TLS handshake overlaps the preflight below.
-	client, err := bootstrap.NewClientFor(a.cfg)
-	if err != nil {
-		return err
+	client := a.opts.Client
+	if client == nil {
+		var err error
+		if client, err = bootstrap.NewClientFor(a.cfg); err != nil {
+			return err
+		}
+		client.DialEarly(ctx)
 	}
-	client.DialEarly(ctx)
 	defer client.Close()
 	wd, err := openWorkDir(a.cfg.WorkDir)
 	if err != nil {

@@ -103,6 +103,9 @@ func (c *Client) UseEarly(e *EarlyConn) {
 
 // Close drops idle connections and a connection dialled ahead.
 func (c *Client) Close() {
+	if c == nil {
+		return
+	}
 	c.early.Close()
 	c.http.CloseIdleConnections()
 }
