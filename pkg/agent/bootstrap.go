@@ -31,7 +31,9 @@ func (a *Agent) bootstrap(ctx context.Context, wd *workDir, ev envoy.Version, ca
 		tokenPath = p
 	}
 	f := client.Fetcher(a.cfg, wd.path, tokenPath, ev)
-	defer f.Close() // not kept while Envoy runs
+	// Not kept while Envoy runs; closing it (a TLS alert, a GOAWAY) need
+	// not hold up Envoy's launch.
+	defer func() { go f.Close() }()
 	// Starting, not Waiting*: those mean an attempt failed.
 	a.tracker.Set(state.Starting, fmt.Sprintf("contacting the control plane at %s", a.cfg.CPAddress))
 	a.log.Info("requesting bootstrap", zap.String("cp", a.cfg.CPAddress), zap.String("mesh", a.cfg.Mesh),
