@@ -93,6 +93,7 @@ func maintain(cmd *cobra.Command, drain bool) error {
 	if !drain {
 		what = "undrain"
 	}
+	defer loopback.CloseIdleConnections()
 	in := findInstance(p.cfg, p.configFile)
 	if in == nil {
 		return fail("no running zoneproxy for this configuration (%s): nothing to %s; is it started, and with the same --config or --work-dir?", instanceKey(p.cfg, p.configFile), what)
@@ -167,6 +168,10 @@ func awaitPhase(ctx context.Context, base string, want state.Phase, wait time.Du
 	}
 }
 
+// loopback is the client of the agent's loopback server, one for the
+// whole command: its /ready polls reuse the kept-alive connection.
+var loopback = &http.Client{Transport: &http.Transport{Proxy: nil, DialContext: (&net.Dialer{}).DialContext}}
+
 func call(ctx context.Context, method, url string) (int, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -174,9 +179,7 @@ func call(ctx context.Context, method, url string) (int, string, error) {
 	if err != nil {
 		return 0, "", err
 	}
-	c := http.Client{Transport: &http.Transport{Proxy: nil, DialContext: (&net.Dialer{}).DialContext}}
-	defer c.CloseIdleConnections()
-	resp, err := c.Do(req)
+	resp, err := loopback.Do(req)
 	if err != nil {
 		return 0, "", err
 	}
