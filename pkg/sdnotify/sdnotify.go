@@ -209,15 +209,21 @@ func statusOr(detail, fallback string) string {
 	return detail
 }
 
-// watchdog pings at half the interval. Before Envoy runs (while the agent
+// pingPeriod is a third of WatchdogSec: one failed check (an admin call
+// that timed out once, Envoy's few milliseconds between two processes on
+// an undrain) leaves two thirds of it, so only a lasting failure lets the
+// watchdog fire. At half, one missed ping spent all of it.
+func pingPeriod(interval time.Duration) time.Duration { return interval / 3 }
+
+// watchdog pings every pingPeriod. Before Envoy runs (while the agent
 // waits for the mesh or the control plane) the agent being alive is enough;
 // once Envoy has started, a wedged or dead Envoy stops the pings so systemd
 // restarts the unit.
 func watchdog(ctx context.Context, n *notifier, interval time.Duration, envoyStarted *atomic.Bool, healthy func(context.Context) bool) {
-	t := time.NewTicker(interval / 2)
+	t := time.NewTicker(pingPeriod(interval))
 	defer t.Stop()
 	// Leave half of the ping period for the send itself.
-	checkTimeout := interval / 4
+	checkTimeout := pingPeriod(interval) / 2
 	pinging := true
 	for {
 		select {

@@ -460,6 +460,15 @@ func TestWatchdog(t *testing.T) {
 	}
 }
 
+// One failed health check, or one ping lost, never lets the watchdog fire.
+func TestOneMissedPingLeavesTimeToSpare(t *testing.T) {
+	for _, interval := range []time.Duration{time.Second, 30 * time.Second, 3 * time.Minute} {
+		if p := pingPeriod(interval); p <= 0 || 2*p >= interval {
+			t.Errorf("WatchdogSec=%s: a ping every %s; after one missed the next comes %s after the last, not before the watchdog", interval, p, 2*p)
+		}
+	}
+}
+
 func TestWatchdogForeignPID(t *testing.T) {
 	s := listen(t)
 	t.Setenv("WATCHDOG_USEC", "100000")
