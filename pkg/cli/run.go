@@ -46,6 +46,7 @@ permanent refusal that a restart cannot fix.`,
     --dataplane-token-file /etc/zoneproxy/tokens/payments-egress`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			sigs := listenForSignals()
 			var cp *bootstrap.Client
 			defer func() { cp.Close() }()
 			p, err := prepare(cmd, dialAheadThen(fullCheck, &cp))
@@ -53,7 +54,7 @@ permanent refusal that a restart cannot fix.`,
 				return err
 			}
 			defer func() { _ = p.log.Sync() }()
-			return runAgent(p.cfg, p.log, p.logLevel, cp)
+			return runAgent(p.cfg, p.log, p.logLevel, cp, sigs)
 		},
 	}
 	addFlags(cmd.Flags(), runFlags...)
@@ -102,23 +103,43 @@ func dialAheadThen(validate validation, cp **bootstrap.Client) validation {
 	}
 }
 
+// signalSet is the agent's signals, caught from the start of `run`.
+type signalSet struct {
+	stop, usr2 chan os.Signal
+	ready      chan struct{} // closed once every handler is in place
+}
+
+// listenForSignals installs the agent's signal handling beside the
+// configuration's loading: each signal the runtime starts catching is a
+// round trip to its signal thread, about 1 ms at start-up on a busy
+// machine that the configuration's loading now hides. A signal that
+// arrives meanwhile waits in its channel for runAgent.
+func listenForSignals() *signalSet {
+	s := &signalSet{stop: make(chan os.Signal, 2), usr2: make(chan os.Signal, 1), ready: make(chan struct{})}
+	go func() {
+		defer close(s.ready)
+		// A journald restart breaks stderr; without this the next log
+		// line would kill the agent (and so Envoy) with SIGPIPE.
+		signal.Ignore(syscall.SIGPIPE)
+		signal.Notify(s.stop, stopSignals()...)
+		signal.Notify(s.usr2, syscall.SIGUSR2)
+	}()
+	return s
+}
+
 // runAgent runs the agent; cp is the control plane's client dialled
 // ahead, or nil.
-func runAgent(cfg *config.Config, log *zap.Logger, level zap.AtomicLevel, cp *bootstrap.Client) error {
+func runAgent(cfg *config.Config, log *zap.Logger, level zap.AtomicLevel, cp *bootstrap.Client, sigs *signalSet) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// A journald restart breaks stderr; without this the next log line
-	// would kill the agent (and so Envoy) with SIGPIPE.
-	signal.Ignore(syscall.SIGPIPE)
 	hurry := make(chan struct{})
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, stopSignals()...)
-	defer signal.Stop(sigs)
+	<-sigs.ready
+	defer signal.Stop(sigs.stop)
 	go func() {
-		sig := <-sigs
+		sig := <-sigs.stop
 		log.Info("stop signal received; stopping", zap.String("signal", sig.String()))
 		cancel()
-		sig = <-sigs
+		sig = <-sigs.stop
 		log.Info("second stop signal received; skipping the drain", zap.String("signal", sig.String()))
 		close(hurry)
 	}()
@@ -147,7 +168,7 @@ func runAgent(cfg *config.Config, log *zap.Logger, level zap.AtomicLevel, cp *bo
 		},
 		OnEnvoy: func(a *envoy.Admin, p *envoy.Process) { running.Store(&runningEnvoy{a, p}) },
 	})
-	drainOnSIGUSR2(ctx, ag, log)
+	drainOnSIGUSR2(ctx, sigs.usr2, ag, log)
 	err := ag.Run(ctx)
 	<-notified // the last STATUS= line reaches systemd before exit
 	if err != nil {
@@ -164,9 +185,7 @@ func runAgent(cfg *config.Config, log *zap.Logger, level zap.AtomicLevel, cp *bo
 
 // drainOnSIGUSR2 makes SIGUSR2 a maintenance drain, as in kuma-dp; only
 // `zoneproxy undrain` ends it.
-func drainOnSIGUSR2(ctx context.Context, ag *agent.Agent, log *zap.Logger) {
-	usr2 := make(chan os.Signal, 1)
-	signal.Notify(usr2, syscall.SIGUSR2)
+func drainOnSIGUSR2(ctx context.Context, usr2 chan os.Signal, ag *agent.Agent, log *zap.Logger) {
 	go func() {
 		defer signal.Stop(usr2)
 		for {

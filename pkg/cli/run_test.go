@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -63,5 +65,27 @@ func TestRunDialAheadLeavesABrokenCAToTheAgent(t *testing.T) {
 	cfg := &config.Config{CPAddress: "https://127.0.0.1:1", CACertFile: filepath.Join(t.TempDir(), "missing.pem")}
 	if _, err := validate(cfg, nil); err != nil || !ran || cp != nil {
 		t.Errorf("err %v, validation ran %v, client %v", err, ran, cp)
+	}
+}
+
+// Once listenForSignals says it is ready, a stop signal waits for the
+// agent in its channel instead of killing the process.
+func TestSignalsAreCaughtOnceReady(t *testing.T) {
+	sigs := listenForSignals()
+	<-sigs.ready
+	defer signal.Stop(sigs.stop)
+	defer signal.Stop(sigs.usr2)
+	for sig, ch := range map[syscall.Signal]chan os.Signal{syscall.SIGTERM: sigs.stop, syscall.SIGUSR2: sigs.usr2} {
+		if err := syscall.Kill(os.Getpid(), sig); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case got := <-ch:
+			if got != sig {
+				t.Errorf("sent %v, the channel got %v", sig, got)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%v never reached its channel", sig)
+		}
 	}
 }
