@@ -1,7 +1,6 @@
 package bootstraprewrite
 
 import (
-	"bytes"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -37,17 +36,28 @@ func parseBlockYAML(doc []byte) (object, bool) {
 	return m, true
 }
 
-// plainText refuses what the subset never holds and yaml.v3 treats
-// specially: control characters, tabs, CR, a byte order mark, invalid
-// UTF-8, Unicode line breaks.
+// plainText takes only what YAML prints as it is: no control character
+// but the line feed (no tab, no CR, no C1 control, which yaml.v3 refuses),
+// no byte order mark, no Unicode line break (NEL, LS, PS), valid UTF-8.
 func plainText(doc []byte) bool {
-	for _, b := range doc {
-		if b < 0x20 && b != '\n' || b == 0x7f {
+	for len(doc) > 0 {
+		if b := doc[0]; b < utf8.RuneSelf {
+			if b < 0x20 && b != '\n' || b == 0x7f {
+				return false
+			}
+			doc = doc[1:]
+			continue
+		}
+		r, size := utf8.DecodeRune(doc)
+		switch {
+		case r == utf8.RuneError && size <= 1,
+			r >= 0x80 && r <= 0x9f,
+			r == 0x2028, r == 0x2029, r == 0xfeff, r == 0xfffe, r == 0xffff:
 			return false
 		}
+		doc = doc[size:]
 	}
-	return utf8.Valid(doc) && !bytes.HasPrefix(doc, []byte("\xef\xbb\xbf")) &&
-		!bytes.Contains(doc, []byte("\u0085")) && !bytes.Contains(doc, []byte("\u2028")) && !bytes.Contains(doc, []byte("\u2029"))
+	return true
 }
 
 type blockLine struct {

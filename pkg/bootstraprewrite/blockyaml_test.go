@@ -121,6 +121,12 @@ func TestBlockYAMLAgreesOrFallsBack(t *testing.T) {
 		{"a: 123456789012345678901\n", false},
 		{"  a: b\n", false}, // indented top level
 		{"a:\n  - b\n  c: d\n", false},
+		{"a: \u009a\n", false},   // a C1 control character
+		{"a: \u0085b\n", false},  // NEL, a line break to YAML
+		{"a: b\u2028c\n", false}, // LS
+		{"a: \ufeffb\n", false},  // a byte order mark
+		{"a: \xff\n", false},     // not UTF-8
+		{"a: ü, 東京\n", true},
 	} {
 		if got := agreesWithYAMLv3(t, []byte(tc.doc)); got != tc.accept {
 			t.Errorf("fast path accepted=%v, want %v, for\n%s", got, tc.accept, tc.doc)
