@@ -1,6 +1,7 @@
 package bootstrap
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -14,7 +15,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/zoneproxy/zoneproxy/pkg/timesync"
@@ -36,8 +36,8 @@ type Client struct {
 	now       func() time.Time
 	clock     timesync.Checker // is the system clock synchronised?
 
-	early     *EarlyConn
-	usedEarly atomic.Bool // the attempt under way went over the early connection
+	early      *EarlyConn
+	earlyTried bool // the first attempt has had its chance at early
 }
 
 // NewClient verifies the control plane with caPEM when given, else with
@@ -73,33 +73,9 @@ func clientTLS(caPEM []byte) (*tls.Config, error) {
 	return tlsCfg, nil
 }
 
-// UseEarly lets the first connection be e, dialled ahead with the same
-// verification. Any other connection is dialled as the transport would.
-func (c *Client) UseEarly(e *EarlyConn) {
-	if e == nil {
-		return
-	}
-	c.early = e
-	c.tr.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if conn := e.take(ctx, addr); conn != nil {
-			c.usedEarly.Store(true)
-			return conn, nil
-		}
-		cfg := c.tr.TLSClientConfig.Clone()
-		if cfg.ServerName == "" {
-			host, _, err := net.SplitHostPort(addr)
-			if err != nil {
-				return nil, err
-			}
-			cfg.ServerName = host
-		}
-		if len(cfg.NextProtos) == 0 {
-			cfg.NextProtos = []string{"h2", "http/1.1"}
-		}
-		d := tls.Dialer{Config: cfg}
-		return d.DialContext(ctx, network, addr)
-	}
-}
+// UseEarly lets the first attempt go over e, dialled ahead with the same
+// verification. Any other attempt goes through the transport.
+func (c *Client) UseEarly(e *EarlyConn) { c.early = e }
 
 // Close drops idle connections and a connection dialled ahead.
 func (c *Client) Close() {
@@ -116,11 +92,8 @@ func (c *Client) Fetch(ctx context.Context, req *Request) ([]byte, error) {
 	if err != nil {
 		return nil, &Error{Kind: Permanent, Msg: "cannot encode the bootstrap request", Err: err}
 	}
-	c.usedEarly.Store(false)
-	resp, err := c.post(ctx, body)
-	if err != nil && ctx.Err() == nil && c.usedEarly.Swap(false) {
-		// The early connection failed under the request (closed by the
-		// control plane meanwhile, say): one fresh dial, as without it.
+	resp, err := c.postEarly(ctx, body)
+	if resp == nil && err == nil {
 		resp, err = c.post(ctx, body)
 	}
 	if err != nil {
@@ -164,6 +137,62 @@ func (c *Client) post(ctx context.Context, body []byte) (*http.Response, error) 
 	hreq.Header.Set("Accept", "application/json")
 	hreq.Header.Set("Content-Type", "application/json")
 	return c.http.Do(hreq)
+}
+
+// postEarly sends the first attempt's request over the connection dialled
+// ahead. Nil and no error: there is none to use, or it failed under the
+// request (closed by the control plane meanwhile, say), or the answer is a
+// redirect; the caller then goes through the transport, as without it.
+func (c *Client) postEarly(ctx context.Context, body []byte) (*http.Response, error) {
+	if c.early == nil || c.earlyTried {
+		return nil, nil
+	}
+	c.earlyTried = true
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, bytes.NewReader(body))
+	if err != nil {
+		return nil, nil // post says why
+	}
+	hreq.Header.Set("Accept", "application/json")
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Close = true // one request: the transport makes the next connections
+	var raw bytes.Buffer
+	if err := hreq.Write(&raw); err != nil {
+		return nil, nil
+	}
+	port := hreq.URL.Port()
+	if port == "" {
+		port = "443"
+	}
+	conn := c.early.send(ctx, net.JoinHostPort(hreq.URL.Hostname(), port), raw.Bytes())
+	if conn == nil {
+		return nil, ctx.Err()
+	}
+	deadline := time.Now().Add(AttemptTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	_ = conn.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	resp, err := http.ReadResponse(bufio.NewReader(conn), hreq)
+	if err != nil || resp.StatusCode/100 == 3 {
+		stop()
+		conn.Close()
+		return nil, ctx.Err()
+	}
+	resp.Body = &connBody{ReadCloser: resp.Body, close: func() { stop(); conn.Close() }}
+	return resp, nil
+}
+
+// connBody closes the early connection with the answer's body.
+type connBody struct {
+	io.ReadCloser
+	close func()
+}
+
+func (b *connBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.close()
+	return err
 }
 
 // retryAfter reads Retry-After, seconds or an HTTP date; 0 if absent or unusable.

@@ -17,20 +17,28 @@ const earlyMaxAge = 5 * time.Second
 
 // EarlyConn is a TLS connection to the control plane opened before the
 // first request needs it, so that the handshake overlaps the agent's own
-// preflight and `envoy --version`. The first attempt takes it instead of
-// dialling. A dial that failed, or a connection the control plane closed
-// meanwhile, is dropped and the attempt dials as it always does, so an
-// early connection never brings an error of its own. Nil is usable: there
-// is no early connection.
+// preflight and `envoy --version`. The first attempt's request goes over
+// it as HTTP/1.1 (as kuma-dp's does), written by the dial itself the
+// moment the handshake ends when the request is ready first. A dial that
+// failed, or a connection the control plane closed meanwhile, is dropped
+// and the attempt dials as it always does, so an early connection never
+// brings an error of its own. Nil is usable: there is no early connection.
 type EarlyConn struct {
 	addr   string // host:port, as the transport names it
 	done   chan struct{}
 	cancel context.CancelFunc
 
-	mu     sync.Mutex
-	conn   *tls.Conn
-	at     time.Time
-	closed bool // taken or closed: a late dial is closed at once
+	mu      sync.Mutex
+	conn    *tls.Conn
+	at      time.Time
+	closed  bool          // taken or closed: a late dial is closed at once
+	waiting *earlyRequest // a request ready before the handshake ended
+}
+
+// earlyRequest is a serialised request waiting for the handshake.
+type earlyRequest struct {
+	raw  []byte
+	sent chan *tls.Conn // the connection it was written to; nil: dial anew
 }
 
 // DialEarly starts dialling the control plane; the first attempt takes
@@ -50,7 +58,7 @@ func dialEarly(ctx context.Context, cpAddress string, base *tls.Config) *EarlyCo
 	// offer HTTP/2 and HTTP/1.1.
 	tlsCfg := base.Clone()
 	tlsCfg.ServerName = u.Hostname()
-	tlsCfg.NextProtos = []string{"h2", "http/1.1"}
+	tlsCfg.NextProtos = []string{"http/1.1"} // the first request's protocol
 	port := u.Port()
 	if port == "" {
 		port = "443"
@@ -66,12 +74,26 @@ func dialEarly(ctx context.Context, cpAddress string, base *tls.Config) *EarlyCo
 			return // the attempt dials again and says why
 		}
 		e.mu.Lock()
-		defer e.mu.Unlock()
 		if e.closed {
+			e.mu.Unlock()
 			c.Close()
 			return
 		}
-		e.conn, e.at = c.(*tls.Conn), time.Now()
+		w := e.waiting
+		if w == nil {
+			e.conn, e.at = c.(*tls.Conn), time.Now()
+			e.mu.Unlock()
+			return
+		}
+		// The request is ready: it leaves now, without waking its caller.
+		e.waiting, e.closed = nil, true
+		e.mu.Unlock()
+		if _, err := c.Write(w.raw); err != nil {
+			c.Close()
+			w.sent <- nil
+			return
+		}
+		w.sent <- c.(*tls.Conn)
 	}()
 	// Let the dial send its ClientHello now: otherwise it waits for a
 	// second thread to start or for the caller to block, about 1 ms at
@@ -80,30 +102,59 @@ func dialEarly(ctx context.Context, cpAddress string, base *tls.Config) *EarlyCo
 	return e
 }
 
-// take hands over the connection for addr once, waiting for the dial
-// still under way; nil means dial anew.
-func (e *EarlyConn) take(ctx context.Context, addr string) net.Conn {
+// send writes raw, the first request for addr, over the connection: at
+// once if the handshake is over, else from the dial when it ends. It
+// returns the connection the request went out on, or nil: dial anew.
+func (e *EarlyConn) send(ctx context.Context, addr string, raw []byte) *tls.Conn {
 	if e == nil || addr != e.addr {
 		return nil
 	}
-	select {
-	case <-e.done:
-	case <-ctx.Done():
-		return nil
-	}
 	e.mu.Lock()
-	c := e.conn
-	e.conn, e.closed = nil, true
-	at := e.at
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	if c := e.conn; c != nil {
+		e.conn, e.closed = nil, true
+		at := e.at
+		e.mu.Unlock()
+		if time.Since(at) > earlyMaxAge || peerClosed(c) {
+			c.Close()
+			return nil
+		}
+		if _, err := c.Write(raw); err != nil {
+			c.Close()
+			return nil
+		}
+		return c
+	}
+	w := &earlyRequest{raw: raw, sent: make(chan *tls.Conn, 1)}
+	e.waiting = w
 	e.mu.Unlock()
-	if c == nil {
+	select {
+	case c := <-w.sent:
+		return c
+	case <-e.done:
+		select {
+		case c := <-w.sent:
+			return c
+		default:
+			return nil // the dial failed
+		}
+	case <-ctx.Done():
+		e.mu.Lock()
+		taken := e.waiting != w
+		e.waiting, e.closed = nil, true
+		e.mu.Unlock()
+		if taken { // the dial is writing it: close what it hands over
+			go func() {
+				if c := <-w.sent; c != nil {
+					c.Close()
+				}
+			}()
+		}
 		return nil
 	}
-	if time.Since(at) > earlyMaxAge || peerClosed(c) {
-		c.Close()
-		return nil
-	}
-	return c
 }
 
 // Close drops a connection nobody took and stops a dial under way.

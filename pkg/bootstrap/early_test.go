@@ -5,14 +5,17 @@ import (
 	"crypto/tls"
 	"encoding/base64"
 	"encoding/pem"
+	"github.com/zoneproxy/zoneproxy/internal/testutil"
 	"io"
 	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 const okBody = `{"bootstrap":"bm9kZToge30K"}`
@@ -71,10 +74,24 @@ func caOf(srv *httptest.Server) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 }
 
-// The first request goes over the connection dialled ahead: the control
-// plane sees one connection, not two.
+// The first request goes over the connection dialled ahead, as HTTP/1.1
+// (kuma-dp's protocol for it), and the control plane sees no other
+// connection for it; later attempts go through the transport.
 func TestEarlyConnectionCarriesTheFirstRequest(t *testing.T) {
-	url, ca, conns := newStartedServer(t, false)
+	var protos []string
+	var mu sync.Mutex
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		protos = append(protos, r.Proto)
+		mu.Unlock()
+		respond(200, okBody)(w, r)
+	}))
+	conns := &atomic.Int32{}
+	srv.Listener = &countingListener{Listener: srv.Listener, n: conns}
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	url, ca := srv.URL, caOf(srv)
 	e := dialEarly(context.Background(), url, tlsFor(t, ca))
 	defer e.Close()
 	c, err := NewClient(url, ca)
@@ -83,9 +100,67 @@ func TestEarlyConnectionCarriesTheFirstRequest(t *testing.T) {
 	}
 	c.UseEarly(e)
 	fetchOK(t, c)
-	fetchOK(t, c) // kept alive
 	if n := conns.Load(); n != 1 {
-		t.Errorf("the control plane accepted %d connections, want 1 (the early one)", n)
+		t.Errorf("the control plane accepted %d connections for the first request, want 1 (the early one)", n)
+	}
+	fetchOK(t, c)
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"HTTP/1.1", "HTTP/2.0"}; !slices.Equal(protos, want) {
+		t.Errorf("requests came as %v, want %v (the early connection, then the transport's)", protos, want)
+	}
+}
+
+// gatedListener holds the server's side of the handshake until the gate
+// opens.
+type gatedListener struct {
+	net.Listener
+	gate chan struct{}
+}
+
+func (l gatedListener) Accept() (net.Conn, error) {
+	<-l.gate
+	return l.Listener.Accept()
+}
+
+// A request ready before the handshake ends leaves from the dial itself,
+// the moment the handshake is over; one ready after goes out at once.
+// Both get their answer over the one early connection.
+func TestEarlyRequestBeforeAndAfterTheHandshake(t *testing.T) {
+	for _, readyFirst := range []bool{true, false} {
+		gate := make(chan struct{})
+		srv := httptest.NewUnstartedServer(respond(200, okBody))
+		conns := &atomic.Int32{}
+		srv.Listener = gatedListener{Listener: &countingListener{Listener: srv.Listener, n: conns}, gate: gate}
+		srv.StartTLS()
+		e := dialEarly(context.Background(), srv.URL, tlsFor(t, caOf(srv)))
+		c, _ := NewClient(srv.URL, caOf(srv))
+		c.UseEarly(e)
+		if !readyFirst {
+			close(gate)
+			<-e.done
+		}
+		fetched := make(chan error, 1)
+		go func() {
+			_, err := c.Fetch(context.Background(), &Request{Mesh: "default", Name: "zp"})
+			fetched <- err
+		}()
+		if readyFirst {
+			testutil.Eventually(t, 10*time.Second, "the request waiting for the handshake", func() bool {
+				e.mu.Lock()
+				defer e.mu.Unlock()
+				return e.waiting != nil
+			})
+			close(gate)
+		}
+		if err := <-fetched; err != nil {
+			t.Errorf("request ready first %v: %v", readyFirst, err)
+		}
+		if n := conns.Load(); n != 1 {
+			t.Errorf("request ready first %v: %d connections, want 1", readyFirst, n)
+		}
+		e.Close()
+		srv.Close()
 	}
 }
 
