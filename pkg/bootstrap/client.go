@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -159,11 +158,7 @@ func (c *Client) postEarly(ctx context.Context, body []byte) (*http.Response, er
 	if err := hreq.Write(&raw); err != nil {
 		return nil, nil
 	}
-	port := hreq.URL.Port()
-	if port == "" {
-		port = "443"
-	}
-	conn := c.early.send(ctx, net.JoinHostPort(hreq.URL.Hostname(), port), raw.Bytes())
+	conn := c.early.send(ctx, hostPort(hreq.URL), raw.Bytes())
 	if conn == nil {
 		return nil, ctx.Err()
 	}

@@ -24,7 +24,7 @@ const earlyMaxAge = 5 * time.Second
 // and the attempt dials as it always does, so an early connection never
 // brings an error of its own. Nil is usable: there is no early connection.
 type EarlyConn struct {
-	addr   string // host:port, as the transport names it
+	addr   string // host:port of the control plane (hostPort)
 	done   chan struct{}
 	cancel context.CancelFunc
 
@@ -54,17 +54,13 @@ func dialEarly(ctx context.Context, cpAddress string, base *tls.Config) *EarlyCo
 	if err != nil || u.Scheme != "https" || u.Hostname() == "" {
 		return nil
 	}
-	// What the transport does with an https URL: verify the URL's host,
-	// offer HTTP/2 and HTTP/1.1.
+	// Verify the URL's host, as the transport does; offer only the first
+	// request's protocol.
 	tlsCfg := base.Clone()
 	tlsCfg.ServerName = u.Hostname()
-	tlsCfg.NextProtos = []string{"http/1.1"} // the first request's protocol
-	port := u.Port()
-	if port == "" {
-		port = "443"
-	}
+	tlsCfg.NextProtos = []string{"http/1.1"}
 	ctx, cancel := context.WithTimeout(ctx, AttemptTimeout)
-	e := &EarlyConn{addr: net.JoinHostPort(u.Hostname(), port), done: make(chan struct{}), cancel: cancel}
+	e := &EarlyConn{addr: hostPort(u), done: make(chan struct{}), cancel: cancel}
 	go func() {
 		defer close(e.done)
 		defer cancel()
@@ -88,12 +84,7 @@ func dialEarly(ctx context.Context, cpAddress string, base *tls.Config) *EarlyCo
 		// The request is ready: it leaves now, without waking its caller.
 		e.waiting, e.closed = nil, true
 		e.mu.Unlock()
-		if _, err := c.Write(w.raw); err != nil {
-			c.Close()
-			w.sent <- nil
-			return
-		}
-		w.sent <- c.(*tls.Conn)
+		w.sent <- deliver(c.(*tls.Conn), w.raw)
 	}()
 	// Let the dial send its ClientHello now: otherwise it waits for a
 	// second thread to start or for the caller to block, about 1 ms at
@@ -122,11 +113,7 @@ func (e *EarlyConn) send(ctx context.Context, addr string, raw []byte) *tls.Conn
 			c.Close()
 			return nil
 		}
-		if _, err := c.Write(raw); err != nil {
-			c.Close()
-			return nil
-		}
-		return c
+		return deliver(c, raw)
 	}
 	w := &earlyRequest{raw: raw, sent: make(chan *tls.Conn, 1)}
 	e.waiting = w
@@ -155,6 +142,24 @@ func (e *EarlyConn) send(ctx context.Context, addr string, raw []byte) *tls.Conn
 		}
 		return nil
 	}
+}
+
+// deliver writes raw on c and returns c, or closes it and returns nil.
+func deliver(c *tls.Conn, raw []byte) *tls.Conn {
+	if _, err := c.Write(raw); err != nil {
+		c.Close()
+		return nil
+	}
+	return c
+}
+
+// hostPort is u's host and port, 443 when it names none.
+func hostPort(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = "443"
+	}
+	return net.JoinHostPort(u.Hostname(), port)
 }
 
 // Close drops a connection nobody took and stops a dial under way.
