@@ -110,7 +110,7 @@ func (p *blockParser) nested(indent int) (any, bool) {
 	}
 	l := p.lines[p.i]
 	switch {
-	case l.indent == indent && isItem(l.text), l.indent > indent && isItem(l.text):
+	case l.indent >= indent && isItem(l.text):
 		return p.sequence(l.indent)
 	case l.indent > indent:
 		return p.mapping(l.indent)
