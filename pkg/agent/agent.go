@@ -41,7 +41,8 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// OnEnvoy is called once Envoy runs, with its admin client and process.
 	OnEnvoy func(*envoy.Admin, *envoy.Process)
-	// Client is the control plane's, already dialling; nil: Run makes one.
+	// Client is the control plane's, already dialling, closed by the
+	// caller; nil: Run makes and closes one.
 	Client *bootstrap.Client
 }
 
@@ -94,8 +95,8 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 			return err
 		}
 		client.DialEarly(ctx)
+		defer client.Close() // the caller closes the one it made
 	}
-	defer client.Close()
 	wd, err := openWorkDir(a.cfg.WorkDir)
 	if err != nil {
 		return err
