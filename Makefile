@@ -21,13 +21,18 @@ LDFLAGS := -X $(PKG).Version=$(VERSION) -X $(PKG).Commit=$(COMMIT) -X $(PKG).Bui
 
 FUZZTIME ?= 30s
 
+# grpcnotrace leaves golang.org/x/net/trace out of grpc (the agent never
+# enables its tracing): 2.8 MB less binary, fewer pages touched at start.
+# Packages check that the binary they ship was built with it.
+GOTAGS ?= grpcnotrace
+
 .PHONY: build build-release demo test check-format vet unit race fuzz clean
 
 build: ## Build bin/zoneproxy for this machine.
-	$(GO) build -ldflags "$(LDFLAGS)" -o bin/zoneproxy ./cmd/zoneproxy
+	$(GO) build -tags "$(GOTAGS)" -ldflags "$(LDFLAGS)" -o bin/zoneproxy ./cmd/zoneproxy
 
 build-release: ## Static, stripped, reproducible bin/zoneproxy for packages.
-	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags "-s -w $(LDFLAGS)" -o bin/zoneproxy ./cmd/zoneproxy
+	CGO_ENABLED=0 $(GO) build -tags "$(GOTAGS)" -trimpath -buildvcs=false -ldflags "-s -w $(LDFLAGS)" -o bin/zoneproxy ./cmd/zoneproxy
 
 demo: ## Wait-for-mesh → bootstrap → Envoy ready → drain, on loopback (DEMO_SECONDS=N to stop after N s).
 	$(GO) build -o bin/demo ./test/cmd/demo

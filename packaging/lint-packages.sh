@@ -120,3 +120,12 @@ grep -q '^d .* /usr/share/man/man1/zoneproxy.1.gz$' "$tmp/rpm.list" || die "rpm:
 rpm -qp --scripts "$rpm" 2>/dev/null | grep -q '^posttrans scriptlet' || die "rpm: no %posttrans"
 [ -n "$(rpm -qp --changelog "$rpm" 2>/dev/null)" ] || die "rpm: no changelog"
 ok "rpm contents"
+
+# --- the shipped binary ---------------------------------------------------------
+dpkg-deb --fsys-tarfile "$deb" | tar -xOf - ./usr/bin/zoneproxy >"$tmp/zoneproxy"
+go version -m "$tmp/zoneproxy" >"$tmp/buildinfo" || die "binary: no Go build info"
+for setting in CGO_ENABLED=0 -trimpath=true -tags=grpcnotrace; do
+	grep -q "^[[:space:]]*build[[:space:]]*$setting\$" "$tmp/buildinfo" ||
+		die "binary: not built with $setting (make build-release): $(grep build "$tmp/buildinfo" | tr -s '[:space:]' ' ')"
+done
+ok "binary: static, trimmed, grpc without x/net/trace"

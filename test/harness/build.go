@@ -18,6 +18,10 @@ type Binaries struct {
 	Envoy     string
 }
 
+// ReleaseTags are the build tags of the shipped binary (the Makefile's
+// GOTAGS); the tests run the binary the packages ship.
+const ReleaseTags = "grpcnotrace"
+
 // Build compiles zoneproxy and the Envoy stand-in (binary name "envoy")
 // into dir. Call it once from TestMain.
 func Build(dir string) (Binaries, error) {
@@ -27,7 +31,7 @@ func Build(dir string) (Binaries, error) {
 	}
 	b := Binaries{Dir: dir, Zoneproxy: filepath.Join(dir, "zoneproxy"), Envoy: filepath.Join(dir, "envoy")}
 	for out, pkg := range map[string]string{b.Zoneproxy: "./cmd/zoneproxy", b.Envoy: "./test/envoy"} {
-		cmd := exec.Command("go", "build", "-o", out, pkg)
+		cmd := exec.Command("go", "build", "-tags", ReleaseTags, "-o", out, pkg)
 		cmd.Dir = root
 		if msg, err := cmd.CombinedOutput(); err != nil {
 			return Binaries{}, fmt.Errorf("go build %s: %v\n%s", pkg, err, msg)

@@ -15,6 +15,21 @@ import (
 	"time"
 )
 
+// buildTags are the -tags the binary under test was built with, so that
+// the builds it is compared with differ from it only where they mean to.
+func buildTags(bin string) []string {
+	info, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		return nil
+	}
+	for _, s := range info.Settings {
+		if s.Key == "-tags" && s.Value != "" {
+			return []string{"-tags", s.Value}
+		}
+	}
+	return nil
+}
+
 // heavyModules are what the test bed links and the agent should not.
 var heavyModules = []string{
 	"github.com/envoyproxy/go-control-plane",
@@ -261,7 +276,7 @@ func (b *bed) analyze(lean binaryFacts) analysis {
 	progress("analysis: init trace, symbol sizes")
 	an.leanInit, an.leanErr = traceInit(b.zoneproxy, 10)
 	unstripped := filepath.Join(b.dir, "zoneproxy-unstripped")
-	if err := goBuild(b.root, nil, unstripped, "./cmd/zoneproxy"); err != nil {
+	if err := goBuild(b.root, buildTags(b.zoneproxy), unstripped, "./cmd/zoneproxy"); err != nil {
 		an.leanErr = err
 	} else {
 		if st, err := os.Stat(unstripped); err == nil {
@@ -301,7 +316,7 @@ func (b *bed) analyze(lean binaryFacts) analysis {
 		return an
 	}
 	heavyBin := filepath.Join(b.dir, "zoneproxy-heavy")
-	if err := goBuild(b.root, []string{"-overlay", overlay, "-ldflags", "-s -w"}, heavyBin, "./cmd/zoneproxy"); err != nil {
+	if err := goBuild(b.root, append(buildTags(b.zoneproxy), "-overlay", overlay, "-ldflags", "-s -w"), heavyBin, "./cmd/zoneproxy"); err != nil {
 		an.heavyErr = err
 		return an
 	}
