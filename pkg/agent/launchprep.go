@@ -11,11 +11,12 @@ import (
 )
 
 // launchPrep is what Envoy's launch needs that the bootstrap's content does
-// not decide: the relay's socket, the access-log FIFO and the MeshMetric
-// socket. It is made while the bootstrap request is in flight; only Envoy
-// connects to these, and it does not run yet. Their errors are returned
-// where the launch used to meet them, so a failure reads as it always has.
-// What the launch does not take, release closes and removes.
+// not decide: the relay's socket, the access-log FIFO, the MeshMetric
+// socket, and the process start's one-off set-up (envoy.WarmUp). It is made
+// while the bootstrap request is in flight; only Envoy connects to these,
+// and it does not run yet. Their errors are returned where the launch used
+// to meet them, so a failure reads as it always has. What the launch does
+// not take, release closes and removes.
 type launchPrep struct {
 	done     chan struct{}
 	relayLn  net.Listener // nil in direct mode, or when relayErr
@@ -35,6 +36,7 @@ func (a *Agent) prepareLaunch(wd *workDir) *launchPrep {
 			p.relayLn, p.relayErr = xdsrelay.Listen(wd.file(relaySocket))
 		}
 		p.obs, p.obsErr = a.startObservability(wd.path, p.stats)
+		envoy.WarmUp()
 	}()
 	return p
 }
