@@ -15,18 +15,47 @@ import (
 // JSON; protojson camelCase as the control plane writes it, or snake_case).
 // yaml.v3 is already linked for the config file; the agent needs no more.
 func AdminFromBootstrap(doc []byte) (AdminAddress, error) {
-	var b struct {
-		Admin *adminSection `yaml:"admin" json:"admin"`
+	// The relay writes JSON (which is YAML too) with its keys sorted:
+	// "admin" comes first, and the rest need not be read on the launch path.
+	if d := bytes.TrimSpace(doc); len(d) > 0 && d[0] == '{' {
+		if admin, ok := adminFromJSON(d); ok {
+			return adminAddress(admin)
+		}
 	}
-	// The relay writes JSON (which is YAML too): read it as JSON, several
-	// times faster, on the launch path.
-	if d := bytes.TrimSpace(doc); len(d) > 0 && d[0] == '{' && json.Unmarshal(d, &b) == nil {
-		return adminAddress(b.Admin)
+	var b struct {
+		Admin *adminSection `yaml:"admin"`
 	}
 	if err := yaml.Unmarshal(doc, &b); err != nil {
 		return AdminAddress{}, fmt.Errorf("bootstrap is not valid YAML: %w", err)
 	}
 	return adminAddress(b.Admin)
+}
+
+// adminFromJSON decodes the top-level "admin" member of a JSON object and
+// stops there; nil if there is none. Not ok: not a JSON object.
+func adminFromJSON(d []byte) (*adminSection, bool) {
+	dec := json.NewDecoder(bytes.NewReader(d))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, false
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, false
+		}
+		if t == "admin" {
+			var a adminSection
+			if err := dec.Decode(&a); err != nil {
+				return nil, false
+			}
+			return &a, true
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil, false
+		}
+	}
+	return nil, true
 }
 
 type adminSection struct {

@@ -77,6 +77,12 @@ func TestAdminFromBootstrap(t *testing.T) {
 		{`{"admin":{"address":{"pipe":{"path":"/run/zp/a.sock"}}},"node":{"id":"x"}}`, AdminAddress{Socket: "/run/zp/a.sock"}, true},
 		{` {"admin":{"address":{"socket_address":{"address":"::","port_value":9901}}}}` + "\n", AdminAddress{TCP: "127.0.0.1:9901"}, true},
 		{`{"node":{"id":"x"}}`, AdminAddress{}, false},
+		// admin after other keys, nested values of every kind skipped.
+		{`{"a":[1,{"b":null}],"n":-1.5e3,"s":"}","t":true,"admin":{"address":{"pipe":{"path":"/a.sock"}}}}`, AdminAddress{Socket: "/a.sock"}, true},
+		// Field names are exact, as Envoy reads them.
+		{`{"Admin":{"address":{"pipe":{"path":"/a.sock"}}}}`, AdminAddress{}, false},
+		// Not JSON after all: read as YAML, which it is not either.
+		{`{"admin": }`, AdminAddress{}, false},
 	}
 	for _, tc := range cases {
 		got, err := AdminFromBootstrap([]byte(tc.doc))
