@@ -174,7 +174,9 @@ func (c *Client) postEarly(ctx context.Context, body []byte) (*http.Response, er
 		conn.Close()
 		return nil, ctx.Err()
 	}
-	resp.Body = &connBody{ReadCloser: resp.Body, close: func() { stop(); conn.Close() }}
+	// The TLS close (an alert, then the socket) is left to a goroutine: it
+	// would otherwise sit between the answer and Envoy's launch.
+	resp.Body = &connBody{ReadCloser: resp.Body, close: func() { stop(); go conn.Close() }}
 	return resp, nil
 }
 
