@@ -42,7 +42,7 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, doc
 	if err != nil {
 		return exitcode.AsConfig(fmt.Errorf("the control plane's bootstrap is unusable: %w", err))
 	}
-	cfgPath, err := wd.write(bootstrapFile, doc)
+	cfgPath, err := prep.writeBootstrap(wd, doc)
 	if err != nil {
 		return err
 	}
