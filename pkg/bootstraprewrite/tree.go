@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"unicode"
 
 	yaml "go.yaml.in/yaml/v3"
@@ -65,6 +66,19 @@ func render(m object) ([]byte, error) {
 	return append(js, '\n'), nil
 }
 
+// snakes remembers snake(camel) for the field names the code looks up, a
+// few dozen constants: walk asks for two of them at every object.
+var snakes sync.Map
+
+func snakeOf(camel string) string {
+	if s, ok := snakes.Load(camel); ok {
+		return s.(string)
+	}
+	s := snake(camel)
+	snakes.Store(camel, s)
+	return s
+}
+
 func snake(camel string) string {
 	var b strings.Builder
 	for _, r := range camel {
@@ -83,7 +97,7 @@ func key(m object, camel string) string {
 	if _, ok := m[camel]; ok {
 		return camel
 	}
-	if s := snake(camel); s != camel {
+	if s := snakeOf(camel); s != camel {
 		if _, ok := m[s]; ok {
 			return s
 		}
