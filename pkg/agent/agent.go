@@ -5,7 +5,6 @@ package agent
 
 import (
 	"context"
-	"net"
 	"sync"
 	"time"
 
@@ -104,13 +103,13 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	defer wd.cleanup()
 
 	rp := preflight.ReadinessPort(a.cfg)
-	ln, err := net.Listen("tcp", rp.Addr)
+	ln, err := preflight.Listen(rp.Addr)
 	if err != nil {
 		return exitcode.AsConfig(preflight.PortError(rp, err))
 	}
 	rs := localserver.New(ln, a.tracker)
 	if mp, ok := preflight.MetricsPort(a.cfg); ok {
-		mln, err := net.Listen("tcp", mp.Addr)
+		mln, err := preflight.Listen(mp.Addr)
 		if err != nil {
 			ln.Close()
 			return exitcode.AsConfig(preflight.PortError(mp, err))

@@ -74,7 +74,7 @@ func AgentPorts(cfg *config.Config) []Port {
 func CheckFree(ports ...Port) error {
 	var errs *multierror.Error
 	for _, p := range ports {
-		l, err := net.Listen("tcp", p.Addr)
+		l, err := Listen(p.Addr)
 		if err != nil {
 			errs = multierror.Append(errs, PortError(p, err))
 			continue
@@ -82,6 +82,21 @@ func CheckFree(ports ...Port) error {
 		l.Close()
 	}
 	return errs.ErrorOrNil()
+}
+
+// plainTCP listens without Multipath TCP, which Go uses by default where
+// the kernel has it: Envoy binds plain TCP, so a port is checked the same
+// way, and a loopback endpoint gains nothing from MPTCP but a costlier
+// socket (the first one also probes the kernel for it).
+var plainTCP = func() *net.ListenConfig {
+	var lc net.ListenConfig
+	lc.SetMultipathTCP(false)
+	return &lc
+}()
+
+// Listen binds a plain TCP listener on addr.
+func Listen(addr string) (net.Listener, error) {
+	return plainTCP.Listen(context.Background(), "tcp", addr)
 }
 
 // PortError explains a failed bind and names the flag to change.

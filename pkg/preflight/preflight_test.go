@@ -176,3 +176,27 @@ func TestPortErrorText(t *testing.T) {
 		})
 	}
 }
+
+// Envoy binds plain TCP; the agent's listeners and port checks do too,
+// where Go would use Multipath TCP by default.
+func TestListenIsPlainTCP(t *testing.T) {
+	l, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	raw, err := l.(*net.TCPListener).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var proto int
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		proto, serr = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_PROTOCOL)
+	}); err != nil || serr != nil {
+		t.Fatal(err, serr)
+	}
+	if proto != syscall.IPPROTO_TCP {
+		t.Fatalf("socket protocol %d, want TCP (%d)", proto, syscall.IPPROTO_TCP)
+	}
+}
