@@ -112,15 +112,16 @@ type signalSet struct {
 // listenForSignals installs the agent's signal handling beside the
 // configuration's loading: each signal the runtime starts catching is a
 // round trip to its signal thread, about 1 ms at start-up on a busy
-// machine that the configuration's loading now hides. A signal that
-// arrives meanwhile waits in its channel for runAgent.
+// machine that the configuration's loading and the agent's set-up now
+// hide. A signal that arrives meanwhile waits in its channel for runAgent.
 func listenForSignals() *signalSet {
+	// A journald restart breaks stderr; without this the next log line
+	// would kill the agent (and so Envoy) with SIGPIPE. Ignoring is one
+	// system call, so it is done before any line is written.
+	signal.Ignore(syscall.SIGPIPE)
 	s := &signalSet{stop: make(chan os.Signal, 2), usr2: make(chan os.Signal, 1), ready: make(chan struct{})}
 	go func() {
 		defer close(s.ready)
-		// A journald restart breaks stderr; without this the next log
-		// line would kill the agent (and so Envoy) with SIGPIPE.
-		signal.Ignore(syscall.SIGPIPE)
 		signal.Notify(s.stop, stopSignals()...)
 		signal.Notify(s.usr2, syscall.SIGUSR2)
 	}()
@@ -133,7 +134,6 @@ func runAgent(cfg *config.Config, log *zap.Logger, level zap.AtomicLevel, cp *bo
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	hurry := make(chan struct{})
-	<-sigs.ready
 	defer signal.Stop(sigs.stop)
 	go func() {
 		sig := <-sigs.stop
@@ -169,6 +169,10 @@ func runAgent(cfg *config.Config, log *zap.Logger, level zap.AtomicLevel, cp *bo
 		OnEnvoy: func(a *envoy.Admin, p *envoy.Process) { running.Store(&runningEnvoy{a, p}) },
 	})
 	drainOnSIGUSR2(ctx, sigs.usr2, ag, log)
+	// Only Run makes what a stop must clean up (the work dir, sockets,
+	// Envoy): the handlers need to be in place from there, and the
+	// lines above run while the runtime installs them.
+	<-sigs.ready
 	err := ag.Run(ctx)
 	<-notified // the last STATUS= line reaches systemd before exit
 	if err != nil {
