@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"os"
 	"sync/atomic"
 
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
@@ -13,11 +12,11 @@ import (
 
 // launchPrep is what Envoy's launch needs that the bootstrap's content does
 // not decide: the relay's socket, the access-log FIFO, the MeshMetric
-// socket, the empty bootstrap file, and the process start's one-off set-up
-// (envoy.WarmUp). It is made while the bootstrap request is in flight; only
-// Envoy uses these, and it does not run yet. Their errors are returned
-// where the launch used to meet them, so a failure reads as it always has.
-// What the launch does not take, release closes and removes.
+// socket, and the process start's one-off set-up (envoy.WarmUp). It is made
+// while the bootstrap request is in flight; only Envoy connects to these,
+// and it does not run yet. Their errors are returned where the launch used
+// to meet them, so a failure reads as it always has. What the launch does
+// not take, release closes and removes.
 type launchPrep struct {
 	done     chan struct{}
 	relayLn  net.Listener // nil in direct mode, or when relayErr
@@ -25,10 +24,6 @@ type launchPrep struct {
 	obs      *observability
 	obsErr   error
 	admin    atomic.Pointer[envoy.Admin] // set before Envoy starts
-	// bootstrap is bootstrap.yaml, created empty (a file system with a
-	// journal takes a good part of a millisecond to make one); nil if that
-	// failed: the launch writes it anew and says why.
-	bootstrap *os.File
 }
 
 // prepareLaunch starts preparing in the background.
@@ -37,7 +32,6 @@ func (a *Agent) prepareLaunch(wd *workDir) *launchPrep {
 	relay := a.cfg.XDSRelay
 	go func() {
 		defer close(p.done)
-		p.bootstrap, _ = wd.create(bootstrapFile)
 		if relay {
 			p.relayLn, p.relayErr = xdsrelay.Listen(wd.file(relaySocket))
 		}
@@ -82,26 +76,8 @@ func (p *launchPrep) observability() (*observability, error) {
 	return o, err
 }
 
-// writeBootstrap writes Envoy's bootstrap into the file made ahead, or
-// writes it whole when there is none.
-func (p *launchPrep) writeBootstrap(wd *workDir, doc []byte) (string, error) {
-	<-p.done
-	f := p.bootstrap
-	p.bootstrap = nil
-	if f == nil {
-		return wd.write(bootstrapFile, doc)
-	}
-	return fill(f, doc)
-}
-
 // release closes and removes whatever was not handed over.
 func (p *launchPrep) release() {
-	<-p.done
-	if f := p.bootstrap; f != nil {
-		p.bootstrap = nil
-		f.Close()
-		_ = os.Remove(f.Name())
-	}
 	p.dropRelay()
 	if o, _ := p.observability(); o != nil {
 		o.close()

@@ -44,7 +44,7 @@ func TestLaunchFailureAfterTheEarlySocketsLeavesNothing(t *testing.T) {
 	a, wd, prep := preparedAgent(t)
 	dir := wd.path
 	<-prep.done
-	if got := entries(t, dir); len(got) != 5 { // lock, relay socket, FIFO, MeshMetric socket, empty bootstrap
+	if got := entries(t, dir); len(got) != 4 { // lock, relay socket, FIFO, MeshMetric socket
 		t.Fatalf("prepared: %v", got)
 	}
 	err := a.runEnvoy(context.Background(), wd, "/nonexistent/envoy", []byte("not: [a bootstrap"), nil, nil, prep)
@@ -71,49 +71,5 @@ func TestUnusedLaunchPrepIsRemoved(t *testing.T) {
 	prep.release()
 	if got := entries(t, dir); len(got) != 1 || got[0] != lockFile {
 		t.Errorf("left in the work dir: %v", got)
-	}
-}
-
-// The bootstrap goes into the file made ahead, whole and private; without
-// one it is written the usual way.
-func TestBootstrapIsWrittenIntoThePreparedFile(t *testing.T) {
-	for _, prepared := range []bool{true, false} {
-		_, wd, prep := preparedAgent(t)
-		<-prep.done
-		if !prepared {
-			prep.bootstrap.Close()
-			_ = os.Remove(prep.bootstrap.Name())
-			prep.bootstrap = nil
-		}
-		doc := []byte(`{"admin":{}}` + "\n")
-		path, err := prep.writeBootstrap(wd, doc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := os.ReadFile(path)
-		if err != nil || string(got) != string(doc) {
-			t.Fatalf("prepared=%v: %s holds %q, %v", prepared, path, got, err)
-		}
-		if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
-			t.Errorf("prepared=%v: mode %v, want 0600", prepared, fi.Mode().Perm())
-		}
-		prep.release()
-		if _, err := os.Stat(path); err != nil {
-			t.Errorf("prepared=%v: release removed the bootstrap Envoy was given", prepared)
-		}
-	}
-}
-
-// A write that fails leaves no partial bootstrap and says which file.
-func TestFailedBootstrapWriteLeavesNoFile(t *testing.T) {
-	_, wd, prep := preparedAgent(t)
-	<-prep.done
-	prep.bootstrap.Close() // the write will fail
-	_, err := prep.writeBootstrap(wd, []byte("{}"))
-	if err == nil || !strings.Contains(err.Error(), "cannot write "+filepath.Join(wd.path, bootstrapFile)) {
-		t.Fatalf("err = %v", err)
-	}
-	if _, err := os.Lstat(filepath.Join(wd.path, bootstrapFile)); err == nil {
-		t.Error("a bootstrap file is left after the failed write")
 	}
 }

@@ -42,7 +42,7 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, doc
 	if err != nil {
 		return exitcode.AsConfig(fmt.Errorf("the control plane's bootstrap is unusable: %w", err))
 	}
-	cfgPath, err := prep.writeBootstrap(wd, doc)
+	cfgPath, err := wd.write(bootstrapFile, doc)
 	if err != nil {
 		return err
 	}

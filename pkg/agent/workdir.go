@@ -127,43 +127,19 @@ func samePath(f *os.File, path string) bool {
 
 func (w *workDir) file(name string) string { return filepath.Join(w.path, name) }
 
-// write creates name with mode 0600 (it may hold the token), whole or not
-// at all: a rotated token is rewritten while Envoy may read it.
+// write creates name with mode 0600 (it may hold the token).
 func (w *workDir) write(name string, data []byte) (string, error) {
 	path := w.file(name)
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {
 		_ = os.Remove(tmp)
-		return "", writeError(path, err)
+		return "", classify(fmt.Errorf("cannot write %s: %w", path, errtext.PathCause(err)))
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		_ = os.Remove(tmp)
-		return "", writeError(path, err)
+		return "", classify(fmt.Errorf("cannot write %s: %w", path, errtext.PathCause(err)))
 	}
 	return path, nil
-}
-
-// create makes name empty, mode 0600, for writing later.
-func (w *workDir) create(name string) (*os.File, error) {
-	return os.OpenFile(w.file(name), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-}
-
-// fill writes data into f, made by create, and closes it; on failure the
-// file is removed.
-func fill(f *os.File, data []byte) (string, error) {
-	_, err := f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		_ = os.Remove(f.Name())
-		return "", writeError(f.Name(), err)
-	}
-	return f.Name(), nil
-}
-
-func writeError(path string, err error) error {
-	return classify(fmt.Errorf("cannot write %s: %w", path, errtext.PathCause(err)))
 }
 
 // cleanup removes what the agent wrote and releases the lock: unlink while
