@@ -1,9 +1,11 @@
 package controlplane
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -34,13 +36,17 @@ type certs struct {
 var serverDNSNames = []string{"localhost"}
 var serverIPs = []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")}
 
-// loadOrCreateCerts reuses the PEM files in dir when they are valid, like
-// kuma-cp reuses its generated pair in its work dir, else writes new ones.
-func loadOrCreateCerts(dir string) (*certs, error) {
+// loadOrCreateCerts reuses the PEM files in dir when they are valid and
+// the server's key is of the kind asked for, like kuma-cp reuses its
+// generated pair in its work dir, else writes new ones. rsaKey makes the
+// server's key RSA 2048, the key kuma-cp generates for itself.
+func loadOrCreateCerts(dir string, rsaKey bool) (*certs, error) {
 	if c, err := loadCerts(dir); err == nil {
-		return c, nil
+		if _, isRSA := c.leaf.PublicKey.(*rsa.PublicKey); isRSA == rsaKey {
+			return c, nil
+		}
 	}
-	return createCerts(dir)
+	return createCerts(dir, rsaKey)
 }
 
 func loadCerts(dir string) (*certs, error) {
@@ -86,7 +92,7 @@ func loadCerts(dir string) (*certs, error) {
 	return &certs{caPEM: caPEM, caCert: caCert, leaf: leaf, tlsCert: tlsCert}, nil
 }
 
-func createCerts(dir string) (*certs, error) {
+func createCerts(dir string, rsaKey bool) (*certs, error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -110,7 +116,12 @@ func createCerts(dir string) (*certs, error) {
 		return nil, err
 	}
 
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	var key crypto.Signer
+	if rsaKey {
+		key, err = rsa.GenerateKey(rand.Reader, 2048)
+	} else {
+		key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +137,7 @@ func createCerts(dir string) (*certs, error) {
 		DNSNames:              serverDNSNames,
 		IPAddresses:           serverIPs,
 	}
-	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, caCert, &key.PublicKey, caKey)
+	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, caCert, key.Public(), caKey)
 	if err != nil {
 		return nil, err
 	}
@@ -134,14 +145,14 @@ func createCerts(dir string) (*certs, error) {
 	if err != nil {
 		return nil, err
 	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
 		return nil, err
 	}
 
 	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
 	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER})
-	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}

@@ -2,6 +2,8 @@ package controlplane
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/rsa"
 	"os"
 	"path/filepath"
 	"testing"
@@ -9,7 +11,7 @@ import (
 
 func TestCertsWrittenAndReused(t *testing.T) {
 	dir := t.TempDir()
-	c1, err := loadOrCreateCerts(dir)
+	c1, err := loadOrCreateCerts(dir, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +36,7 @@ func TestCertsWrittenAndReused(t *testing.T) {
 		t.Errorf("SAN list %s", got)
 	}
 
-	c2, err := loadOrCreateCerts(dir)
+	c2, err := loadOrCreateCerts(dir, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,11 +47,42 @@ func TestCertsWrittenAndReused(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, serverKeyFileName), []byte("junk"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c3, err := loadOrCreateCerts(dir)
+	c3, err := loadOrCreateCerts(dir, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if bytes.Equal(c1.caPEM, c3.caPEM) {
 		t.Errorf("broken files were reused")
+	}
+}
+
+// The RSA key kuma-cp makes for itself, when asked for; a dir holding the
+// other kind of key is not reused.
+func TestRSAServerKey(t *testing.T) {
+	dir := t.TempDir()
+	ec, err := loadOrCreateCerts(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := ec.leaf.PublicKey.(*ecdsa.PublicKey); !ok {
+		t.Fatalf("default key %T, want ECDSA", ec.leaf.PublicKey)
+	}
+	r, err := loadOrCreateCerts(dir, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, ok := r.leaf.PublicKey.(*rsa.PublicKey)
+	if !ok || pub.N.BitLen() != 2048 {
+		t.Fatalf("key %T, want RSA 2048", r.leaf.PublicKey)
+	}
+	again, err := loadOrCreateCerts(dir, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(r.caPEM, again.caPEM) {
+		t.Error("the RSA certificates in the dir were not reused")
+	}
+	if _, ok := again.tlsCert.PrivateKey.(*rsa.PrivateKey); !ok {
+		t.Errorf("reloaded private key %T", again.tlsCert.PrivateKey)
 	}
 }

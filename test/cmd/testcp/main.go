@@ -35,6 +35,7 @@ func run(args []string) int {
 	adminAddr := fs.String("admin-addr", "127.0.0.1:5681", "plain-HTTP admin API listen address")
 	authDisabled := fs.Bool("auth-disabled", false, "accept proxies without a dataplane token (like KUMA_DP_SERVER_AUTHN_DP_PROXY_TYPE=none)")
 	reloadable := fs.Bool("reloadable-tokens", false, "with a dataplaneTokenPath, render ADS as google_grpc reading the token file (like KUMA_DP_SERVER_AUTHN_ENABLE_RELOADABLE_TOKENS=true)")
+	rsaKey := fs.Bool("rsa-server-key", false, "give the DP server an RSA 2048 key, as kuma-cp's self-signed default certificate has, instead of ECDSA P-256 (slower handshakes)")
 	policies := fs.String("policies", "", `JSON file of policies per zone proxy: {"<mesh>/<name>": {"meshAccessLogs": {...}, "meshMetrics": {...}, "withholdZoneListeners": false}}`)
 	var meshes meshList
 	fs.Var(&meshes, "mesh", "a mesh that exists at start (repeatable)")
@@ -59,6 +60,7 @@ func run(args []string) int {
 		AuthDisabled:     *authDisabled,
 		Log:              os.Stderr,
 		ReloadableTokens: *reloadable,
+		RSAServerKey:     *rsaKey,
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "testcp: %v\n", err)

@@ -82,7 +82,7 @@ func (b *bed) newProxy(mesh, name string) (proxy, error) {
 }
 
 func (b *bed) tokenFile(mesh string) (string, error) {
-	path := filepath.Join(b.dir, "token-"+mesh)
+	path := filepath.Join(b.dir, "token-"+mesh+"-"+b.cp.URL()[strings.LastIndexByte(b.cp.URL(), ':')+1:])
 	if _, err := os.Stat(path); err == nil {
 		return path, nil
 	}
@@ -295,12 +295,13 @@ func phases(lines []string, execAt time.Time, launch time.Duration) map[string]t
 type startupResult struct {
 	cold []startupRun // fresh state dir: `envoy --version` runs, as at a proxy's first start
 	runs []startupRun // warm: the version cache of an earlier start, as at every restart
+	rsa  []startupRun // warm, against a control plane with an RSA 2048 key (not judged)
 }
 
 // startupFigure makes cold starts, each with a fresh state dir, then warm
 // starts sharing the first cold start's state dir. With no cold start,
 // one unreported start warms the cache.
-func (b *bed) startupFigure(bin string, cold, warm int) (startupResult, error) {
+func (b *bed) startupFigure(bin string, cold, warm, rsa int) (startupResult, error) {
 	var res startupResult
 	warmDir := ""
 	for i := 0; i < max(cold, 1); i++ {
@@ -333,7 +334,45 @@ func (b *bed) startupFigure(bin string, cold, warm int) (startupResult, error) {
 		res.runs = append(res.runs, r)
 		progress("  run %d: launch %.1f ms, RSS %d KiB, SIGTERM → exit %.0f ms", i+1, ms(r.launch), r.mem.RSS, ms(r.drain))
 	}
+	if rsa > 0 {
+		var err error
+		if res.rsa, err = b.rsaStartups(bin, warmDir, rsa); err != nil {
+			return res, fmt.Errorf("start-up against the RSA control plane: %w", err)
+		}
+	}
 	return res, nil
+}
+
+// rsaStartups starts the agent, Envoy's version cached, against a second
+// test control plane whose key is RSA 2048, as kuma-cp's self-signed
+// default certificate's is: the server's signature makes each handshake
+// longer. Reported beside the figure, which is judged against the bench's
+// control plane (ECDSA P-256).
+func (b *bed) rsaStartups(bin, warmDir string, n int) ([]startupRun, error) {
+	progress("  %d starts against a control plane with an RSA 2048 key", n)
+	cp, err := controlplane.Start(controlplane.Options{Dir: filepath.Join(b.dir, "cp-rsa"), Meshes: []string{"payments"}, RSAServerKey: true})
+	if err != nil {
+		return nil, err
+	}
+	defer cp.Close()
+	ecdsaCP := b.cp
+	b.cp = cp
+	defer func() { b.cp = ecdsaCP }()
+	var runs []startupRun
+	for i := 0; i < n; i++ {
+		p, err := b.newProxy("payments", "")
+		if err != nil {
+			return runs, err
+		}
+		p.stateDir = warmDir
+		r, err := b.startupRun(bin, p)
+		if err != nil {
+			return runs, fmt.Errorf("run %d: %w", i+1, err)
+		}
+		runs = append(runs, r)
+		progress("  RSA run %d: launch %.1f ms", i+1, ms(r.launch))
+	}
+	return runs, nil
 }
 
 // byKernel names how the launch figure was taken where exec events were read.

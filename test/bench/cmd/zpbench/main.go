@@ -38,6 +38,7 @@ type settings struct {
 	idleWindow  time.Duration
 	scrapes     int // pairs of Envoy /stats GET and MeshMetric scrape
 	heavyRuns   int // startup runs of the build that links the Envoy protos and gRPC; 0 skips it
+	rsaRuns     int // warm starts against a control plane with kuma-cp's default RSA 2048 key; 0 skips them
 	analyze     bool
 	figures     map[string]bool
 	explicitSet []string
@@ -48,13 +49,14 @@ func loadSettings() (settings, error) {
 		runs: 15, coldRuns: 5, cachedRuns: 15, meshRuns: 20, meshPhase: 15 * time.Second,
 		waiters: 50, waitRounds: 3, waitWarmup: 10 * time.Second, waitWindow: 30 * time.Second,
 		idleAgents: 3, idleWindow: 30 * time.Second, scrapes: 100,
-		heavyRuns: 5, analyze: true,
+		heavyRuns: 5, rsaRuns: 10, analyze: true,
 		figures: allFigures(),
 	}
 	ints := map[string]*int{
 		"ZPBENCH_RUNS": &s.runs, "ZPBENCH_COLD_RUNS": &s.coldRuns, "ZPBENCH_CACHED_RUNS": &s.cachedRuns, "ZPBENCH_MESH_RUNS": &s.meshRuns, "ZPBENCH_WAITERS": &s.waiters,
 		"ZPBENCH_WAIT_ROUNDS": &s.waitRounds,
 		"ZPBENCH_IDLE_AGENTS": &s.idleAgents, "ZPBENCH_HEAVY_RUNS": &s.heavyRuns, "ZPBENCH_SCRAPES": &s.scrapes,
+		"ZPBENCH_RSA_RUNS": &s.rsaRuns,
 	}
 	for k, p := range ints {
 		if v := os.Getenv(k); v != "" {
