@@ -321,21 +321,11 @@ func (b *bed) startupFigure(bin string, cold, warm, rsa int) (startupResult, err
 			progress("  cold run %d: launch %.1f ms, RSS %d KiB, SIGTERM → exit %.0f ms", i+1, ms(r.launch), r.mem.RSS, ms(r.drain))
 		}
 	}
-	for i := 0; i < warm; i++ {
-		p, err := b.newProxy("payments", "")
-		if err != nil {
-			return res, err
-		}
-		p.stateDir = warmDir
-		r, err := b.startupRun(bin, p)
-		if err != nil {
-			return res, fmt.Errorf("startup run %d: %w", i+1, err)
-		}
-		res.runs = append(res.runs, r)
-		progress("  run %d: launch %.1f ms, RSS %d KiB, SIGTERM → exit %.0f ms", i+1, ms(r.launch), r.mem.RSS, ms(r.drain))
+	var err error
+	if res.runs, err = b.warmStarts(bin, warmDir, warm, "run"); err != nil {
+		return res, err
 	}
 	if rsa > 0 {
-		var err error
 		if res.rsa, err = b.rsaStartups(bin, warmDir, rsa); err != nil {
 			return res, fmt.Errorf("start-up against the RSA control plane: %w", err)
 		}
@@ -358,6 +348,11 @@ func (b *bed) rsaStartups(bin, warmDir string, n int) ([]startupRun, error) {
 	ecdsaCP := b.cp
 	b.cp = cp
 	defer func() { b.cp = ecdsaCP }()
+	return b.warmStarts(bin, warmDir, n, "RSA run")
+}
+
+// warmStarts makes n starts sharing warmDir, Envoy's version cached there.
+func (b *bed) warmStarts(bin, warmDir string, n int, label string) ([]startupRun, error) {
 	var runs []startupRun
 	for i := 0; i < n; i++ {
 		p, err := b.newProxy("payments", "")
@@ -367,10 +362,10 @@ func (b *bed) rsaStartups(bin, warmDir string, n int) ([]startupRun, error) {
 		p.stateDir = warmDir
 		r, err := b.startupRun(bin, p)
 		if err != nil {
-			return runs, fmt.Errorf("run %d: %w", i+1, err)
+			return runs, fmt.Errorf("startup %s %d: %w", label, i+1, err)
 		}
 		runs = append(runs, r)
-		progress("  RSA run %d: launch %.1f ms", i+1, ms(r.launch))
+		progress("  %s %d: launch %.1f ms, RSS %d KiB, SIGTERM → exit %.0f ms", label, i+1, ms(r.launch), r.mem.RSS, ms(r.drain))
 	}
 	return runs, nil
 }
