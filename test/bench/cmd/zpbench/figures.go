@@ -82,7 +82,9 @@ func (b *bed) newProxy(mesh, name string) (proxy, error) {
 }
 
 func (b *bed) tokenFile(mesh string) (string, error) {
-	path := filepath.Join(b.dir, "token-"+mesh+"-"+b.cp.URL()[strings.LastIndexByte(b.cp.URL(), ':')+1:])
+	// One file per control plane (by its port): each signs with its own key.
+	u := b.cp.URL()
+	path := filepath.Join(b.dir, "token-"+mesh+"-"+u[strings.LastIndexByte(u, ':')+1:])
 	if _, err := os.Stat(path); err == nil {
 		return path, nil
 	}
@@ -227,8 +229,6 @@ func (b *bed) startupRun(bin string, p proxy) (startupRun, error) {
 	return r, nil
 }
 
-// waitForDownstream waits until Envoy counts the held connection, so that
-// the drain cannot end early.
 // kernelLaunch is the agent's execve → Envoy's execve as the kernel
 // stamped them, and the agent's exec in wall time for the log's phases.
 func (b *bed) kernelLaunch(a *agent) (time.Duration, time.Time, error) {
@@ -247,6 +247,8 @@ func (b *bed) kernelLaunch(a *agent) (time.Duration, time.Time, error) {
 	return time.Duration(envoyNs - agentNs), wallTime(agentNs), nil
 }
 
+// waitForDownstream waits until Envoy counts the held connection, so that
+// the drain cannot end early.
 func waitForDownstream(workDir string) {
 	doc, err := os.ReadFile(filepath.Join(workDir, "bootstrap.yaml"))
 	if err != nil {
