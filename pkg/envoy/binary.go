@@ -84,24 +84,20 @@ func ParseVersion(out string) (Version, error) {
 	return Version{Version: parts[1], Build: build}, nil
 }
 
-// versionField finds `version:\s*(\S+)`: the first "version:" followed,
-// after optional white space, by a word. Written out by hand, as are the
+// versionField finds `version:\s*(\S+)`: the word after the first
+// "version:" and optional white space. Written out by hand, as are the
 // matchers below, because compiling the expressions costs every start
 // time (binary_test.go checks they agree).
 func versionField(out string) (string, bool) {
-	for {
-		i := strings.Index(out, "version:")
-		if i < 0 {
-			return "", false
-		}
-		out = strings.TrimLeft(out[i+len("version:"):], reSpace)
-		if n := strings.IndexAny(out, reSpace); n != 0 && out != "" {
-			if n < 0 {
-				n = len(out)
-			}
-			return out[:n], true
-		}
+	_, rest, found := strings.Cut(out, "version:")
+	rest = strings.TrimLeft(rest, reSpace)
+	if !found || rest == "" {
+		return "", false
 	}
+	if n := strings.IndexAny(rest, reSpace); n > 0 {
+		rest = rest[:n]
+	}
+	return rest, true
 }
 
 // reSpace is \s in Go's regular expressions.
