@@ -340,7 +340,7 @@ func quoted(s string) (string, string, bool) {
 				b.WriteByte(r)
 				continue
 			}
-			size := map[byte]int{'x': 2, 'u': 4, 'U': 8}[s[i]]
+			size := hexEscapeSize(s[i])
 			if size == 0 || i+size >= len(s) {
 				return "", "", false
 			}
@@ -355,6 +355,20 @@ func quoted(s string) (string, string, bool) {
 		}
 	}
 	return "", "", false
+}
+
+// hexEscapeSize is the number of hex digits after \x, \u or \U; 0 for
+// any other escape.
+func hexEscapeSize(c byte) int {
+	switch c {
+	case 'x':
+		return 2
+	case 'u':
+		return 4
+	case 'U':
+		return 8
+	}
+	return 0
 }
 
 var simpleEscapes = map[byte]byte{
