@@ -66,7 +66,8 @@ func NewClientFor(cfg *config.Config) (*Client, error) {
 	return client, nil
 }
 
-// Fetcher prepares the request on c, which the fetcher then owns (Close).
+// Fetcher prepares the request on c; the fetcher's Close drops c's
+// connections, and c may be closed again by whoever made it.
 func (c *Client) Fetcher(cfg *config.Config, workDir, tokenPath string, ev envoy.Version) *Fetcher {
 	if tokenPath == "" {
 		tokenPath = cfg.DataplaneTokenFile
