@@ -35,8 +35,9 @@ func (s *Server) startAdmin() error {
 		recs := s.BootstrapRequests()
 		writeJSON(w, http.StatusOK, struct {
 			Count   int               `json:"count"`
+			Dropped int               `json:"dropped"` // the oldest, no longer kept
 			Records []BootstrapRecord `json:"records"`
-		}{len(recs), recs})
+		}{len(recs), s.DroppedBootstrapRequests(), recs})
 	})
 	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, r *http.Request) {
 		writeText(w, http.StatusOK, "READY")

@@ -96,3 +96,24 @@ func TestAdminAPI(t *testing.T) {
 	}
 	expect("GET", "/proxies", "", 200, "[]")
 }
+
+// A control plane left running keeps only the newest requests, and says
+// how many it let go.
+func TestBootstrapRecordsKeepTheNewest(t *testing.T) {
+	s := startTestServer(t, Options{Meshes: []string{"default"}})
+	for i := range maxRecords + 5 {
+		s.addRecord(BootstrapRecord{Status: i})
+	}
+	recs := s.BootstrapRequests()
+	if len(recs) != maxRecords || recs[0].Status != 5 || recs[len(recs)-1].Status != maxRecords+4 {
+		t.Fatalf("kept %d records, statuses %d..%d; want %d, 5..%d", len(recs), recs[0].Status, recs[len(recs)-1].Status, maxRecords, maxRecords+4)
+	}
+	_, body, _ := adminDo(t, s, http.MethodGet, "/bootstrap-requests", "")
+	var got struct{ Count, Dropped int }
+	if err := json.Unmarshal([]byte(body), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Count != maxRecords || got.Dropped != 5 {
+		t.Errorf("admin API: count %d, dropped %d; want %d, 5", got.Count, got.Dropped, maxRecords)
+	}
+}

@@ -69,7 +69,8 @@ type Server struct {
 	mu      sync.Mutex
 	meshes  map[string]bool
 	faults  Faults
-	records []BootstrapRecord
+	records []BootstrapRecord // the newest maxRecords
+	dropped int               // older records no longer kept
 	proxies map[string]*proxyState
 	streams map[int64]*adsStream
 	active  map[string]int64 // node id -> stream id holding it
@@ -259,7 +260,12 @@ func sortedKeys(m map[string]bool) []string {
 	return out
 }
 
-// BootstrapRequests returns every /bootstrap request received so far.
+// maxRecords bounds the /bootstrap requests kept: a test control plane left
+// running with proxies waiting for a mesh would otherwise grow for good.
+const maxRecords = 1000
+
+// BootstrapRequests returns the /bootstrap requests received so far, the
+// newest maxRecords of them, oldest first.
 func (s *Server) BootstrapRequests() []BootstrapRecord {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -268,9 +274,21 @@ func (s *Server) BootstrapRequests() []BootstrapRecord {
 	return out
 }
 
+// DroppedBootstrapRequests is how many of the oldest records were let go.
+func (s *Server) DroppedBootstrapRequests() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dropped
+}
+
 func (s *Server) addRecord(r BootstrapRecord) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if len(s.records) == maxRecords {
+		copy(s.records, s.records[1:])
+		s.records = s.records[:maxRecords-1]
+		s.dropped++
+	}
 	s.records = append(s.records, r)
 }
 

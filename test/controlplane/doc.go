@@ -73,7 +73,7 @@
 //	GET    /proxies                [ProxyInfo…]
 //	GET    /faults, PUT /faults    Faults as JSON, bootstrapDelay as "2s"
 //	POST   /restart?down=2s        answers once the DP listener is back
-//	GET    /bootstrap-requests     {"count":n,"records":[BootstrapRecord…]} (body base64)
+//	GET    /bootstrap-requests     {"count":n,"dropped":d,"records":[BootstrapRecord…]} (body base64; the newest 1000, d older ones let go)
 //	GET    /ready                  200 READY
 //
 // Observability policies on a zone proxy (observability*.go), by node id
