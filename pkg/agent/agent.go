@@ -90,10 +90,9 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	client := a.opts.Client
 	if client == nil {
 		var err error
-		if client, err = bootstrap.NewClientFor(a.cfg); err != nil {
+		if client, err = bootstrap.DialAhead(ctx, a.cfg); err != nil {
 			return err
 		}
-		client.DialEarly(ctx)
 		defer client.Close() // the caller closes the one it made
 	}
 	wd, err := openWorkDir(a.cfg.WorkDir)

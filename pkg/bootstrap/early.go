@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/zoneproxy/zoneproxy/pkg/config"
 )
 
 // earlyMaxAge bounds how long a connection dialled ahead may wait for the
@@ -39,6 +41,16 @@ type EarlyConn struct {
 type earlyRequest struct {
 	raw  []byte
 	sent chan *tls.Conn // the connection it was written to; nil: dial anew
+}
+
+// DialAhead makes cfg's client and starts dialling the control plane.
+func DialAhead(ctx context.Context, cfg *config.Config) (*Client, error) {
+	c, err := NewClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.DialEarly(ctx)
+	return c, nil
 }
 
 // DialEarly starts dialling the control plane; the first attempt takes

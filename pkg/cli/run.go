@@ -95,8 +95,7 @@ func stopSignals() []os.Signal {
 // A client that cannot be made is left to the agent, which says why.
 func dialAheadThen(validate validation, cp **bootstrap.Client) validation {
 	return func(cfg *config.Config, src *source) ([]config.Warning, error) {
-		if c, err := bootstrap.NewClientFor(cfg); err == nil {
-			c.DialEarly(context.Background())
+		if c, err := bootstrap.DialAhead(context.Background(), cfg); err == nil {
 			*cp = c
 		}
 		return validate(cfg, src)
