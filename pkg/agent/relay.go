@@ -95,9 +95,9 @@ func (a *Agent) startRelay(wd *workDir, doc []byte, fromCache *lkgcache.Snapshot
 			return nil, nil, err
 		}
 		res = r
-		if cache != nil {
-			cache.SetBootstrap(res)
-		}
+	}
+	if cache != nil { // stored with every snapshot, so that the next start can serve it
+		cache.SetBootstrap(res)
 	}
 	x := &xds{a: a, cache: cache}
 	// The socket was opened while the bootstrap was fetched (launchPrep).

@@ -94,6 +94,11 @@ func Open(opts Options) (*Cache, error) {
 	}
 	removeTemps(dir)
 	c.current = c.load()
+	if c.current != nil {
+		// Kept in every later snapshot: a start from this cache fetches no
+		// bootstrap, so nothing else would set them.
+		c.bootstrap, c.upstream = c.current.Bootstrap, c.current.Upstream
+	}
 	go c.writer()
 	return c, nil
 }

@@ -328,3 +328,37 @@ func TestInspect(t *testing.T) {
 		t.Fatalf("max age 1h: %+v", st)
 	}
 }
+
+// A start from the cache fetches no bootstrap: the snapshots written after
+// it keep the cached one, or the next restart would have none to serve.
+func TestSnapshotsAfterAStartFromTheCacheKeepItsBootstrap(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	clk := &clock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+	c, _ := open(t, dir, testID, clk)
+	up := bootstraprewrite.Upstream{Address: "cp.example:5678", ServerName: "cp.example", CAPEM: []byte("CA")}
+	c.SetBootstrap(&bootstraprewrite.Result{YAML: []byte("node: {id: default.zp-1}\n"), Upstream: up})
+	c.Store(listenerTypes())
+	closeCache(t, c)
+
+	for _, record := range []func(*Cache, []TypeState){
+		func(c *Cache, ts []TypeState) { c.Store(ts) },
+		func(c *Cache, ts []TypeState) { c.Update(func() []TypeState { return ts }) },
+	} {
+		clk.now = clk.now.Add(time.Minute)
+		again, _ := open(t, dir, testID, clk)
+		types := listenerTypes()
+		types[0].Version = clk.now.Format(time.RFC3339)
+		record(again, types)
+		closeCache(t, again)
+
+		last, _ := open(t, dir, testID, clk)
+		s, err := last.Usable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(s.Bootstrap) != "node: {id: default.zp-1}\n" || !reflect.DeepEqual(s.Upstream, up) || s.Types[0].Version != types[0].Version {
+			t.Fatalf("after a start from the cache: bootstrap %q, upstream %+v, version %q", s.Bootstrap, s.Upstream, s.Types[0].Version)
+		}
+		closeCache(t, last)
+	}
+}

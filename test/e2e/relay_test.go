@@ -144,6 +144,24 @@ func TestRestartWhileTheControlPlaneIsDownServesFromCache(t *testing.T) {
 		t.Fatal("the agent restarted")
 	}
 	_ = kumasock.MetricsHijacker // the listener forwards to the agent's socket
+
+	// A second outage: the cache this agent wrote, having started from the
+	// cache itself, still starts the next one, with the change in it.
+	harness.Eventually(t, promptly, "the change to be cached", func() bool {
+		b, err := os.ReadFile(cacheFile(p))
+		return err == nil && strings.Contains(string(b), "system_meshmetric_prometheus_")
+	})
+	zone.CP.SetFaults(controlplane.Faults{RefuseConnections: true})
+	kill(t, again)
+	third := zone.Start(p, nil)
+	third.AwaitReadiness(p.Readiness, 200, "READY", promptly)
+	if code, body := readinessBody(t, p); code != 200 || !strings.Contains(body, "serving the cached configuration") {
+		t.Fatalf("after a second outage: readiness %d %q, want READY from the cache", code, body)
+	}
+	harness.Eventually(t, promptly, "the cached change in Envoy", func() bool {
+		b, err := unixGet(filepath.Join(p.WorkDir, "kuma-envoy-admin.sock"), "/listeners")
+		return err == nil && strings.Contains(b, "system_meshmetric_prometheus_")
+	})
 }
 
 // The cache serves only while the control plane is unreachable, and only a
