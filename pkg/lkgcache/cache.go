@@ -31,6 +31,9 @@ const tempPattern = ".xds-lkg-*.tmp"
 // writes; a crash inside it loses only that moment's changes.
 const writeSettle = 200 * time.Millisecond
 
+// writeRetry paces the writes of a snapshot the disk refused.
+const writeRetry = 10 * time.Second
+
 // Options configures Open.
 type Options struct {
 	Dir      string // state dir; the cache goes in its SubDir, 0700
@@ -60,11 +63,12 @@ type Cache struct {
 	sourceAt  time.Time
 	refreshMu sync.Mutex // one refresh at a time: an older state never replaces a newer
 
-	wake     chan struct{}
-	stop     chan struct{}
-	stopped  chan struct{}
-	closeMu  sync.Once
-	writeOut func(dir string, s *Snapshot) error // tests slow it down
+	wake       chan struct{}
+	stop       chan struct{}
+	stopped    chan struct{}
+	closeMu    sync.Once
+	writeOut   func(dir string, s *Snapshot) error // tests slow it down
+	retryEvery time.Duration                       // after a failed write
 }
 
 // Open loads the cache in opts.Dir if it is intact and made for
@@ -90,7 +94,7 @@ func Open(opts Options) (*Cache, error) {
 	c := &Cache{
 		opts: opts, dir: dir, path: filepath.Join(dir, FileName), log: opts.Log,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
-		writeOut: writeAtomic,
+		writeOut: writeAtomic, retryEvery: writeRetry,
 	}
 	removeTemps(dir)
 	c.current = c.load()
@@ -264,6 +268,7 @@ func (c *Cache) Close(ctx context.Context) error {
 
 func (c *Cache) writer() {
 	defer close(c.stopped)
+	var retry <-chan time.Time
 	for {
 		select {
 		case <-c.wake:
@@ -278,27 +283,39 @@ func (c *Cache) writer() {
 				c.writePending()
 				return
 			}
-			c.writePending()
+		case <-retry:
 		case <-c.stop:
 			c.writePending()
 			return
 		}
+		retry = nil
+		if !c.writePending() {
+			// A full or failing disk may recover while the configuration
+			// stays the same for hours: try again without waiting for a
+			// change.
+			retry = time.After(c.retryEvery)
+		}
 	}
 }
 
-func (c *Cache) writePending() {
+// writePending writes the latest snapshot, if one is pending; false when
+// the write failed, and the snapshot stays pending.
+func (c *Cache) writePending() bool {
 	c.refresh()
 	c.mu.Lock()
 	s := c.pending
 	c.pending = nil
 	c.mu.Unlock()
 	if s == nil {
-		return
+		return true
 	}
 	err := c.writeOut(c.dir, s)
 	c.mu.Lock()
 	wasFailing := c.failing
 	c.failing = err != nil
+	if err != nil && c.pending == nil {
+		c.pending = s
+	}
 	c.mu.Unlock()
 	switch {
 	case err != nil && !wasFailing:
@@ -306,6 +323,7 @@ func (c *Cache) writePending() {
 	case err == nil && wasFailing:
 		c.log.Info("the xDS cache is written again", zap.String("path", c.path))
 	}
+	return err == nil
 }
 
 // writeAtomic replaces the cache file: temp file, fsync, rename, fsync of

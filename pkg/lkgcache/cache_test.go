@@ -235,6 +235,7 @@ func TestStoreNeverWaitsForTheDisk(t *testing.T) {
 func TestWriteFailureIsWarnedOncePerEpisode(t *testing.T) {
 	dir := t.TempDir()
 	c, logs := open(t, dir, testID, &clock{now: time.Now()})
+	c.retryEvery = time.Hour // each attempt here follows a Store
 	fail := true
 	done := make(chan struct{}, 10)
 	c.writeOut = func(dir string, s *Snapshot) error {
@@ -360,5 +361,45 @@ func TestSnapshotsAfterAStartFromTheCacheKeepItsBootstrap(t *testing.T) {
 			t.Fatalf("after a start from the cache: bootstrap %q, upstream %+v, version %q", s.Bootstrap, s.Upstream, s.Types[0].Version)
 		}
 		closeCache(t, last)
+	}
+}
+
+// A write the disk refused is tried again without waiting for the
+// configuration to change, which may not happen for hours.
+func TestAFailedWriteIsRetried(t *testing.T) {
+	dir := t.TempDir()
+	c, _ := open(t, dir, testID, &clock{now: time.Now()})
+	c.retryEvery = time.Millisecond
+	attempts := make(chan error, 10)
+	failures := 2
+	c.writeOut = func(dir string, s *Snapshot) error {
+		var err error
+		if failures > 0 {
+			failures--
+			err = errors.New("no space left on device")
+		} else {
+			err = writeAtomic(dir, s)
+		}
+		attempts <- err
+		return err
+	}
+	c.Store(listenerTypes())
+	for i := 0; ; i++ {
+		select {
+		case err := <-attempts:
+			if err != nil {
+				continue
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no successful write after %d failed attempts", 2-failures)
+		}
+		break
+	}
+	data, err := os.ReadFile(filepath.Join(dir, SubDir, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Decode(data); err != nil || s.Types[0].Version != "v7" {
+		t.Fatalf("on disk after the retries: %+v, %v", s, err)
 	}
 }
