@@ -140,8 +140,11 @@ func (c *Config) validate(now time.Time, files bool) (warnings []Warning, err er
 	if c.DrainTime < 0 {
 		add("drain-time", "%s is negative: use a duration such as 30s", c.DrainTime)
 	}
-	if c.CacheMaxAge < 0 {
+	switch {
+	case c.CacheMaxAge < 0:
 		add("cache-max-age", "%s is negative: use a duration such as 72h (the control plane forgets an offline proxy after 72h)", c.CacheMaxAge)
+	case c.CacheMaxAge == 0 && c.StateDir != "":
+		add("cache-max-age", "0 would never serve the cache it keeps: set --state-dir \"\" to keep none, or a duration such as 72h")
 	}
 	if c.StateDir != "" && !filepath.IsAbs(c.StateDir) {
 		add("state-dir", "%q must be an absolute path (or \"\" to keep no cached configuration)", c.StateDir)
