@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zoneproxy/zoneproxy/pkg/errtext"
 	"github.com/zoneproxy/zoneproxy/pkg/timesync"
 )
 
@@ -34,6 +35,7 @@ type Client struct {
 	tr        *http.Transport
 	now       func() time.Time
 	clock     timesync.Checker // is the system clock synchronised?
+	timeout   time.Duration    // AttemptTimeout; tests shorten it
 
 	early      *EarlyConn
 	earlyTried bool // the first attempt has had its chance at early
@@ -53,12 +55,18 @@ func NewClient(cpAddress string, caPEM []byte) (*Client, error) {
 		cpAddress: cpAddress,
 		caPEM:     caPEM,
 		endpoint:  strings.TrimRight(cpAddress, "/") + "/bootstrap",
-		http:      &http.Client{Transport: tr, Timeout: AttemptTimeout},
+		http:      &http.Client{Transport: tr, Timeout: AttemptTimeout, CheckRedirect: refuseRedirects},
 		tr:        tr,
 		now:       time.Now,
 		clock:     timesync.Check,
+		timeout:   AttemptTimeout,
 	}, nil
 }
+
+// refuseRedirects keeps the request, which carries the dataplane token,
+// from following a redirect to another host or to plain HTTP: the
+// redirect is the answer, and the attempt says where it pointed.
+func refuseRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 func clientTLS(caPEM []byte) (*tls.Config, error) {
 	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
@@ -110,6 +118,11 @@ func (c *Client) Fetch(ctx context.Context, req *Request) ([]byte, error) {
 	if err != nil {
 		return nil, &Error{Kind: Retryable, Status: resp.StatusCode, Msg: fmt.Sprintf("reading the control plane's %d answer failed", resp.StatusCode), Err: err}
 	}
+	if resp.StatusCode/100 == 3 {
+		return nil, &Error{Kind: Retryable, Status: resp.StatusCode, Msg: fmt.Sprintf(
+			"%s answered %d, a redirect to %q: zoneproxy does not follow redirects, which would take the dataplane token elsewhere; point --cp-address at the control plane's DP server",
+			c.cpAddress, resp.StatusCode, errtext.Truncate(resp.Header.Get("Location"), 200))}
+	}
 	if resp.StatusCode != http.StatusOK {
 		body := string(data)
 		if req.DataplaneToken != "" { // a proxy may echo the request
@@ -139,9 +152,10 @@ func (c *Client) post(ctx context.Context, body []byte) (*http.Response, error) 
 }
 
 // postEarly sends the first attempt's request over the connection dialled
-// ahead. Nil and no error: there is none to use, or it failed under the
-// request (closed by the control plane meanwhile, say), or the answer is a
-// redirect; the caller then goes through the transport, as without it.
+// ahead. Nil and no error: there is none to use, or it was closed under the
+// request; the caller then goes through the transport, as without it. A
+// dial or an answer that timed out is the attempt's error: sending the
+// request again would double both the wait and the control plane's work.
 func (c *Client) postEarly(ctx context.Context, body []byte) (*http.Response, error) {
 	if c.early == nil || c.earlyTried {
 		return nil, nil
@@ -158,20 +172,32 @@ func (c *Client) postEarly(ctx context.Context, body []byte) (*http.Response, er
 	if err := hreq.Write(&raw); err != nil {
 		return nil, nil
 	}
-	conn := c.early.send(ctx, hostPort(hreq.URL), raw.Bytes())
+	conn, dialErr := c.early.send(ctx, hostPort(hreq.URL), raw.Bytes())
 	if conn == nil {
+		if ctx.Err() == nil && isTimeout(dialErr) {
+			return nil, dialErr
+		}
 		return nil, ctx.Err()
 	}
-	deadline := time.Now().Add(AttemptTimeout)
+	deadline := time.Now().Add(c.timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
 	_ = conn.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	resp, err := http.ReadResponse(bufio.NewReader(conn), hreq)
-	if err != nil || resp.StatusCode/100 == 3 {
+	if err == nil && resp.StatusCode == http.StatusRequestTimeout {
+		// A proxy in front of the control plane gave up on the connection
+		// while it waited for the request, and said so before closing it:
+		// not an answer to the request.
+		err = errors.New("408 on the connection dialled ahead")
+	}
+	if err != nil {
 		stop()
 		conn.Close()
+		if ctx.Err() == nil && isTimeout(err) {
+			return nil, err
+		}
 		return nil, ctx.Err()
 	}
 	// The TLS close (an alert, then the socket) is left to a goroutine: it

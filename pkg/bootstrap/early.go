@@ -3,6 +3,7 @@ package bootstrap
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"net"
 	"net/url"
 	"runtime"
@@ -33,6 +34,7 @@ type EarlyConn struct {
 	mu      sync.Mutex
 	conn    *tls.Conn
 	at      time.Time
+	err     error         // why the dial failed
 	closed  bool          // taken or closed: a late dial is closed at once
 	waiting *earlyRequest // a request ready before the handshake ended
 }
@@ -79,7 +81,10 @@ func dialEarly(ctx context.Context, cpAddress string, base *tls.Config) *EarlyCo
 		d := tls.Dialer{Config: tlsCfg}
 		c, err := d.DialContext(ctx, "tcp", e.addr)
 		if err != nil {
-			return // the attempt dials again and says why
+			e.mu.Lock()
+			e.err = err
+			e.mu.Unlock()
+			return // the attempt dials again and says why, unless it hung
 		}
 		e.mu.Lock()
 		if e.closed {
@@ -107,15 +112,16 @@ func dialEarly(ctx context.Context, cpAddress string, base *tls.Config) *EarlyCo
 
 // send writes raw, the first request for addr, over the connection: at
 // once if the handshake is over, else from the dial when it ends. It
-// returns the connection the request went out on, or nil: dial anew.
-func (e *EarlyConn) send(ctx context.Context, addr string, raw []byte) *tls.Conn {
+// returns the connection the request went out on, or nil and why the dial
+// failed, if it did: dial anew.
+func (e *EarlyConn) send(ctx context.Context, addr string, raw []byte) (*tls.Conn, error) {
 	if e == nil || addr != e.addr {
-		return nil
+		return nil, nil
 	}
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
-		return nil
+		return nil, nil
 	}
 	if c := e.conn; c != nil {
 		e.conn, e.closed = nil, true
@@ -123,22 +129,24 @@ func (e *EarlyConn) send(ctx context.Context, addr string, raw []byte) *tls.Conn
 		e.mu.Unlock()
 		if time.Since(at) > earlyMaxAge || peerClosed(c) {
 			c.Close()
-			return nil
+			return nil, nil
 		}
-		return deliver(c, raw)
+		return deliver(c, raw), nil
 	}
 	w := &earlyRequest{raw: raw, sent: make(chan *tls.Conn, 1)}
 	e.waiting = w
 	e.mu.Unlock()
 	select {
 	case c := <-w.sent:
-		return c
+		return c, nil
 	case <-e.done:
 		select {
 		case c := <-w.sent:
-			return c
+			return c, nil
 		default:
-			return nil // the dial failed
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			return nil, e.err
 		}
 	case <-ctx.Done():
 		e.mu.Lock()
@@ -152,7 +160,7 @@ func (e *EarlyConn) send(ctx context.Context, addr string, raw []byte) *tls.Conn
 				}
 			}()
 		}
-		return nil
+		return nil, nil
 	}
 }
 
@@ -187,6 +195,12 @@ func (e *EarlyConn) Close() {
 		e.conn = nil
 	}
 	e.closed = true
+}
+
+// isTimeout: the network or a deadline gave up waiting.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
 // peerClosed peeks at the socket without consuming anything: end of

@@ -133,7 +133,7 @@ func quoteBody(b string) string {
 // clock is asked only when a certificate looks expired.
 func classifyTransport(err error, cpAddress string, now time.Time, clock timesync.Checker) *Error {
 	var (
-		unknownCA *x509.UnknownAuthorityError
+		unknownCA x509.UnknownAuthorityError // a value, as crypto/x509 returns it
 		hostErr   x509.HostnameError
 		invalid   x509.CertificateInvalidError
 		recHeader tls.RecordHeaderError

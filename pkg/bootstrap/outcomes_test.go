@@ -98,13 +98,15 @@ func outcomes() []outcome {
 		}},
 		{"any other `4xx`", Retryable, []sample{answer(405, "Method Not Allowed", "405"), answer(413, "", "413"), answer(451, strings.Repeat("long ", 100), "…")}},
 		{"`5xx`, after `Retry-After` (up to 5 minutes) if sent", Retryable, []sample{answer(500, "", "500"), answer(503, "busy\r\nretry", `"busy  retry"`, "Retry-After", "1")}},
+		{"`3xx` redirect (a proxy or load balancer: never followed, the request carries the token)", Retryable, []sample{
+			answer(308, "", "does not follow redirects", "Location", "http://elsewhere.example/bootstrap"), answer(302, "", `a redirect to "/login"`, "Location", "/login")}},
 		{"`200` that is not a Kuma bootstrap response", Permanent, []sample{answer(200, "<html>hi</html>", "not a Kuma bootstrap response")}},
 		{"connection refused, reset or timed out", Retryable, []sample{{name: "refused", clock: synced, msg: "cannot reach", serve: func(t *testing.T) (string, []byte) {
 			srv, ca := tlsServer(t, respond(200, "{}"))
 			srv.Close()
 			return srv.URL, ca
 		}}}},
-		{"certificate not signed by a trusted CA", Permanent, []sample{{name: "other CA", clock: synced, msg: "--ca-cert-file", serve: func(t *testing.T) (string, []byte) {
+		{"certificate not signed by a trusted CA", Permanent, []sample{{name: "other CA", clock: synced, msg: "not signed by a trusted CA: set --ca-cert-file", serve: func(t *testing.T) (string, []byte) {
 			srv, _ := tlsServer(t, respond(200, "{}"))
 			return srv.URL, otherCA(t)
 		}}}},
