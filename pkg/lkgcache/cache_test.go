@@ -167,6 +167,10 @@ func TestJudge(t *testing.T) {
 		{"expires now", now.Add(-time.Minute), withSecrets(tlsSecret(t, "identity", testutil.CertPEM(t, now))), "expired"},
 		{"earliest of a chain", now.Add(-time.Minute), withSecrets(tlsSecret(t, "identity",
 			append(testutil.CertPEM(t, now.Add(time.Hour)), testutil.CertPEM(t, now.Add(-time.Hour))...))), "expired at 2030-06-01T11:00:00Z"},
+		{"expired trust bundle", now.Add(-time.Minute), withSecrets(tlsSecret(t, "identity", testutil.CertPEM(t, now.Add(time.Hour))),
+			trustBundlePEM(t, "bundle", testutil.CertPEM(t, now.Add(-2*time.Hour)), testutil.CertPEM(t, now.Add(-time.Hour)))), "expired at 2030-06-01T11:00:00Z"},
+		{"trust bundle with one CA still valid", now.Add(-time.Minute), withSecrets(tlsSecret(t, "identity", testutil.CertPEM(t, now.Add(time.Hour))),
+			trustBundlePEM(t, "bundle", testutil.CertPEM(t, now.Add(-time.Hour)), testutil.CertPEM(t, now.Add(2*time.Hour)))), ""},
 		{"unreadable certificate", now.Add(-time.Minute), withSecrets(tlsSecret(t, "identity", []byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"))), "unreadable certificate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -34,6 +34,22 @@ func trustBundle(t testing.TB, name string) Resource {
 	return Resource{Name: name, Version: "1", TypeURL: SecretType, Body: body}
 }
 
+// trustBundlePEM is a validation-context secret holding CA certificates.
+func trustBundlePEM(t testing.TB, name string, cas ...[]byte) Resource {
+	t.Helper()
+	var bundle []byte
+	for _, ca := range cas {
+		bundle = append(bundle, ca...)
+	}
+	body, err := proto.Marshal(&tlsv3.Secret{Name: name, Type: &tlsv3.Secret_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
+		TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: bundle}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Resource{Name: name, Version: "1", TypeURL: SecretType, Body: body}
+}
+
 const listenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
 
 func listenerTypes() []TypeState {

@@ -17,11 +17,13 @@ const SecretType = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v
 // messages below it: read by hand so the product does not link Envoy's TLS
 // protos for one field.
 const (
-	secretTLSCertificate = 2 // Secret.tls_certificate
-	tlsCertificateChain  = 1 // TlsCertificate.certificate_chain
-	dataSourceFilename   = 1 // DataSource.filename
-	dataSourceBytes      = 2 // DataSource.inline_bytes
-	dataSourceString     = 3 // DataSource.inline_string
+	secretTLSCertificate    = 2 // Secret.tls_certificate
+	secretValidationContext = 4 // Secret.validation_context
+	tlsCertificateChain     = 1 // TlsCertificate.certificate_chain
+	validationTrustedCA     = 1 // CertificateValidationContext.trusted_ca
+	dataSourceFilename      = 1 // DataSource.filename
+	dataSourceBytes         = 2 // DataSource.inline_bytes
+	dataSourceString        = 3 // DataSource.inline_string
 )
 
 // EarliestNotAfter is the earliest expiry among the certificates of the
@@ -45,50 +47,79 @@ func (s *Snapshot) EarliestNotAfter() (time.Time, error) {
 	return earliest, nil
 }
 
-// certificateNotAfter reads a Secret's tls_certificate chain and returns
-// its earliest NotAfter; zero for secrets without an inline certificate
-// (validation contexts, files Envoy reads itself).
+// certificateNotAfter is when a Secret stops being usable: for a
+// tls_certificate, the earliest NotAfter of its chain; for a trust bundle
+// (validation_context), the latest of its CAs', as one valid CA still
+// verifies peers while another is being rotated out. Zero for secrets that
+// hold no inline certificate (files Envoy reads itself, other kinds).
 func certificateNotAfter(secret []byte) (time.Time, error) {
 	tlsCert, err := field(secret, secretTLSCertificate)
-	if err != nil || tlsCert == nil {
+	if err != nil {
 		return time.Time{}, err
 	}
-	chain, err := field(tlsCert, tlsCertificateChain)
-	if err != nil || chain == nil {
+	if tlsCert != nil {
+		certs, err := inlineCertificates(tlsCert, tlsCertificateChain)
+		if err != nil || certs == nil {
+			return time.Time{}, err
+		}
+		if len(certs) == 0 {
+			return time.Time{}, errors.New("tls_certificate without a PEM certificate")
+		}
+		earliest := certs[0].NotAfter
+		for _, c := range certs[1:] {
+			if c.NotAfter.Before(earliest) {
+				earliest = c.NotAfter
+			}
+		}
+		return earliest, nil
+	}
+	vc, err := field(secret, secretValidationContext)
+	if err != nil || vc == nil {
 		return time.Time{}, err
 	}
-	if f, _ := field(chain, dataSourceFilename); f != nil {
-		return time.Time{}, nil
+	certs, err := inlineCertificates(vc, validationTrustedCA)
+	var latest time.Time
+	for _, c := range certs {
+		if c.NotAfter.After(latest) {
+			latest = c.NotAfter
+		}
 	}
-	pemData, err := field(chain, dataSourceBytes)
+	return latest, err
+}
+
+// inlineCertificates parses the PEM certificates of msg's DataSource field
+// num; nil when it is absent or a file.
+func inlineCertificates(msg []byte, num protowire.Number) ([]*x509.Certificate, error) {
+	src, err := field(msg, num)
+	if err != nil || src == nil {
+		return nil, err
+	}
+	if f, _ := field(src, dataSourceFilename); f != nil {
+		return nil, nil
+	}
+	pemData, err := field(src, dataSourceBytes)
 	if err == nil && pemData == nil {
-		pemData, err = field(chain, dataSourceString)
+		pemData, err = field(src, dataSourceString)
 	}
 	if err != nil || pemData == nil {
-		return time.Time{}, err
+		return nil, err
 	}
-	var earliest time.Time
+	certs := []*x509.Certificate{}
 	for {
 		var block *pem.Block
 		block, pemData = pem.Decode(pemData)
 		if block == nil {
-			break
+			return certs, nil
 		}
 		if block.Type != "CERTIFICATE" {
 			continue
 		}
 		cert, err := x509.ParseCertificate(block.Bytes)
 		if err != nil {
-			return time.Time{}, fmt.Errorf("certificate: %w", err)
+			return nil, fmt.Errorf("certificate: %w", err)
 		}
-		if earliest.IsZero() || cert.NotAfter.Before(earliest) {
-			earliest = cert.NotAfter
-		}
+		certs = append(certs, cert)
 	}
-	if earliest.IsZero() {
-		return time.Time{}, errors.New("tls_certificate without a PEM certificate")
-	}
-	return earliest, nil
 }
 
 // field returns the last length-delimited field num of a message (proto's
