@@ -5,6 +5,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -235,4 +236,82 @@ func mustName(t *testing.T, body []byte) string {
 		t.Fatal(err)
 	}
 	return name
+}
+
+// While Envoy runs from the cache, a reconnection attempt that the control
+// plane ends cleanly, or that a new Envoy stream of the node takes over,
+// is no refusal: nothing is reported, and Envoy's cached stream ends as
+// it would without the cache.
+func TestCacheProbeEndsThatAreNoRefusal(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		probe     func(s *cpStream) error // the control plane's end of the first attempt
+		supersede bool                    // a new Envoy stream opens during the attempt
+		code      codes.Code
+		message   string
+	}{
+		{"ended cleanly by a control plane replica", func(*cpStream) error { return nil }, false, codes.Unavailable, reachableAgain},
+		{"taken over by a new Envoy stream", func(s *cpStream) error {
+			for {
+				if _, err := s.recv(); err != nil {
+					return nil
+				}
+			}
+		}, true, codes.Aborted, errSuperseded.Error()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPKI(t)
+			cache := openCache(t, t.TempDir())
+			cache.Store([]lkgcache.TypeState{{TypeURL: clusterType, Version: "v1", Resources: []lkgcache.Resource{
+				{Name: "c", Version: "1", TypeURL: clusterType, Body: listener(t, "c", 0).GetValue()}}}})
+			var streams atomic.Int32
+			cp := startFakeCP(t, p, "", func(s *cpStream) error {
+				if _, err := s.recv(); err != nil {
+					return nil
+				}
+				switch streams.Add(1) {
+				case 1:
+					return grpcstatus.Error(codes.Unavailable, "the control plane is starting")
+				case 2:
+					return tc.probe(s)
+				}
+				if err := s.send(mustMarshal(t, deltaResponse(t, clusterType, "2", "n2", "c"))); err != nil {
+					return nil
+				}
+				for {
+					if _, err := s.recv(); err != nil {
+						return nil
+					}
+				}
+			})
+			ev := newEvents()
+			r := startRelay(t, p, cp.addr, staticToken("tok"), ev, func(o *Options) { o.Cache = cache })
+			envoy := dialEnvoy(t, r, deltaMethod)
+			envoy.send(&discoveryv3.DeltaDiscoveryRequest{Node: node, TypeUrl: clusterType})
+			if resp := envoy.recvDelta(); resp.GetSystemVersionInfo() != "v1" {
+				t.Fatalf("Envoy got %v, not the cached clusters", resp)
+			}
+			if tc.supersede {
+				cp.nextStream(t)
+				cp.nextStream(t) // the attempt, now waiting for an answer
+				again := dialEnvoy(t, r, deltaMethod)
+				again.send(&discoveryv3.DeltaDiscoveryRequest{Node: node, TypeUrl: clusterType})
+				if resp := again.recvDelta(); resp.GetNonce() != "n2" {
+					t.Fatalf("the new Envoy stream got %v", resp)
+				}
+			}
+			_, err := envoy.recv()
+			if st := grpcstatus.Convert(err); st.Code() != tc.code || st.Message() != tc.message {
+				t.Fatalf("Envoy's cached stream ended with %v", err)
+			}
+			ev.mu.Lock()
+			defer ev.mu.Unlock()
+			if len(ev.errs) != 1 || ev.errs[0].Code != codes.Unavailable {
+				t.Fatalf("reported %v, want only the first stream's failure", ev.errs)
+			}
+			if m := metricsText(r); strings.Count(m, "zoneproxy_xds_stream_errors_total{") != 1 {
+				t.Fatalf("metrics:\n%s", m)
+			}
+		})
+	}
 }

@@ -76,7 +76,7 @@ type fakeCP struct {
 	opened chan *cpStream
 }
 
-func startFakeCP(t testing.TB, p *pki, addr string, script func(s *cpStream) error) *fakeCP {
+func startFakeCP(t testing.TB, p *pki, addr string, script func(s *cpStream) error, opts ...grpc.ServerOption) *fakeCP {
 	t.Helper()
 	if addr == "" {
 		addr = "127.0.0.1:0"
@@ -87,7 +87,7 @@ func startFakeCP(t testing.TB, p *pki, addr string, script func(s *cpStream) err
 	}
 	cp := &fakeCP{t: t, addr: ln.Addr().String(), script: script, opened: make(chan *cpStream, 100)}
 	creds := credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{p.server}})
-	cp.server = grpc.NewServer(grpc.Creds(creds), grpc.ForceServerCodecV2(rawCodec{}))
+	cp.server = grpc.NewServer(append([]grpc.ServerOption{grpc.Creds(creds), grpc.ForceServerCodecV2(rawCodec{})}, opts...)...)
 	handler := func(method string) grpc.StreamHandler {
 		return func(_ any, ss grpc.ServerStream) error {
 			md, _ := metadata.FromIncomingContext(ss.Context())

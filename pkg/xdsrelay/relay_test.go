@@ -2,6 +2,7 @@ package xdsrelay
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -422,3 +424,69 @@ func TestNewRefusesIncompleteOptions(t *testing.T) {
 
 // closedAddr is a loopback address nothing listens on.
 var closedAddr = testutil.ClosedAddr
+
+// An open whose Envoy stream ended while it waited for the node's lock
+// must leave the newer session's live stream alone.
+func TestStaleOpenLeavesTheLiveStreamAlone(t *testing.T) {
+	p := newPKI(t)
+	cpv := &versionedCP{version: "v1"}
+	cp := startFakeCP(t, p, "", cpv.script(t))
+	r := startRelay(t, p, cp.addr, staticToken("tok"), nil)
+	live := dialEnvoy(t, r, deltaMethod)
+	subscribe(t, live, clusterType, nil)
+
+	r.upMu.Lock() // the stale session waits here while its Envoy leaves
+	ctx, cancel := context.WithCancel(context.Background())
+	opened := make(chan error, 1)
+	go func() { _, err := r.open(ctx, delta{}, nil); opened <- err }()
+	cancel()
+	r.upMu.Unlock()
+	if err := <-opened; err == nil {
+		t.Fatal("a stale open succeeded")
+	}
+	if resp := subscribe(t, live, listenerType, nil); len(resp.GetResources()) != 1 {
+		t.Fatalf("the live stream got %v", resp)
+	}
+}
+
+// A stream the control plane ends while the relay still replays Envoy's
+// requests on it is a failed open: the responses it sent are dropped
+// together, never delivered with the first one lost.
+func TestStreamEndedDuringTheReplayDeliversNothing(t *testing.T) {
+	p := newPKI(t)
+	var streams atomic.Int32
+	cp := startFakeCP(t, p, "", func(s *cpStream) error {
+		if streams.Add(1) == 1 {
+			for range 3 { // the relay's replay is then all three
+				if _, err := s.recv(); err != nil {
+					return nil
+				}
+			}
+			return grpcstatus.Error(codes.Unknown, "there is already an active stream from this node, try again later")
+		}
+		// Reading one request leaves the replay stuck behind the big one.
+		if _, err := s.recv(); err != nil {
+			return nil
+		}
+		for _, n := range []string{"n1", "n2"} {
+			if err := s.send(mustMarshal(t, deltaResponse(t, clusterType, "1", n, "c"))); err != nil {
+				return nil
+			}
+		}
+		return nil // a replica shutting down ends its streams with OK
+	}, grpc.StaticStreamWindowSize(64<<10), grpc.StaticConnWindowSize(64<<10))
+	r := startRelay(t, p, cp.addr, staticToken("tok"), nil)
+	envoy := dialEnvoy(t, r, deltaMethod)
+	envoy.send(&discoveryv3.DeltaDiscoveryRequest{Node: node, TypeUrl: clusterType})
+	envoy.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: listenerType, ResourceNamesSubscribe: []string{strings.Repeat("l", 1<<20)}})
+	envoy.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: listenerType, ResourceNamesSubscribe: []string{"other"}})
+	b, err := envoy.recv()
+	if err == nil {
+		resp := &discoveryv3.DeltaDiscoveryResponse{}
+		_ = proto.Unmarshal(b, resp)
+		t.Fatalf("Envoy got response %q, with the stream's earlier one lost", resp.GetNonce())
+	}
+	if !errors.Is(err, io.EOF) {
+		t.Fatalf("Envoy's stream ended with %v, not as the control plane ended it", err)
+	}
+}

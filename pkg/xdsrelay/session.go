@@ -248,6 +248,9 @@ func (s *session) serveCache(ctx context.Context, snap *lkgcache.Snapshot) error
 			if ctx.Err() != nil {
 				return nil
 			}
+			if errors.Is(err, errSuperseded) {
+				return status.Error(codes.Aborted, errSuperseded.Error())
+			}
 			return envoyStatus(err)
 		case <-ctx.Done():
 			return nil
@@ -275,6 +278,10 @@ func (r *Relay) open(ctx context.Context, d dialect, replay [][]byte) (*upstream
 	}
 	r.upMu.Lock()
 	defer r.upMu.Unlock()
+	if err := ctx.Err(); err != nil {
+		// Envoy left while this waited: r.active is a newer session's.
+		return nil, err
+	}
 	if r.active != nil {
 		r.active.superseded.Store(true)
 		r.active.close()
@@ -306,11 +313,19 @@ func (r *Relay) probe(ctx context.Context, d dialect, first []byte) error {
 			if err == nil {
 				return nil
 			}
+			if up.superseded.Load() {
+				return errSuperseded // a new Envoy stream took over: no failure
+			}
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		next = r.opts.Backoff.Delay(attempt + 1)
+		if errors.Is(err, io.EOF) {
+			// Ended cleanly (a replica shutting down): no refusal, try again.
+			r.log.Debug("the control plane closed a reconnection attempt", zap.String("stream", d.name()))
+			continue
+		}
 		if se := r.report(d, err, attempt, next); !se.Unreachable && !se.Retrying {
 			return err
 		}

@@ -54,6 +54,16 @@ func (u *upstream) recvHeld() (*heldFrame, error) {
 	return f, nil
 }
 
+// finalStatus is the ended stream's status; responses before it are
+// dropped, as the stream counts as never opened.
+func (u *upstream) finalStatus() error {
+	for {
+		if _, err := u.recv(); err != nil {
+			return err
+		}
+	}
+}
+
 func (u *upstream) close() {
 	u.closeOnce.Do(func() {
 		u.cancel()
@@ -108,8 +118,7 @@ func (r *Relay) dialUpstream(ctx context.Context, method string, replay [][]byte
 	if err == nil {
 		for _, b := range replay {
 			if err = u.send(b); err != nil {
-				// The stream's status says why.
-				_, err = u.recv()
+				err = u.finalStatus()
 				break
 			}
 		}
