@@ -35,7 +35,6 @@ type Relay struct {
 	held   holdings
 	met    relayMetrics
 
-	sessions  sync.WaitGroup
 	closeOnce sync.Once
 
 	upMu   sync.Mutex // serialises ADS opens: the old stream closes first
@@ -88,6 +87,9 @@ func (r *Relay) Start() error {
 	}
 	r.ln = ln
 	r.server = grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}), grpc.MaxRecvMsgSize(64<<20),
+		// Stop returns once every stream's handler has: the holdings are
+		// final when Close returns.
+		grpc.WaitForHandlers(true),
 		// Fixed windows, as on the upstream side: no BDP pings on the
 		// socket; Envoy's own requests are small.
 		grpc.InitialWindowSize(16<<20), grpc.InitialConnWindowSize(16<<20),
@@ -113,8 +115,6 @@ func (r *Relay) Start() error {
 
 func (r *Relay) handler(d dialect) grpc.StreamHandler {
 	return func(_ any, stream grpc.ServerStream) error {
-		r.sessions.Add(1)
-		defer r.sessions.Done()
 		return r.serve(d, stream)
 	}
 }
@@ -127,9 +127,8 @@ func (r *Relay) Close() {
 		return
 	}
 	r.closeOnce.Do(func() {
-		r.server.Stop()
-		_ = r.ln.Close()  // Serve may not have taken it yet; this unlinks the socket
-		r.sessions.Wait() // the holdings are final: the cache reads them at its Close
+		r.server.Stop()  // waits for the handlers: the cache reads the holdings at its Close
+		_ = r.ln.Close() // Serve may not have taken it yet; this unlinks the socket
 		r.upMu.Lock()
 		if r.active != nil {
 			r.active.close()
