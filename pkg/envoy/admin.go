@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/zoneproxy/zoneproxy/pkg/errtext"
 )
 
 // AdminAddress is where Envoy's admin API listens: a Unix socket path or
@@ -227,15 +229,23 @@ func (a *Admin) Stats(ctx context.Context, query string) (string, error) {
 	defer resp.Body.Close()
 	var b strings.Builder
 	b.Grow(int(a.statsSize.Load()) + 64<<10)
-	if _, err := io.Copy(&b, io.LimitReader(resp.Body, 64<<20)); err != nil {
+	if _, err := io.Copy(&b, io.LimitReader(resp.Body, int64(maxStatsBytes)+1)); err != nil {
 		return "", err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("GET /stats: %d %s", resp.StatusCode, strings.TrimSpace(b.String()))
+		return "", fmt.Errorf("GET /stats: %d %s", resp.StatusCode, strings.TrimSpace(errtext.Truncate(b.String(), 512)))
+	}
+	if b.Len() > maxStatsBytes {
+		// A cut page would end in a cut sample: a wrong value, or
+		// histograms (last on the page) silently missing.
+		return "", fmt.Errorf("GET /stats: the page is larger than %d bytes; not read", maxStatsBytes)
 	}
 	a.statsSize.Store(int64(b.Len()))
 	return b.String(), nil
 }
+
+// maxStatsBytes bounds a /stats page the agent reads: about 6,000 clusters.
+var maxStatsBytes = 64 << 20 // a variable for the tests
 
 // PrometheusStats returns Envoy's own metrics in Prometheus text format.
 func (a *Admin) PrometheusStats(ctx context.Context) (string, error) {
