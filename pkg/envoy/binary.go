@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/zoneproxy/zoneproxy/pkg/errtext"
@@ -54,13 +55,45 @@ func ReadVersion(ctx context.Context, path string) (Version, error) {
 		if msg != "" {
 			msg = ": " + errtext.Truncate(msg, 300)
 		}
-		return Version{}, fmt.Errorf("`%s --version` failed (%v)%s: check --envoy-binary points at Envoy", path, err, msg)
+		err = fmt.Errorf("`%s --version` failed (%v)%s: check --envoy-binary points at Envoy", path, err, msg)
+		if transient(ctx, cmd, err) {
+			return Version{}, &TransientError{err}
+		}
+		return Version{}, err
 	}
 	v, err := ParseVersion(stdout.String())
 	if err != nil {
 		return Version{Version: "unknown", Build: "unknown"}, &UnparsedVersionError{err}
 	}
 	return v, nil
+}
+
+// TransientError is a failure of `--version` that says nothing about the
+// binary (it timed out, was killed, or could not be forked): a restart
+// may well get past it.
+type TransientError struct{ Err error }
+
+func (e *TransientError) Error() string { return e.Err.Error() }
+func (e *TransientError) Unwrap() error { return e.Err }
+
+// IsTransient reports whether err is a TransientError.
+func IsTransient(err error) bool {
+	var te *TransientError
+	return errors.As(err, &te)
+}
+
+// transient: the run timed out, a signal ended it (the OOM killer, the
+// timeout's kill), or the fork or exec failed for want of resources or
+// while the binary was being replaced.
+func transient(ctx context.Context, cmd *exec.Cmd, err error) bool {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return true
+	}
+	if ps := cmd.ProcessState; ps != nil {
+		ws, ok := ps.Sys().(syscall.WaitStatus)
+		return ok && ws.Signaled()
+	}
+	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.ENOMEM) || errors.Is(err, syscall.ETXTBSY)
 }
 
 // UnparsedVersionError means Envoy ran but its version could not be read;
