@@ -104,14 +104,14 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	rp := preflight.ReadinessPort(a.cfg)
 	ln, err := preflight.Listen(rp.Addr)
 	if err != nil {
-		return exitcode.AsConfig(preflight.PortError(rp, err))
+		return portFailure(preflight.PortError(rp, err))
 	}
 	rs := localserver.New(ln, a.tracker)
 	if mp, ok := preflight.MetricsPort(a.cfg); ok {
 		mln, err := preflight.Listen(mp.Addr)
 		if err != nil {
 			ln.Close()
-			return exitcode.AsConfig(preflight.PortError(mp, err))
+			return portFailure(preflight.PortError(mp, err))
 		}
 		rs.ServeMetricsOn(mln)
 		a.log.Info("serving /metrics for scrapers", zap.String("address", mln.Addr().String()))
@@ -132,7 +132,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	}()
 
 	if err := preflight.CheckFree(preflight.Ports(a.cfg)...); err != nil {
-		return exitcode.AsConfig(err)
+		return portFailure(err)
 	}
 	envoyPath, envoyVersion, err := a.findEnvoy(ctx)
 	if ctx.Err() != nil {
@@ -184,4 +184,13 @@ func (a *Agent) findEnvoy(ctx context.Context) (string, envoy.Version, error) {
 			zap.String("path", path))
 	}
 	return path, v, nil
+}
+
+// portFailure: a port in use or refused is the configuration's to fix
+// (78); an address not on this host yet may come up, so a restart retries.
+func portFailure(err error) error {
+	if preflight.AddressNotUpYet(err) {
+		return err
+	}
+	return exitcode.AsConfig(err)
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"syscall"
 
 	"github.com/hashicorp/go-multierror"
 
@@ -110,8 +111,15 @@ func PortError(p Port, err error) error {
 	if p.Flag != "readiness-port" && p.Flag != "metrics-address" {
 		hint += " (and check --address is an IP of this host)"
 	}
-	return fmt.Errorf("cannot bind %s for --%s (%v): %s", p.Addr, p.Flag, cause, hint)
+	if errors.Is(cause, syscall.EADDRNOTAVAIL) {
+		hint += "; a restart tries again, as the address may not be up yet (a VIP, an IPv6 address still tentative)"
+	}
+	return fmt.Errorf("cannot bind %s for --%s (%w): %s", p.Addr, p.Flag, cause, hint)
 }
+
+// AddressNotUpYet reports whether a bind failed because the address is not
+// (yet) on this host: a restart may get past it, unlike a port in use.
+func AddressNotUpYet(err error) bool { return errors.Is(err, syscall.EADDRNOTAVAIL) }
 
 // FoundEnvoy is the Envoy binary and what is known of its version.
 type FoundEnvoy struct {

@@ -159,7 +159,8 @@ func TestPortErrorText(t *testing.T) {
 				"free the port or set --egress-port to another one (and check --address is an IP of this host)"},
 		{"an address not on this host", Port{"ingress-port", "10.9.9.9:10001"}, notHere,
 			"cannot bind 10.9.9.9:10001 for --ingress-port (bind: cannot assign requested address): " +
-				"free the port or set --ingress-port to another one (and check --address is an IP of this host)"},
+				"free the port or set --ingress-port to another one (and check --address is an IP of this host); " +
+				"a restart tries again, as the address may not be up yet (a VIP, an IPv6 address still tentative)"},
 		// The readiness port is always loopback: --address is beside the point.
 		{"the readiness port in use", Port{"readiness-port", "127.0.0.1:9902"}, inUse,
 			"cannot bind 127.0.0.1:9902 for --readiness-port (bind: address already in use): " +
@@ -170,8 +171,12 @@ func TestPortErrorText(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := PortError(tc.port, tc.err).Error(); got != tc.want {
+			err := PortError(tc.port, tc.err)
+			if got := err.Error(); got != tc.want {
 				t.Fatalf("got  %s\nwant %s", got, tc.want)
+			}
+			if AddressNotUpYet(err) != (tc.err == notHere) {
+				t.Errorf("AddressNotUpYet = %v: only an address not on this host may come up", AddressNotUpYet(err))
 			}
 		})
 	}
