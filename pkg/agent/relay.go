@@ -246,9 +246,5 @@ func closeCache(c *lkgcache.Cache) {
 // refreshServing restates READY when what it says changed (the cached
 // configuration in use or not); any other phase is left alone.
 func (a *Agent) refreshServing() {
-	if snap := a.tracker.Current(); snap.Phase == state.Ready {
-		if d := a.xds.servingDetail(); d != snap.Detail {
-			a.tracker.Set(state.Ready, d)
-		}
-	}
+	a.tracker.Restate(state.Ready, a.xds.servingDetail())
 }

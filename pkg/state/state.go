@@ -74,9 +74,24 @@ func (t *Tracker) SetDraining(detail string, deadline time.Time) {
 	t.update(Terminating, detail, deadline)
 }
 
+// Restate changes the detail of phase p while p is the current phase, in
+// one step: a change of phase made meanwhile by another observer (say,
+// a zone listener found missing) is never overwritten.
+func (t *Tracker) Restate(p Phase, detail string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.current.Phase == p && t.current.Detail != detail {
+		t.setLocked(p, detail, t.current.DrainDeadline)
+	}
+}
+
 func (t *Tracker) update(p Phase, detail string, deadline time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.setLocked(p, detail, deadline)
+}
+
+func (t *Tracker) setLocked(p Phase, detail string, deadline time.Time) {
 	since := t.current.Since
 	if p != t.current.Phase {
 		since = t.now()

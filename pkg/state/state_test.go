@@ -153,3 +153,41 @@ func TestSubscriberThatKeepsUpSeesEveryChange(t *testing.T) {
 		}
 	}
 }
+
+// Restate changes only the detail of the phase it names, and only while
+// that phase is current: a phase another observer set meanwhile stands.
+func TestRestateNeverChangesThePhase(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		current    Phase
+		wantPhase  Phase
+		wantDetail string
+	}{
+		{"ready: the detail is restated", Ready, Ready, "serving the cached configuration"},
+		{"a zone listener went missing meanwhile", NoZoneListener, NoZoneListener, "no listener"},
+		{"draining meanwhile", Terminating, Terminating, "no listener"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newTestTracker()
+			tr.Set(tc.current, "no listener")
+			sub := tr.Subscribe()
+			<-sub
+			since := tr.Current().Since
+			tr.Restate(Ready, "serving the cached configuration")
+			got := tr.Current()
+			if got.Phase != tc.wantPhase || got.Detail != tc.wantDetail || !got.Since.Equal(since) {
+				t.Fatalf("after Restate: %s %q since %v; want %s %q since %v", got.Phase, got.Detail, got.Since, tc.wantPhase, tc.wantDetail, since)
+			}
+			select {
+			case s := <-sub:
+				if tc.current != Ready {
+					t.Errorf("observers told of %s %q, though nothing changed", s.Phase, s.Detail)
+				}
+			default:
+				if tc.current == Ready {
+					t.Error("observers were not told of the new detail")
+				}
+			}
+		})
+	}
+}
