@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -57,11 +58,12 @@ func newUndrainCommand() *cobra.Command {
 again, so the agent restarts Envoy in place from the same bootstrap (its
 configuration comes from the control plane, or from the last-known-good
 cache while the control plane is unreachable). It waits until /ready says
-READY again.
+READY again, or NO_ZONE_LISTENER for a proxy still waiting for its zone
+listener from the control plane, as before the drain.
 
 Exit codes: 0 serving (or never drained); 1 no running instance, it did not
-answer, or it was not READY within a minute; 64 a command line zoneproxy
-cannot parse; 78 an invalid configuration.`,
+answer, or it was not serving again within a minute; 64 a command line
+zoneproxy cannot parse; 78 an invalid configuration.`,
 		Example: `  zoneproxy undrain --config /etc/zoneproxy/payments-egress.yaml`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -113,25 +115,41 @@ func maintain(cmd *cobra.Command, drain bool) error {
 	case code != http.StatusAccepted:
 		return fail("zoneproxy (pid %d) answered %d to POST /%s: %s", in.pid, code, what, strings.TrimSpace(body))
 	}
-	want, wait := state.Drained, p.cfg.DrainTime+30*time.Second
+	want, wait := []state.Phase{state.Drained}, p.cfg.DrainTime+30*time.Second
 	if !drain {
-		want, wait = state.Ready, undrainWait
+		want, wait = undrained, undrainWait
 	}
 	if drain {
 		fmt.Fprintf(out, "zoneproxy (pid %d): draining; health checks fail, connections drain (up to %s)\n", in.pid, p.cfg.DrainTime)
 	} else {
 		fmt.Fprintf(out, "zoneproxy (pid %d): undraining; Envoy restarts if it was drained\n", in.pid)
 	}
-	word, detail, err := awaitPhase(ctx, base, want, wait)
+	word, detail, err := awaitPhase(ctx, base, wait, want...)
 	if err != nil {
-		return fail("zoneproxy (pid %d) is %s after %s, not %s: %s", in.pid, word, wait, want, detail)
+		return fail("zoneproxy (pid %d) is %s after %s, not %s: %s", in.pid, word, wait, phaseList(want), detail)
 	}
-	if drain {
+	switch {
+	case drain:
 		fmt.Fprintf(out, "zoneproxy (pid %d): DRAINED: %s\n", in.pid, detail)
-	} else {
+	case word == string(state.Ready):
 		fmt.Fprintf(out, "zoneproxy (pid %d): READY: serving again\n", in.pid)
+	default:
+		fmt.Fprintf(out, "zoneproxy (pid %d): %s: undrained; %s\n", in.pid, word, detail)
 	}
 	return nil
+}
+
+// undrained are the phases of a proxy back in rotation: NO_ZONE_LISTENER
+// is as serving as it was before the drain, waiting for the control
+// plane's listener.
+var undrained = []state.Phase{state.Ready, state.NoZoneListener}
+
+func phaseList(ps []state.Phase) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = string(p)
+	}
+	return strings.Join(s, " or ")
 }
 
 // instanceKey names how the instance was looked for.
@@ -145,9 +163,9 @@ func instanceKey(cfg *config.Config, configFile string) string {
 	return "neither --config nor --work-dir given"
 }
 
-// awaitPhase polls /ready until its first word is want. It returns the
-// last word and detail seen.
-func awaitPhase(ctx context.Context, base string, want state.Phase, wait time.Duration) (string, string, error) {
+// awaitPhase polls /ready until its first word is one of want. It returns
+// the last word and detail seen.
+func awaitPhase(ctx context.Context, base string, wait time.Duration, want ...state.Phase) (string, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -156,7 +174,7 @@ func awaitPhase(ctx context.Context, base string, want state.Phase, wait time.Du
 	for {
 		if _, body, err := call(ctx, http.MethodGet, base+"/ready"); err == nil {
 			word, detail, _ = strings.Cut(strings.TrimSpace(body), "\n")
-			if word == string(want) {
+			if slices.Contains(want, state.Phase(word)) {
 				return word, detail, nil
 			}
 		}
