@@ -68,17 +68,67 @@ func ensureOwnDir(dir string) error {
 	if err != nil {
 		return classify(fmt.Errorf("cannot use work dir %s: %w", dir, errtext.PathCause(err)))
 	}
-	if !fi.IsDir() {
-		return exitcode.AsConfig(fmt.Errorf("work dir %s is not a directory; set --work-dir to a directory", dir))
+	if err := privateDir(dir, fi); err != nil {
+		return exitcode.AsConfig(err)
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if ok && int(st.Uid) != os.Geteuid() {
-		return exitcode.AsConfig(fmt.Errorf("work dir %s is owned by uid %d, not by this user (uid %d): give the zone proxy a directory of its own with --work-dir (the systemd unit uses $RUNTIME_DIRECTORY)", dir, st.Uid, os.Geteuid()))
-	}
-	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
-		return exitcode.AsConfig(fmt.Errorf("work dir %s is writable by other users (mode %04o): the agent does not change a directory it did not create; use a private directory (mode 0700) with --work-dir, e.g. a new one it can create", dir, perm))
+	if owner, ok := ownerUID(fi); ok && owner != os.Geteuid() {
+		return exitcode.AsConfig(fmt.Errorf("work dir %s is owned by uid %d, not by this user (uid %d): give the zone proxy a directory of its own with --work-dir (the systemd unit uses $RUNTIME_DIRECTORY)", dir, owner, os.Geteuid()))
 	}
 	return nil
+}
+
+// privateDir: an existing work dir must be a directory nobody else can
+// write to.
+func privateDir(dir string, fi fs.FileInfo) error {
+	if !fi.IsDir() {
+		return fmt.Errorf("work dir %s is not a directory; set --work-dir to a directory", dir)
+	}
+	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
+		return fmt.Errorf("work dir %s is writable by other users (mode %04o): the agent does not change a directory it did not create; use a private directory (mode 0700) with --work-dir, e.g. a new one it can create", dir, perm)
+	}
+	return nil
+}
+
+func ownerUID(fi fs.FileInfo) (int, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return int(st.Uid), true
+}
+
+// CheckWorkDir says, changing nothing, whether run could use dir: nil and
+// a description when it could, else why not. The owner is reported, not
+// judged: `check` may run as another user than the service.
+func CheckWorkDir(dir string) (string, error) {
+	if dir == "" {
+		return "none set: a temporary one is made at every start", nil
+	}
+	fi, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		parent := filepath.Dir(dir)
+		for {
+			if _, err := os.Stat(parent); err == nil || parent == filepath.Dir(parent) {
+				break
+			}
+			parent = filepath.Dir(parent)
+		}
+		if err := syscall.Access(parent, 0o3); err != nil { // W_OK|X_OK
+			return "", fmt.Errorf("cannot create work dir %s: %s is not writable by this user (%v); set --work-dir to a writable directory", dir, parent, err)
+		}
+		return dir + " does not exist yet; run creates it (mode 0700)", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("cannot use work dir %s: %w", dir, errtext.PathCause(err))
+	}
+	if err := privateDir(dir, fi); err != nil {
+		return "", err
+	}
+	desc := dir + " is private"
+	if owner, ok := ownerUID(fi); ok && owner != os.Geteuid() {
+		desc += fmt.Sprintf(" (owned by uid %d: run must run as that user)", owner)
+	}
+	return desc, nil
 }
 
 // acquire locks the work dir. The lock file is unlinked on cleanup, so an

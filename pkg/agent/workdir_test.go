@@ -161,3 +161,47 @@ func TestWorkDirIOErrorsAreRestartable(t *testing.T) {
 		}
 	}
 }
+
+// check reports the work dir as run would meet it, changing nothing.
+func TestCheckWorkDirAsRunWouldMeetIt(t *testing.T) {
+	base := t.TempDir()
+	mk := func(name string, mode os.FileMode) string {
+		p := filepath.Join(base, name)
+		if err := os.Mkdir(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil { // past the umask
+			t.Fatal(err)
+		}
+		return p
+	}
+	file := filepath.Join(base, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, dir, want string
+		ok             bool
+	}{
+		{"none set", "", "temporary one", true},
+		{"private", mk("private", 0o700), "is private", true},
+		{"not there yet", filepath.Join(base, "new", "wd"), "run creates it", true},
+		{"writable by others", mk("open", 0o777), "writable by other users (mode 0777)", false},
+		{"writable by the group", mk("group", 0o770), "writable by other users (mode 0770)", false},
+		{"a file", file, "is not a directory", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			desc, err := CheckWorkDir(tc.dir)
+			got := desc
+			if err != nil {
+				got = err.Error()
+			}
+			if (err == nil) != tc.ok || !strings.Contains(got, tc.want) {
+				t.Fatalf("CheckWorkDir(%q) = %q, %v; want ok %v and %q", tc.dir, desc, err, tc.ok, tc.want)
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(base, "new")); !os.IsNotExist(err) {
+		t.Errorf("check created %s/new: %v", base, err)
+	}
+}

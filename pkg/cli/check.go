@@ -109,6 +109,11 @@ func runChecks(ctx context.Context, w io.Writer, cfg *config.Config, running *in
 		c.note("%s: tokens and certificates may look expired or not yet valid until it is; zoneproxy keeps retrying meanwhile", strings.TrimSuffix(clock.Problem(), "."))
 	}
 
+	if desc, err := agent.CheckWorkDir(cfg.WorkDir); err != nil {
+		c.fail("work dir", err)
+	} else {
+		c.ok("work dir %s", desc)
+	}
 	c.checkPorts(append(preflight.AgentPorts(cfg), preflight.Ports(cfg)...), running)
 
 	c.checkToken(cfg)
