@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // State is where the Envoy process is in its life.
@@ -73,6 +75,7 @@ func Start(spec Spec) (*Process, error) {
 	}
 	p := &Process{cmd: cmd, done: make(chan struct{})}
 	go func() {
+		endGroupOnExit(cmd.Process.Pid)
 		err := cmd.Wait()
 		out.flush()
 		p.mu.Lock()
@@ -81,6 +84,21 @@ func Start(spec Spec) (*Process, error) {
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// endGroupOnExit waits for Envoy to exit, without reaping it, then kills
+// what is left of its process group: the children of a wrapper that did
+// not exec Envoy, which would otherwise keep Envoy's ports. The leader is
+// reaped only after, so its pid, the group's id, cannot have been reused.
+func endGroupOnExit(pid int) {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
 }
 
 // PID of the Envoy process.

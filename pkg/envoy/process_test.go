@@ -2,7 +2,13 @@ package envoy
 
 import (
 	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // WarmUp runs in every agent's start: it must not keep the handle it opens.
@@ -23,4 +29,50 @@ func openFDs(t *testing.T) int {
 		t.Skip("no /proc/self/fd:", err)
 	}
 	return len(ents)
+}
+
+// A wrapper that started Envoy without exec'ing it takes its children
+// with it when it ends: left running, they would keep Envoy's ports.
+func TestWhatEnvoysGroupHoldsEndsWithIt(t *testing.T) {
+	dir := t.TempDir()
+	wrapper := filepath.Join(dir, "envoy")
+	pidFile := filepath.Join(dir, "child.pid")
+	script := "#!/bin/sh\nsleep 300 >/dev/null 2>&1 &\necho $! > " + pidFile + ".tmp\nmv " + pidFile + ".tmp " + pidFile + "\nexit 0\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Start(Spec{Path: wrapper, Dir: dir, Output: func(string) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.Done()
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(child, syscall.SIGKILL) })
+	deadline := time.Now().Add(10 * time.Second)
+	for syscall.Kill(child, 0) == nil || zombie(child) {
+		if zombie(child) {
+			return // killed, waiting for its reaper (this test's init)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the wrapper's child %d still runs after Envoy's group ended", child)
+		}
+		runtime.Gosched()
+	}
+}
+
+func zombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && i+2 < len(s) && s[i+2] == 'Z'
 }
