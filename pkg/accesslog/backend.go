@@ -16,36 +16,67 @@ import (
 // backend owns one TCP connection to one address and a bounded queue of
 // lines for it. The FIFO reader only ever appends, never waits.
 type backend struct {
-	addr  string
-	limit int
+	addr       string
+	limit      int // lines
+	limitBytes int
+	idle       time.Duration
 
-	mu    sync.Mutex
-	lines [][]byte
-	wake  chan struct{}
+	mu       sync.Mutex
+	lines    [][]byte
+	bytes    int
+	lastLine time.Time // when the newest line was queued
+	wake     chan struct{}
 
 	forwarded, queueFull, writeFailed atomic.Uint64
 	connected                         atomic.Bool
 }
 
-func newBackend(addr string, limit int) *backend {
-	return &backend{addr: addr, limit: limit, wake: make(chan struct{}, 1)}
+func newBackend(addr string, o *Options) *backend {
+	return &backend{
+		addr: addr, limit: o.QueueLines, limitBytes: o.QueueBytes, idle: o.IdleTimeout,
+		lastLine: time.Now(), wake: make(chan struct{}, 1),
+	}
 }
 
-// enqueue drops the oldest line when the queue is full: the newest lines
-// say more about what is happening now.
+// enqueue drops the oldest lines while the queue is over either bound: the
+// newest lines say more about what is happening now.
 func (b *backend) enqueue(line []byte) {
 	b.mu.Lock()
-	if len(b.lines) >= b.limit {
+	for len(b.lines) > 0 && (len(b.lines) >= b.limit || b.bytes+len(line) > b.limitBytes) {
+		b.bytes -= len(b.lines[0])
 		b.lines[0] = nil
 		b.lines = b.lines[1:]
 		b.queueFull.Add(1)
 	}
 	b.lines = append(b.lines, line)
+	b.bytes += len(line)
+	b.lastLine = time.Now()
 	b.mu.Unlock()
 	select {
 	case b.wake <- struct{}{}:
 	default:
 	}
+}
+
+// idleAt is when b becomes idle unless another line comes.
+func (b *backend) idleAt() time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.lastLine.Add(b.idle)
+}
+
+// retireIfIdle empties the queue if b has had no line for b.idle, returning
+// how many queued lines that dropped. The caller holds Streamer.mu, so no
+// line can be queued meanwhile, nor after b leaves the map.
+func (b *backend) retireIfIdle(now time.Time) (dropped int, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if now.Sub(b.lastLine) < b.idle {
+		return 0, false
+	}
+	dropped = len(b.lines)
+	b.lines, b.bytes = nil, 0
+	return dropped, true
 }
 
 func (b *backend) pop() []byte {
@@ -57,6 +88,7 @@ func (b *backend) pop() []byte {
 	line := b.lines[0]
 	b.lines[0] = nil
 	b.lines = b.lines[1:]
+	b.bytes -= len(line)
 	return line
 }
 
@@ -85,6 +117,7 @@ type sender struct {
 	opts    *Options
 	log     *zap.Logger
 	closing <-chan struct{}
+	retire  func(*backend) (dropped int, ok bool)
 	warn    throttle.Throttle
 	info    throttle.Throttle // a backend that stalls reconnects every WriteTimeout
 	link    *link
@@ -94,6 +127,10 @@ func (s *sender) run(ctx context.Context) {
 	defer s.hangUp()
 	backoff := s.opts.BackoffMin
 	for s.awaitLines(ctx) {
+		// A dead or stalled backend goes too, however much is queued.
+		if s.retireIfIdle() {
+			return
+		}
 		if s.link != nil && isClosed(s.link.gone) {
 			s.hangUp()
 		}
@@ -101,7 +138,7 @@ func (s *sender) run(ctx context.Context) {
 			l, err := s.dial(ctx)
 			if err != nil {
 				s.warnf("cannot connect to access-log backend; lines queue until it is back", err, zap.Duration("retry_in", backoff))
-				if !sleep(ctx, backoff) {
+				if !sleep(ctx, min(backoff, time.Until(s.b.idleAt()))) { // wake for the idle check
 					return
 				}
 				backoff = min(2*backoff, s.opts.BackoffMax)
@@ -131,19 +168,25 @@ func (s *sender) hangUp() {
 	s.b.connected.Store(false)
 }
 
-// awaitLines waits until a line is queued; false means stop. A connection
-// the peer closes meanwhile is hung up, so the next line redials.
+// awaitLines waits until a line is queued; false means stop, also when the
+// backend was retired as idle. A connection the peer closes meanwhile is
+// hung up, so the next line redials.
 func (s *sender) awaitLines(ctx context.Context) bool {
 	for s.b.queued() == 0 {
 		var gone chan struct{}
 		if s.link != nil {
 			gone = s.link.gone
 		}
+		idle := time.NewTimer(time.Until(s.b.idleAt()))
 		select {
 		case <-s.b.wake:
 		case <-gone:
 			s.infof("access-log backend closed the connection")
 			s.hangUp()
+		case <-idle.C:
+			if s.retireIfIdle() {
+				return false
+			}
 		case <-s.closing:
 			if s.b.queued() == 0 {
 				return false
@@ -151,8 +194,29 @@ func (s *sender) awaitLines(ctx context.Context) bool {
 		case <-ctx.Done():
 			return false
 		}
+		idle.Stop() // unstopped timers are collected anyway (Go 1.23+)
 	}
 	return ctx.Err() == nil
+}
+
+// retireIfIdle forgets the backend once no line has come for IdleTimeout:
+// no traffic, or its MeshAccessLog no longer names it. The caller then stops and hangs up.
+func (s *sender) retireIfIdle() bool {
+	if time.Now().Before(s.b.idleAt()) {
+		return false // the common case, without taking the streamer's lock
+	}
+	dropped, ok := s.retire(s.b)
+	if !ok {
+		return false
+	}
+	msg, fields := "closed and forgot the access-log backend: no line for it in idle_timeout (no traffic, or no MeshAccessLog names it any more); a later line reconnects",
+		[]zap.Field{zap.Duration("idle_timeout", s.b.idle), zap.Int("dropped_lines", dropped)}
+	if dropped > 0 {
+		s.log.Warn(msg, fields...)
+	} else {
+		s.log.Info(msg, fields...)
+	}
+	return true
 }
 
 func (s *sender) dial(ctx context.Context) (*link, error) {

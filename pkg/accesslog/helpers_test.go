@@ -136,6 +136,7 @@ type sink struct {
 	mu    sync.Mutex
 	got   bytes.Buffer
 	conns []net.Conn
+	ended int // connections closed, by the agent or kill
 }
 
 func startSink(t *testing.T, addr string) *sink {
@@ -195,6 +196,9 @@ func (k *sink) record(c net.Conn) {
 		n, err := c.Read(buf)
 		k.mu.Lock()
 		k.got.Write(buf[:n])
+		if err != nil {
+			k.ended++
+		}
 		k.mu.Unlock()
 		if err != nil {
 			return
@@ -206,6 +210,12 @@ func (k *sink) text() string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.got.String()
+}
+
+func (k *sink) endedConns() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.ended
 }
 
 func (k *sink) awaitText(want string) {

@@ -1,14 +1,19 @@
 package accesslog
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -92,6 +97,8 @@ func TestStartRefusesWhatItCannotUse(t *testing.T) {
 		{"a missing parent directory", Options{Path: filepath.Join(dir, "missing", "al.sock")}, filepath.Join(dir, "missing", "al.sock") + ": cannot create it: no such file or directory"},
 		{"no path", Options{}, "Options.Path is empty"},
 		{"negative queue", Options{Path: filepath.Join(dir, "q.sock"), QueueLines: -1}, "Options.QueueLines is -1"},
+		{"negative byte bound", Options{Path: filepath.Join(dir, "qb.sock"), QueueBytes: -1}, "Options.QueueBytes is -1"},
+		{"negative idle timeout", Options{Path: filepath.Join(dir, "i.sock"), IdleTimeout: -time.Second}, "Options.IdleTimeout is -1s"},
 		{"negative write timeout", Options{Path: filepath.Join(dir, "w.sock"), WriteTimeout: -time.Second}, "Options.WriteTimeout is -1s"},
 		{"backoff bounds inverted", Options{Path: filepath.Join(dir, "b.sock"), BackoffMin: time.Second, BackoffMax: time.Millisecond}, "Options.BackoffMax (1ms) is below BackoffMin (1s)"},
 	}
@@ -203,10 +210,11 @@ zoneproxy_accesslog_lines_read_total 3
 # TYPE zoneproxy_accesslog_lines_forwarded_total counter
 zoneproxy_accesslog_lines_forwarded_total{backend="FIRST"} 1
 zoneproxy_accesslog_lines_forwarded_total{backend="SECOND"} 1
-# HELP zoneproxy_accesslog_lines_dropped_total Lines dropped, by backend ("" when the line could not be parsed) and reason.
+# HELP zoneproxy_accesslog_lines_dropped_total Lines dropped, by backend ("" when the line could not be parsed or its backend was closed as idle) and reason.
 # TYPE zoneproxy_accesslog_lines_dropped_total counter
 zoneproxy_accesslog_lines_dropped_total{backend="",reason="invalid"} 1
 zoneproxy_accesslog_lines_dropped_total{backend="",reason="too_long"} 0
+zoneproxy_accesslog_lines_dropped_total{backend="",reason="idle"} 0
 zoneproxy_accesslog_lines_dropped_total{backend="FIRST",reason="queue_full"} 0
 zoneproxy_accesslog_lines_dropped_total{backend="FIRST",reason="write_failed"} 0
 zoneproxy_accesslog_lines_dropped_total{backend="SECOND",reason="queue_full"} 0
@@ -249,5 +257,134 @@ func TestCloseDoesNotWaitOnAStalledBackend(t *testing.T) {
 		}
 	case <-time.After(ceiling):
 		t.Fatalf("Close still waiting after %v on a backend that never reads", ceiling)
+	}
+}
+
+// testIdle leaves a line ample time to reach a sink on 127.0.0.1 first.
+const testIdle = 300 * time.Millisecond
+
+func TestIdleBackendIsClosedAndForgotten(t *testing.T) {
+	const forgot = "closed and forgot the access-log backend"
+	tests := []struct {
+		name      string
+		listening bool // a sink listens before the backend goes idle
+		wantDrops int
+	}{
+		{"live: its connection is closed", true, 0},
+		{"dead: its redials stop and its queued lines never reach a later listener", false, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			core, logs := observer.New(zapcore.InfoLevel)
+			opts := testOptions(t)
+			opts.Log = zap.New(core)
+			opts.IdleTimeout = testIdle
+			var dials atomic.Int32
+			opts.Dial = func(ctx context.Context, network, address string) (net.Conn, error) {
+				dials.Add(1)
+				return (&net.Dialer{}).DialContext(ctx, network, address)
+			}
+			s := startStreamer(t, opts)
+			w := openAsEnvoy(t, s.opts.Path)
+			var k *sink
+			addr := closedPort(t)
+			if tt.listening {
+				k = startSink(t, "127.0.0.1:0")
+				addr = k.addr
+			}
+			w.write(addr + ";L1\n" + addr + ";L2\n")
+			if k != nil {
+				k.awaitText("L1\nL2\n")
+			}
+
+			await(t, "the backend to be forgotten as idle", func() bool { return logs.FilterMessageSnippet(forgot).Len() > 0 })
+			dialsThen := dials.Load()
+			if k != nil {
+				await(t, "the sink to see its connection closed", func() bool { return k.endedConns() == 1 })
+			}
+			if got := metric(s, `zoneproxy_accesslog_backend_connected{backend="`+addr+`"}`); got != "" {
+				t.Errorf("the forgotten backend still has a metric series: connected = %s", got)
+			}
+			if got := metric(s, `zoneproxy_accesslog_lines_dropped_total{backend="",reason="idle"}`); got != strconv.Itoa(tt.wantDrops) {
+				t.Errorf("idle drops = %s, want %d", got, tt.wantDrops)
+			}
+			entries := logs.FilterMessageSnippet(forgot).All()
+			if len(entries) != 1 || entries[0].ContextMap()["dropped_lines"] != int64(tt.wantDrops) {
+				t.Errorf("log entries %q = %v, want one with dropped_lines=%d", forgot, entries, tt.wantDrops)
+			}
+
+			if k == nil {
+				k = startSink(t, addr)
+			}
+			w.write(addr + ";fresh\n")
+			await(t, "the fresh line to arrive", func() bool { return strings.Contains(k.text(), "fresh") })
+			want := map[bool]string{true: "L1\nL2\nfresh\n", false: "fresh\n"}[tt.listening]
+			if got := k.text(); got != want {
+				t.Errorf("sink received %q, want %q", got, want)
+			}
+			if n := dials.Load() - dialsThen; n != 1 {
+				t.Errorf("%d dials after the backend was forgotten, want 1 (the fresh backend's)", n)
+			}
+		})
+	}
+}
+
+// A line racing the idle removal is either sent or counted as dropped,
+// never lost.
+func TestLinesRacingIdleRemovalAreSentOrCounted(t *testing.T) {
+	for _, idle := range []time.Duration{time.Nanosecond, time.Millisecond} {
+		t.Run(idle.String(), func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { ln.Close() })
+			var mu sync.Mutex
+			got := map[string]int{}
+			go func() {
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					t.Cleanup(func() { c.Close() })
+					go func() { // per connection: two connections' lines may interleave
+						sc := bufio.NewScanner(c)
+						for sc.Scan() {
+							mu.Lock()
+							got[sc.Text()]++
+							mu.Unlock()
+						}
+					}()
+				}
+			}()
+			opts := testOptions(t)
+			opts.IdleTimeout = idle
+			s := startStreamer(t, opts)
+			w := openAsEnvoy(t, s.opts.Path)
+			const lines = 300
+			for i := range lines {
+				w.write(fmt.Sprintf("%s;L%d\n", ln.Addr(), i))
+				if i%10 == 0 {
+					w.awaitRead()
+				}
+			}
+			var received, dropped int
+			await(t, "every line received or counted as dropped", func() bool {
+				mu.Lock()
+				received = len(got)
+				mu.Unlock()
+				dropped, _ = strconv.Atoi(metric(s, `zoneproxy_accesslog_lines_dropped_total{backend="",reason="idle"}`))
+				return received+dropped == lines
+			})
+			t.Logf("%d lines received, %d dropped as idle", received, dropped)
+			mu.Lock()
+			defer mu.Unlock()
+			for line, n := range got {
+				if n != 1 {
+					t.Errorf("%s received %d times", line, n)
+				}
+			}
+		})
 	}
 }

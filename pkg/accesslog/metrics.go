@@ -29,12 +29,14 @@ func (s *Streamer) WriteMetrics(w io.Writer) {
 		fmt.Fprintf(w, "zoneproxy_accesslog_lines_forwarded_total{backend=\"%s\"} %d\n", metrics.LabelValue(b.addr), b.forwarded.Load())
 	}
 
-	family("zoneproxy_accesslog_lines_dropped_total", "counter", `Lines dropped, by backend ("" when the line could not be parsed) and reason.`)
+	family("zoneproxy_accesslog_lines_dropped_total", "counter", `Lines dropped, by backend ("" when the line could not be parsed or its backend was closed as idle) and reason.`)
 	dropped := func(backend, reason string, n uint64) {
 		fmt.Fprintf(w, "zoneproxy_accesslog_lines_dropped_total{backend=\"%s\",reason=\"%s\"} %d\n", metrics.LabelValue(backend), reason, n)
 	}
 	dropped("", "invalid", s.invalid.Load())
 	dropped("", "too_long", s.tooLong.Load())
+	// A retired backend's own series are gone, so its last drops live here.
+	dropped("", "idle", s.idle.Load())
 	for _, b := range backends {
 		dropped(b.addr, "queue_full", b.queueFull.Load())
 		dropped(b.addr, "write_failed", b.writeFailed.Load())

@@ -29,6 +29,14 @@ type Options struct {
 	Log *zap.Logger
 	// QueueLines bounds each backend's queue; the oldest line goes first. Default 10000.
 	QueueLines int
+	// QueueBytes bounds each backend's queue in bytes, the same way: lines
+	// of up to 1 MiB would let QueueLines alone hold ~10 GiB. The newest line
+	// is kept even if it alone is larger. Default 16 MiB.
+	QueueBytes int
+	// IdleTimeout closes and forgets a backend that has had no new line for
+	// this long, dropping its queue: no MeshAccessLog names it any more.
+	// Default 5m.
+	IdleTimeout time.Duration
 	// DialTimeout bounds one connection attempt. Default 5s.
 	DialTimeout time.Duration
 	// WriteTimeout bounds writing one line; past it the line is dropped and
@@ -55,6 +63,7 @@ func (o *Options) withDefaults() (Options, error) {
 		{"WriteTimeout", &out.WriteTimeout, 5 * time.Second},
 		{"BackoffMin", &out.BackoffMin, 200 * time.Millisecond},
 		{"BackoffMax", &out.BackoffMax, 10 * time.Second},
+		{"IdleTimeout", &out.IdleTimeout, 5 * time.Minute},
 	} {
 		if *f.v < 0 {
 			return out, fmt.Errorf("accesslog: Options.%s is %v; use a positive duration, or 0 for %v", f.name, *f.v, f.def)
@@ -71,6 +80,12 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if out.QueueLines == 0 {
 		out.QueueLines = 10000
+	}
+	if out.QueueBytes < 0 {
+		return out, fmt.Errorf("accesslog: Options.QueueBytes is %d; use a positive bound, or 0 for 16 MiB", out.QueueBytes)
+	}
+	if out.QueueBytes == 0 {
+		out.QueueBytes = 16 << 20
 	}
 	if out.Log == nil {
 		out.Log = zap.NewNop()

@@ -89,7 +89,7 @@ func (s *Streamer) dispatch(line []byte) {
 		s.warnDrop(`dropped an access-log line that is neither {"address":"host:port","message":…} nor host:port;text`, line)
 		return
 	}
-	s.backendFor(addr).enqueue(payload)
+	s.enqueue(addr, payload)
 }
 
 func (s *Streamer) warnDrop(msg string, line []byte) {

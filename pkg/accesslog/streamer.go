@@ -29,7 +29,7 @@ type Streamer struct {
 	mu       sync.Mutex
 	backends map[string]*backend
 
-	read, invalid, tooLong atomic.Uint64
+	read, invalid, tooLong, idle atomic.Uint64
 
 	ctx        context.Context
 	cancel     context.CancelFunc
@@ -70,19 +70,28 @@ func Start(opts Options) (*Streamer, error) {
 	return s, nil
 }
 
-func (s *Streamer) backendFor(addr string) *backend {
+// enqueue queues a line for addr, starting a backend for it if there is
+// none. Holding s.mu orders it against retire: a line lands either in a
+// backend that stays or in a fresh one.
+func (s *Streamer) enqueue(addr string, line []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if b, ok := s.backends[addr]; ok {
-		return b
+	b, ok := s.backends[addr]
+	if !ok {
+		b = s.startBackend(addr)
 	}
-	b := newBackend(addr, s.opts.QueueLines)
+	b.enqueue(line)
+}
+
+func (s *Streamer) startBackend(addr string) *backend {
+	b := newBackend(addr, &s.opts)
 	s.backends[addr] = b
 	snd := &sender{
 		b:       b,
 		opts:    &s.opts,
 		log:     s.log.With(zap.String("backend", addr)),
 		closing: s.closing,
+		retire:  s.retire,
 		warn:    throttle.Throttle{Every: warnEvery},
 		info:    throttle.Throttle{Every: warnEvery},
 	}
@@ -92,6 +101,19 @@ func (s *Streamer) backendFor(addr string) *backend {
 		snd.run(s.ctx)
 	}()
 	return b
+}
+
+// retire forgets b, and with it its metric series, if it is idle. Its
+// queued lines are counted as dropped.
+func (s *Streamer) retire(b *backend) (dropped int, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dropped, ok = b.retireIfIdle(time.Now())
+	if ok {
+		delete(s.backends, b.addr)
+		s.idle.Add(uint64(dropped))
+	}
+	return dropped, ok
 }
 
 // Close stops reading (after taking what Envoy already wrote), gives queued

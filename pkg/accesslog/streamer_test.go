@@ -138,15 +138,40 @@ func TestSinkRestartLosesNoQueuedLine(t *testing.T) {
 }
 
 func TestFullQueueDropsTheOldestLines(t *testing.T) {
-	addr := closedPort(t)
-	opts := testOptions(t)
-	opts.QueueLines = 3
-	s := startStreamer(t, opts)
-	w := openAsEnvoy(t, s.opts.Path)
-	for i := 1; i <= 5; i++ {
-		w.write(fmt.Sprintf("%s;L%d\n", addr, i))
+	tests := []struct {
+		name       string
+		queueLines int
+		queueBytes int
+		sizes      []int // payload bytes of lines L1, L2, …
+		wantDrops  string
+		keep       []int // the lines that reach the backend once it is up
+	}{
+		{"line bound", 3, 0, []int{100, 100, 100, 100, 100}, "2", []int{3, 4, 5}},
+		{"byte bound", 0, 3500, []int{1000, 1000, 1000, 1000, 1000}, "2", []int{3, 4, 5}},
+		{"a big line pushes out several small ones", 0, 4000, []int{1000, 1000, 1000, 2500, 1000}, "3", []int{4, 5}},
+		{"a line over the byte bound is queued alone", 0, 500, []int{1000, 1000}, "1", []int{2}},
 	}
-	queueFull := fmt.Sprintf(`zoneproxy_accesslog_lines_dropped_total{backend="%s",reason="queue_full"}`, addr)
-	await(t, "two lines dropped from the full queue", func() bool { return metric(s, queueFull) == "2" })
-	startSink(t, addr).awaitText("L3\nL4\nL5\n")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			addr := closedPort(t)
+			opts := testOptions(t)
+			opts.QueueLines, opts.QueueBytes = tt.queueLines, tt.queueBytes
+			s := startStreamer(t, opts)
+			w := openAsEnvoy(t, s.opts.Path)
+			payload := func(n int) string { // line Ln, sizes[n-1] bytes with its '\n'
+				name := fmt.Sprintf("L%d", n)
+				return name + strings.Repeat(".", tt.sizes[n-1]-len(name)-1) + "\n"
+			}
+			for n := 1; n <= len(tt.sizes); n++ {
+				w.write(addr + ";" + payload(n))
+			}
+			var want strings.Builder
+			for _, n := range tt.keep {
+				want.WriteString(payload(n))
+			}
+			queueFull := fmt.Sprintf(`zoneproxy_accesslog_lines_dropped_total{backend="%s",reason="queue_full"}`, addr)
+			await(t, tt.wantDrops+" lines dropped from the full queue", func() bool { return metric(s, queueFull) == tt.wantDrops })
+			startSink(t, addr).awaitText(want.String())
+		})
+	}
 }
