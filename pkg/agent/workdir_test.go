@@ -181,7 +181,7 @@ func TestCheckWorkDirAsRunWouldMeetIt(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, dir, want string
-		ok             bool
+		ok              bool
 	}{
 		{"none set", "", "temporary one", true},
 		{"private", mk("private", 0o700), "is private", true},
