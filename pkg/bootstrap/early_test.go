@@ -200,12 +200,7 @@ func TestEarlyConnectionClosedByTheControlPlane(t *testing.T) {
 			close(accepted)
 		}
 	}
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	url, ca := srv.URL, caOf(srv)
-	e := dialEarly(context.Background(), url, tlsFor(t, ca))
-	defer e.Close()
-	<-e.done
+	url, ca, e := startAndDialAhead(t, srv)
 	<-accepted
 	mu.Lock()
 	first.Close()
@@ -294,12 +289,7 @@ func TestEarlyConnectionAnsweredUnaskedIsDropped(t *testing.T) {
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	timedOut := make(chan struct{})
 	srv.Listener = &proxyTimeoutListener{Listener: srv.Listener, srv: srv, done: timedOut}
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	url, ca := srv.URL, caOf(srv)
-	e := dialEarly(context.Background(), url, tlsFor(t, ca))
-	defer e.Close()
-	<-e.done
+	url, ca, e := startAndDialAhead(t, srv)
 	<-timedOut
 	awaitReadable(t, e)
 	c, _ := NewClient(url, ca)
@@ -399,4 +389,17 @@ func TestHungEarlyHandshakeIsNotDialledAgain(t *testing.T) {
 	if n := accepted.Load(); n != 1 {
 		t.Errorf("%d connections, want the early one only", n)
 	}
+}
+
+// startAndDialAhead starts srv with TLS and dials it ahead, as run does,
+// until the dial is over.
+func startAndDialAhead(t *testing.T, srv *httptest.Server) (string, []byte, *EarlyConn) {
+	t.Helper()
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	url, ca := srv.URL, caOf(srv)
+	e := dialEarly(context.Background(), url, tlsFor(t, ca))
+	t.Cleanup(e.Close)
+	<-e.done
+	return url, ca, e
 }

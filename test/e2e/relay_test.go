@@ -54,6 +54,20 @@ func kill(t *testing.T, agent *harness.Agent) {
 	harness.Eventually(t, promptly, "Envoy to die with its agent", func() bool { return harness.ProcessGone(envoyPID) })
 }
 
+// restartDuringOutage makes the control plane unreachable, kills the
+// agent and starts it again: it must be READY from the cache.
+func restartDuringOutage(t *testing.T, zone *harness.Zone, p harness.Proxy, agent *harness.Agent, when string) *harness.Agent {
+	t.Helper()
+	zone.CP.SetFaults(controlplane.Faults{RefuseConnections: true})
+	kill(t, agent)
+	again := zone.Start(p, nil)
+	again.AwaitReadiness(p.Readiness, 200, "READY", promptly)
+	if code, body := readinessBody(t, p); code != 200 || !strings.Contains(body, "serving the cached configuration") {
+		t.Fatalf("after %s: readiness %d %q, want READY saying the configuration is cached", when, code, body)
+	}
+	return again
+}
+
 func readinessBody(t *testing.T, p harness.Proxy) (int, string) {
 	t.Helper()
 	return tryGet("http://127.0.0.1:" + strconv.Itoa(p.Readiness) + "/ready")
@@ -102,14 +116,7 @@ func TestRestartWhileTheControlPlaneIsDownServesFromCache(t *testing.T) {
 	t.Parallel()
 	zone := harness.NewZone(t, bins, "payments")
 	p, agent := readyWithCache(t, zone)
-	zone.CP.SetFaults(controlplane.Faults{RefuseConnections: true})
-	kill(t, agent)
-
-	again := zone.Start(p, nil)
-	again.AwaitReadiness(p.Readiness, 200, "READY", promptly)
-	if code, body := readinessBody(t, p); code != 200 || !strings.Contains(body, "serving the cached configuration") {
-		t.Fatalf("readiness %d %q, want READY saying the configuration is cached", code, body)
-	}
+	again := restartDuringOutage(t, zone, p, agent, "the first outage")
 	if _, m := get(t, "http://127.0.0.1:"+strconv.Itoa(p.Readiness)+"/metrics"); !strings.Contains(m, "zoneproxy_xds_cached_config 1") {
 		t.Errorf("/metrics lacks zoneproxy_xds_cached_config 1")
 	}
@@ -151,13 +158,7 @@ func TestRestartWhileTheControlPlaneIsDownServesFromCache(t *testing.T) {
 		b, err := os.ReadFile(cacheFile(p))
 		return err == nil && strings.Contains(string(b), "system_meshmetric_prometheus_")
 	})
-	zone.CP.SetFaults(controlplane.Faults{RefuseConnections: true})
-	kill(t, again)
-	third := zone.Start(p, nil)
-	third.AwaitReadiness(p.Readiness, 200, "READY", promptly)
-	if code, body := readinessBody(t, p); code != 200 || !strings.Contains(body, "serving the cached configuration") {
-		t.Fatalf("after a second outage: readiness %d %q, want READY from the cache", code, body)
-	}
+	restartDuringOutage(t, zone, p, again, "a second outage")
 	harness.Eventually(t, promptly, "the cached change in Envoy", func() bool {
 		b, err := unixGet(filepath.Join(p.WorkDir, "kuma-envoy-admin.sock"), "/listeners")
 		return err == nil && strings.Contains(b, "system_meshmetric_prometheus_")
