@@ -5,10 +5,12 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,12 +76,18 @@ func (c *Config) validate(now time.Time, files bool) (warnings []Warning, err er
 	default:
 		add("role", "%q is not a role: use ingress, egress or combined", c.Role)
 	}
-	for k := range c.Labels {
-		if k == "" {
+	for _, k := range slices.Sorted(maps.Keys(c.Labels)) {
+		switch {
+		case k == "":
 			add("label", "a label needs a key: use --label key=value")
-		}
-		if k == dataplane.WorkloadLabel {
+		case k == dataplane.WorkloadLabel:
 			add("label", "set the %s label with --workload instead", dataplane.WorkloadLabel)
+		case reservedLabels[k]:
+			add("label", "%s is set by the control plane: remove it", k)
+		case !qualifiedName(k):
+			add("label", "%q is not a label key: letters, digits, '-', '_' and '.' (at most 63, starting and ending with a letter or digit), with an optional DNS prefix and '/'", k)
+		case !labelValue(c.Labels[k]):
+			add("label", "%s=%q: a label value is at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", k, c.Labels[k])
 		}
 	}
 
@@ -113,8 +121,11 @@ func (c *Config) validate(now time.Time, files bool) (warnings []Warning, err er
 		}
 	}
 
-	if c.Address == "" {
+	switch {
+	case c.Address == "":
 		add("address", "no non-loopback IPv4 address found on this host: set --address to the IP zone peers reach this proxy on")
+	case net.ParseIP(c.Address) == nil:
+		add("address", "%q is not an IP address: Envoy binds the zone listeners there; give an IP of this host", c.Address)
 	}
 	if c.Mesh != "" && c.Role != "" && c.Address != "" {
 		for _, fe := range c.dataplaneProblems() {
@@ -309,6 +320,10 @@ func (c *Config) validateToken(now time.Time, add, warn func(key, format string,
 	case errors.Is(err, syscall.EISDIR):
 		add(key, "%s is a directory: give the token file", c.DataplaneTokenFile)
 		return
+	case err != nil && token.LooksLikeJWT(filepath.Base(c.DataplaneTokenFile)):
+		// The token itself given as the path: never echoed.
+		add(key, "the value is a token, not a path: write the token into a file (mode 0600) and give its path")
+		return
 	case err != nil:
 		add(key, "cannot read %s: %v", c.DataplaneTokenFile, errtext.PathCause(err))
 		return
@@ -320,3 +335,28 @@ func (c *Config) validateToken(now time.Time, add, warn func(key, format string,
 		tokenTime(key, where, te, add, warn)
 	}
 }
+
+// reservedLabels are the control plane's own: it overwrites or checks them.
+var reservedLabels = map[string]bool{
+	"kuma.io/mesh": true, "kuma.io/zone": true, "kuma.io/origin": true, "kuma.io/env": true,
+	"kuma.io/display-name": true, "kuma.io/proxy-type": true,
+}
+
+var (
+	labelNamePart  = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
+	labelPrefix    = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+	labelValueExpr = regexp.MustCompile(`^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$`)
+)
+
+// qualifiedName is a Kubernetes qualified name, as kuma-cp requires of
+// label keys: an optional DNS-subdomain prefix and '/', then a name part.
+func qualifiedName(k string) bool {
+	prefix, name, found := strings.Cut(k, "/")
+	if !found {
+		return labelNamePart.MatchString(k)
+	}
+	return len(prefix) <= 253 && labelPrefix.MatchString(prefix) && labelNamePart.MatchString(name)
+}
+
+// labelValue is a Kubernetes label value, as kuma-cp requires.
+func labelValue(v string) bool { return len(v) <= 63 && labelValueExpr.MatchString(v) }

@@ -120,6 +120,26 @@ func TestValidate(t *testing.T) {
 			enc := base64.RawURLEncoding.EncodeToString
 			c.DataplaneToken = enc([]byte(`{"alg":"RS256"}`)) + "." + enc([]byte(`{}`)) + ".s"
 		}, nil, []string{"process list"}},
+		{"address is a host name", func(_ *testing.T, c *Config) { c.Address = "zp1.example.internal" },
+			[]string{`--address: "zp1.example.internal" is not an IP address`}, nil},
+		{"label key not a qualified name", func(_ *testing.T, c *Config) { c.Labels = map[string]string{"bad key!": "x"} },
+			[]string{`--label: "bad key!" is not a label key`}, nil},
+		{"label value with a space", func(_ *testing.T, c *Config) { c.Labels = map[string]string{"team": "payments core"} },
+			[]string{`--label: team="payments core": a label value is at most 63`}, nil},
+		{"label value too long", func(_ *testing.T, c *Config) { c.Labels = map[string]string{"team": strings.Repeat("a", 64)} },
+			[]string{"--label: team=", "at most 63"}, nil},
+		{"label the control plane sets", func(_ *testing.T, c *Config) { c.Labels = map[string]string{"kuma.io/mesh": "billing"} },
+			[]string{"--label: kuma.io/mesh is set by the control plane"}, nil},
+		{"labels kuma-cp takes", func(_ *testing.T, c *Config) {
+			c.Labels = map[string]string{"team": "payments", "example.com/tier": "edge_1.2", "empty": ""}
+		}, nil, []string{"no dataplane token"}},
+		{"token wrapped over lines", func(t *testing.T, c *Config) {
+			tok := tokenFileContent(`{"Mesh":"payments"}`)
+			c.DataplaneTokenFile = tokenFileRaw(t, tok[:20]+"\n"+tok[20:], 0o600)
+		}, []string{"a line break or NUL inside the token (was it wrapped?)"}, nil},
+		{"the token given as the path", func(t *testing.T, c *Config) {
+			c.DataplaneTokenFile = filepath.Join(t.TempDir(), tokenFileContent(`{"Mesh":"payments"}`))
+		}, []string{"--dataplane-token-file: the value is a token, not a path"}, nil},
 		{"workload label via --label", func(_ *testing.T, c *Config) { c.Labels = map[string]string{"kuma.io/workload": "x"} }, []string{"--workload instead"}, nil},
 		{"bad workload", func(_ *testing.T, c *Config) { c.Workload = "Bad_Workload" }, []string{"--workload: invalid workload"}, nil},
 	}
@@ -141,6 +161,9 @@ func TestValidate(t *testing.T) {
 				if !strings.Contains(msg, want) {
 					t.Errorf("missing %q in %v", want, msg)
 				}
+			}
+			if tok := tokenFileContent(`{"Mesh":"payments"}`); strings.Contains(msg, tok[len(tok)/2:]) {
+				t.Errorf("the token is in the error: %v", msg)
 			}
 			var wmsg []string
 			for _, w := range warns {

@@ -28,7 +28,13 @@ var ErrNotJWT = errors.New("not a JWT")
 // (only the control plane holds the key). Its errors wrap ErrNotJWT.
 func Parse(raw string) (Claims, error) {
 	var c Claims
-	parts := strings.Split(strings.TrimSpace(raw), ".")
+	raw = strings.TrimSpace(raw)
+	if strings.ContainsAny(raw, "\r\n\x00") {
+		// base64 would skip them, but the token is sent as they are: a
+		// header value Envoy and grpc refuse.
+		return c, fmt.Errorf("%w: a line break or NUL inside the token (was it wrapped?); write it on one line", ErrNotJWT)
+	}
+	parts := strings.Split(raw, ".")
 	if len(parts) != 3 {
 		return c, fmt.Errorf("%w (expected three dot-separated parts)", ErrNotJWT)
 	}
@@ -45,6 +51,17 @@ func Parse(raw string) (Claims, error) {
 		return c, fmt.Errorf("%w: claims: %w", ErrNotJWT, err)
 	}
 	return c, nil
+}
+
+// LooksLikeJWT: s has a JWT's shape (three base64url segments, the first
+// a JSON header), so that it is never echoed, e.g. as a path.
+func LooksLikeJWT(s string) bool {
+	parts := strings.Split(strings.TrimSpace(s), ".")
+	if len(parts) != 3 {
+		return false
+	}
+	var header map[string]any
+	return decodeSegment(parts[0], &header) == nil
 }
 
 func decodeSegment(seg string, v any) error {
