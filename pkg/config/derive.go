@@ -62,10 +62,10 @@ func firstIPv4() string {
 func (c *Config) Complete(h Host) {
 	short := strings.SplitN(h.Hostname, ".", 2)[0]
 	if c.Name == "" && c.Mesh != "" && c.Role != "" {
-		c.Name = dataplane.SanitizeName(fmt.Sprintf("zone-proxy-%s-%s-%s", c.Mesh, c.Role, short))
+		c.Name = keepingTail(dataplane.SanitizeName, 253, "zone-proxy-"+c.Mesh, fmt.Sprintf("-%s-%s", c.Role, short))
 	}
 	if c.Workload == "" && c.Mesh != "" && c.Role != "" {
-		c.Workload = dataplane.SanitizeLabel(fmt.Sprintf("zone-proxy-%s-%s", c.Mesh, c.Role))
+		c.Workload = keepingTail(dataplane.SanitizeLabel, 63, "zone-proxy-"+c.Mesh, "-"+string(c.Role))
 	}
 	if c.Address == "" {
 		c.Address = h.FirstIPv4
@@ -121,4 +121,21 @@ func portOrZero(p int) uint32 {
 		return 0
 	}
 	return uint32(p)
+}
+
+// keepingTail sanitizes head+tail within max, shortening head, not tail:
+// the role (and host) must survive a long mesh name, or the ingress and
+// egress of one mesh would share a name and a workload, the proxy's
+// identity.
+func keepingTail(sanitize func(string) string, max int, head, tail string) string {
+	full := sanitize(head + tail) // cut at max, tail first
+	t := sanitize(strings.TrimLeft(tail, "-"))
+	if strings.HasSuffix(full, "-"+t) || t == "" || len(t)+1 >= max {
+		return full
+	}
+	h := sanitize(head)
+	if len(h) > max-len(t)-1 {
+		h = strings.TrimRight(h[:max-len(t)-1], "-.")
+	}
+	return h + "-" + t
 }

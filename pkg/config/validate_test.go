@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/base64"
 	"errors"
+	"github.com/zoneproxy/zoneproxy/pkg/dataplane"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -213,5 +214,30 @@ func TestCompleteLooksUpTheAddressOnlyWhenNeeded(t *testing.T) {
 	derived.Complete(h)
 	if looked != 1 || derived.Address != "10.0.0.7" {
 		t.Errorf("without --address: looked %d times, address %q", looked, derived.Address)
+	}
+}
+
+// However long the mesh name, the derived name and workload keep the role
+// (and the name the host): ingress and egress never share an identity.
+func TestDerivedNamesKeepTheRole(t *testing.T) {
+	for _, mesh := range []string{"payments", "payments-platform-team-eu-west-1-production-cluster", strings.Repeat("m", 250)} {
+		workloads, names := map[string]Role{}, map[string]Role{}
+		for _, role := range []Role{RoleIngress, RoleEgress, RoleCombined} {
+			c := Config{Mesh: mesh, Role: role}
+			c.Complete(Host{Hostname: "vm1.example", FirstIPv4: "10.0.0.5"})
+			if len(c.Workload) > 63 || !strings.HasSuffix(c.Workload, "-"+string(role)) || dataplane.SanitizeLabel(c.Workload) != c.Workload {
+				t.Errorf("mesh of %d: workload %q (%d) for %s", len(mesh), c.Workload, len(c.Workload), role)
+			}
+			if len(c.Name) > 253 || !strings.HasSuffix(c.Name, "-"+string(role)+"-vm1") || dataplane.SanitizeName(c.Name) != c.Name {
+				t.Errorf("mesh of %d: name %q (%d) for %s", len(mesh), c.Name, len(c.Name), role)
+			}
+			if other, dup := workloads[c.Workload]; dup {
+				t.Errorf("mesh of %d: %s and %s share the workload %q", len(mesh), other, role, c.Workload)
+			}
+			if other, dup := names[c.Name]; dup {
+				t.Errorf("mesh of %d: %s and %s share the name %q", len(mesh), other, role, c.Name)
+			}
+			workloads[c.Workload], names[c.Name] = role, role
+		}
 	}
 }
