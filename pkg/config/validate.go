@@ -328,7 +328,7 @@ func (c *Config) validateToken(now time.Time, add, warn func(key, format string,
 		add(key, "cannot read %s: %v", c.DataplaneTokenFile, errtext.PathCause(err))
 		return
 	}
-	if err := tok.Claims.Check(c.Mesh, c.Name, c.Workload); err != nil {
+	if err := tok.Claims.Check(c.Mesh, c.Name, c.Workload, c.Dataplane().Labels, func(k string) bool { return reservedLabels[k] }); err != nil {
 		add(key, "%s cannot be used: %v", where, err)
 	}
 	if te := tok.Claims.CheckTime(now); te != nil {

@@ -8,17 +8,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 )
 
 // Claims are the parts of a dataplane token the agent checks.
 type Claims struct {
-	Name      string `json:"Name"`
-	Mesh      string `json:"Mesh"`
-	Workload  string `json:"Workload"`
-	ExpiresAt *int64 `json:"exp"`
-	NotBefore *int64 `json:"nbf"`
+	Name      string              `json:"Name"`
+	Mesh      string              `json:"Mesh"`
+	Workload  string              `json:"Workload"`
+	Tags      map[string][]string `json:"Tags"`
+	ExpiresAt *int64              `json:"exp"`
+	NotBefore *int64              `json:"nbf"`
 }
 
 // ErrNotJWT is a token that cannot be decoded.
@@ -72,14 +75,26 @@ func decodeSegment(seg string, v any) error {
 	return json.Unmarshal(b, v)
 }
 
-// Check returns why the token cannot work for mesh/name/workload, or nil.
-// Empty claims mean "not bound", as on the control plane.
-func (c Claims) Check(mesh, name, workload string) error {
+// Check returns why the token cannot work for mesh/name/workload and the
+// Dataplane's labels, or nil. Empty claims mean "not bound", as on the
+// control plane. A tag the control plane itself sets as a label (zone,
+// origin) is left for it to judge.
+func (c Claims) Check(mesh, name, workload string, labels map[string]string, setByControlPlane func(string) bool) error {
 	if c.Mesh != "" && c.Mesh != mesh {
 		return fmt.Errorf("token is for mesh %q, not %q; issue one with --mesh %s", c.Mesh, mesh, mesh)
 	}
 	if c.Name != "" && c.Name != name {
 		return fmt.Errorf("token is bound to name %q, but this proxy is %q; set --name %s or issue a token without --name", c.Name, name, c.Name)
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.Tags)) {
+		v, ok := labels[k]
+		switch {
+		case setByControlPlane != nil && setByControlPlane(k):
+		case !ok:
+			return fmt.Errorf("token requires the label %s (one of %q), which this proxy does not have; add --label %s=<value> or issue a token without --tag %s", k, c.Tags[k], k, k)
+		case !slices.Contains(c.Tags[k], v):
+			return fmt.Errorf("token allows label %s only as one of %q, but this proxy has %s=%s; change the label or issue a token for it", k, c.Tags[k], k, v)
+		}
 	}
 	if c.Workload != "" && c.Workload != workload {
 		return fmt.Errorf("token is bound to workload %q, but this proxy's workload is %q; set --workload %s or issue a token for this workload", c.Workload, workload, c.Workload)

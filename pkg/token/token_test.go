@@ -31,6 +31,11 @@ func TestCheck(t *testing.T) {
 		{"other mesh", jwt(`{"Mesh":"billing"}`), `for mesh "billing"`},
 		{"other workload", jwt(`{"Workload":"zp-ingress"}`), `workload "zp-ingress"`},
 		{"other name", jwt(`{"Name":"other"}`), `name "other"`},
+		{"tag the proxy has", jwt(`{"Mesh":"payments","Tags":{"team":["payments","core"]}}`), ""},
+		{"tag the proxy lacks", jwt(`{"Tags":{"kuma.io/service":["legacy"]}}`), "token requires the label kuma.io/service"},
+		{"tag with a value not allowed", jwt(`{"Tags":{"team":["billing"]}}`), `allows label team only as one of ["billing"], but this proxy has team=payments`},
+		{"tag the control plane sets", jwt(`{"Tags":{"kuma.io/zone":["zone-1"]}}`), ""},
+		{"token wrapped over lines", jwt(`{"Mesh":"payments"}`)[:30] + "\n" + jwt(`{"Mesh":"payments"}`)[30:], "line break"},
 		{"not a JWT", "garbage", "not a JWT"},
 		{"header without alg", base64.RawURLEncoding.EncodeToString([]byte(`{}`)) + ".e30.x", "no alg"},
 		{"claims not JSON", jwt(`nope`), "claims"},
@@ -39,7 +44,8 @@ func TestCheck(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Parse(tc.raw + "\n")
 			if err == nil {
-				err = c.Check("payments", "zp-1", "zp-egress")
+				err = c.Check("payments", "zp-1", "zp-egress", map[string]string{"team": "payments", "kuma.io/workload": "zp-egress"},
+					func(k string) bool { return k == "kuma.io/zone" })
 			}
 			if te := c.CheckTime(now); err == nil && te != nil {
 				err = te
