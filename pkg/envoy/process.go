@@ -92,13 +92,13 @@ func Start(spec Spec) (*Process, error) {
 // reaped only after, so its pid, the group's id, cannot have been reused.
 func endGroupOnExit(pid int) {
 	var info unix.Siginfo
-	for {
-		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		if err != syscall.EINTR {
-			break
-		}
+	err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+	for err == syscall.EINTR {
+		err = unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
 	}
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	if err == nil { // else Envoy may still run: its group is left alone
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
 }
 
 // PID of the Envoy process.
