@@ -35,7 +35,6 @@ type Client struct {
 	tr        *http.Transport
 	now       func() time.Time
 	clock     timesync.Checker // is the system clock synchronised?
-	timeout   time.Duration    // AttemptTimeout; tests shorten it
 
 	early      *EarlyConn
 	earlyTried bool // the first attempt has had its chance at early
@@ -59,7 +58,6 @@ func NewClient(cpAddress string, caPEM []byte) (*Client, error) {
 		tr:        tr,
 		now:       time.Now,
 		clock:     timesync.Check,
-		timeout:   AttemptTimeout,
 	}, nil
 }
 
@@ -179,7 +177,7 @@ func (c *Client) postEarly(ctx context.Context, body []byte) (*http.Response, er
 		}
 		return nil, ctx.Err()
 	}
-	deadline := time.Now().Add(c.timeout)
+	deadline := time.Now().Add(c.http.Timeout) // AttemptTimeout, as the transport's
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}

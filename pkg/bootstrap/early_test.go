@@ -242,7 +242,7 @@ func TestSlowAnswerOnTheEarlyConnectionIsNotSentAgain(t *testing.T) {
 	e := dialEarly(context.Background(), srv.URL, tlsFor(t, ca))
 	defer e.Close()
 	c, _ := NewClient(srv.URL, ca)
-	c.timeout, c.http.Timeout = 100*time.Millisecond, 100*time.Millisecond
+	c.http.Timeout = 100 * time.Millisecond
 	c.UseEarly(e)
 	_, err := c.Fetch(context.Background(), &Request{Mesh: "default", Name: "zp"})
 	var be *Error
