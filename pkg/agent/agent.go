@@ -139,11 +139,11 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		a.log.Info("stopped while checking Envoy's version")
 		return nil // a stop signal is not a broken --envoy-binary
 	}
-	if err != nil && !envoy.IsTransient(err) {
-		return exitcode.AsConfig(err)
-	}
 	if err != nil {
-		return err // a restart may get past it: not 78
+		if envoy.IsTransient(err) {
+			return err // a restart may get past it: not 78
+		}
+		return exitcode.AsConfig(err)
 	}
 
 	cache := a.openCache()
