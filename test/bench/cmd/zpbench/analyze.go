@@ -327,7 +327,7 @@ func (b *bed) analyze(lean binaryFacts) analysis {
 		return an
 	}
 	progress("analysis: %d start-up runs of the heavy build", b.s.heavyRuns)
-	res, err := b.startupFigure(heavyBin, 0, b.s.heavyRuns, 0)
+	res, err := b.startupFigure(heavyBin, 0, b.s.heavyRuns, 0, false)
 	an.heavyStartup, an.heavyErr = &res, err
 	return an
 }

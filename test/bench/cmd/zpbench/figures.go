@@ -295,15 +295,16 @@ func phases(lines []string, execAt time.Time, launch time.Duration) map[string]t
 
 // startupResult is what the startup figure reports.
 type startupResult struct {
-	cold []startupRun // fresh state dir: `envoy --version` runs, as at a proxy's first start
-	runs []startupRun // warm: the version cache of an earlier start, as at every restart
-	rsa  []startupRun // warm, against a control plane with an RSA 2048 key (not judged)
+	cold  []startupRun // fresh state dir: `envoy --version` runs, as at a proxy's first start
+	runs  []startupRun // warm: the version cache of an earlier start, as at every restart
+	rsa   []startupRun // warm, against a control plane with an RSA 2048 key (not judged)
+	floor *floor       // the least a start can do, run between the warm starts (not judged)
 }
 
 // startupFigure makes cold starts, each with a fresh state dir, then warm
 // starts sharing the first cold start's state dir. With no cold start,
 // one unreported start warms the cache.
-func (b *bed) startupFigure(bin string, cold, warm, rsa int) (startupResult, error) {
+func (b *bed) startupFigure(bin string, cold, warm, rsa int, withFloor bool) (startupResult, error) {
 	var res startupResult
 	warmDir := ""
 	for i := 0; i < max(cold, 1); i++ {
@@ -323,8 +324,11 @@ func (b *bed) startupFigure(bin string, cold, warm, rsa int) (startupResult, err
 			progress("  cold run %d: launch %.1f ms, RSS %d KiB, SIGTERM → exit %.0f ms", i+1, ms(r.launch), r.mem.RSS, ms(r.drain))
 		}
 	}
+	if withFloor {
+		res.floor = b.newFloor()
+	}
 	var err error
-	if res.runs, err = b.warmStarts(bin, warmDir, warm, "run"); err != nil {
+	if res.runs, err = b.warmStarts(bin, warmDir, warm, "run", res.floor); err != nil {
 		return res, err
 	}
 	if rsa > 0 {
@@ -350,11 +354,12 @@ func (b *bed) rsaStartups(bin, warmDir string, n int) ([]startupRun, error) {
 	ecdsaCP := b.cp
 	b.cp = cp
 	defer func() { b.cp = ecdsaCP }()
-	return b.warmStarts(bin, warmDir, n, "RSA run")
+	return b.warmStarts(bin, warmDir, n, "RSA run", nil)
 }
 
-// warmStarts makes n starts sharing warmDir, Envoy's version cached there.
-func (b *bed) warmStarts(bin, warmDir string, n int, label string) ([]startupRun, error) {
+// warmStarts makes n starts sharing warmDir, Envoy's version cached
+// there, each followed by a run of fl (nil: none).
+func (b *bed) warmStarts(bin, warmDir string, n int, label string, fl *floor) ([]startupRun, error) {
 	var runs []startupRun
 	for i := 0; i < n; i++ {
 		p, err := b.newProxy("payments", "")
@@ -368,6 +373,7 @@ func (b *bed) warmStarts(bin, warmDir string, n int, label string) ([]startupRun
 		}
 		runs = append(runs, r)
 		progress("  %s %d: launch %.1f ms, RSS %d KiB, SIGTERM → exit %.0f ms", label, i+1, ms(r.launch), r.mem.RSS, ms(r.drain))
+		fl.after(b, r)
 	}
 	return runs, nil
 }

@@ -34,7 +34,7 @@ func (b *bed) measure() ([]row, *measured) {
 	m.bin, m.binErr = inspectBinary(b.zoneproxy)
 	if b.s.figures["startup"] {
 		progress("exec → Envoy launched, RSS at READY, SIGTERM → exit: %d cold runs (fresh state dir), %d with the version cache warm", b.s.coldRuns, b.s.runs)
-		res, err := b.startupFigure(b.zoneproxy, b.s.coldRuns, b.s.runs, b.s.rsaRuns)
+		res, err := b.startupFigure(b.zoneproxy, b.s.coldRuns, b.s.runs, b.s.rsaRuns, true)
 		m.startup, m.errs["startup"] = &res, err
 	}
 	if b.s.figures["cached"] {
@@ -112,6 +112,7 @@ func (m *measured) rows(s settings) []row {
 		if len(st.rsa) > 0 {
 			note += fmt.Sprintf("; against a control plane with an RSA 2048 key, as kuma-cp's self-signed default, %.1f ms median of %d (not judged)", summarize(launches(st.rsa)).Median, len(st.rsa))
 		}
+		note += st.floor.note()
 		rows = append(rows, row{Figure: fLaunch, Runs: l.N, Median: fmtMs(l.Median), Min: fmtMs(l.Min), Max: fmtMs(l.Max),
 			Target: tLaunch, Result: verdict(l.Median <= ms(targetLaunch) && ran == 0), Note: note})
 		r := summarize(st.rss())
