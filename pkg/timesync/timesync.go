@@ -21,13 +21,21 @@ type Status struct {
 // Check asks adjtimex(2) without changing anything.
 func Check() Status { return fromAdjtimex(unix.Adjtimex) }
 
+// unsyncedMaxError is the kernel's NTP_PHASE_LIMIT in microseconds: the
+// maximum error it starts at and grows towards once nothing disciplines
+// the clock.
+const unsyncedMaxError = 16_000_000
+
+// fromAdjtimex decides as systemd's timedatectl does ("System clock
+// synchronized"): by the maximum error alone. STA_UNSYNC, and with it
+// TIME_ERROR, can stay set on a synchronised clock: chronyd leaves it set
+// unless rtcsync is on, so that the kernel does not write the RTC.
 func fromAdjtimex(adjtimex func(*unix.Timex) (int, error)) Status {
 	var tx unix.Timex // Modes 0: read only, needs no privilege
-	state, err := adjtimex(&tx)
-	if err != nil {
+	if _, err := adjtimex(&tx); err != nil {
 		return Status{Err: fmt.Errorf("adjtimex: %w", err)}
 	}
-	return Status{Synced: state != unix.TIME_ERROR && tx.Status&unix.STA_UNSYNC == 0}
+	return Status{Synced: tx.Maxerror < unsyncedMaxError}
 }
 
 // Checker returns the clock's status; tests fake it.

@@ -9,19 +9,25 @@ import (
 )
 
 func TestFromAdjtimex(t *testing.T) {
+	const notSynced = "the system clock is not synchronised (NTP)"
 	cases := []struct {
 		name        string
 		state       int
 		status      int32
+		maxError    int64 // µs
 		err         error
 		wantSynced  bool
 		wantProblem string
 	}{
-		{"synchronised", unix.TIME_OK, 0, nil, true, ""},
-		{"leap second pending is still synchronised", unix.TIME_INS, 0, nil, true, ""},
-		{"STA_UNSYNC set", unix.TIME_OK, unix.STA_UNSYNC, nil, false, "the system clock is not synchronised (NTP)"},
-		{"TIME_ERROR returned", unix.TIME_ERROR, 0, nil, false, "the system clock is not synchronised (NTP)"},
-		{"kernel refuses to answer", 0, 0, unix.EPERM, false, "cannot tell (adjtimex: operation not permitted)"},
+		{"synchronised", unix.TIME_OK, 0, 20_000, nil, true, ""},
+		{"leap second pending is still synchronised", unix.TIME_INS, 0, 20_000, nil, true, ""},
+		// chronyd without rtcsync keeps STA_UNSYNC set, so the kernel says
+		// TIME_ERROR, while the clock is synchronised; timedatectl says yes.
+		{"chrony without rtcsync", unix.TIME_ERROR, unix.STA_UNSYNC, 17_288, nil, true, ""},
+		{"maximum error just under the limit", unix.TIME_OK, 0, 15_999_999, nil, true, ""},
+		{"never synchronised since boot", unix.TIME_ERROR, unix.STA_UNSYNC, 16_000_000, nil, false, notSynced},
+		{"drifted to the limit without a daemon", unix.TIME_OK, 0, 16_000_000, nil, false, notSynced},
+		{"kernel refuses to answer", 0, 0, 0, unix.EPERM, false, "cannot tell (adjtimex: operation not permitted)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -29,7 +35,7 @@ func TestFromAdjtimex(t *testing.T) {
 				if tx.Modes != 0 {
 					t.Fatalf("modes %#x: the clock must only be read", tx.Modes)
 				}
-				tx.Status = tc.status
+				tx.Status, tx.Maxerror = tc.status, tc.maxError
 				return tc.state, tc.err
 			})
 			if s.Synced != tc.wantSynced {
