@@ -83,9 +83,9 @@ func (c *Config) validate(now time.Time, files bool) (warnings []Warning, err er
 			add("label", "set the %s label with --workload instead", dataplane.WorkloadLabel)
 		case reservedLabels[k]:
 			add("label", "%s is set by the control plane: remove it", k)
-		case !qualifiedName(k):
+		case !dataplane.ValidLabelKey(k):
 			add("label", "%q is not a label key: letters, digits, '-', '_' and '.' (at most 63, starting and ending with a letter or digit), with an optional DNS prefix and '/'", k)
-		case !labelValue(c.Labels[k]):
+		case !dataplane.ValidLabelValue(c.Labels[k]):
 			add("label", "%s=%q: a label value is at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", k, c.Labels[k])
 		}
 	}
@@ -340,54 +340,3 @@ var reservedLabels = map[string]bool{
 	"kuma.io/mesh": true, "kuma.io/zone": true, "kuma.io/origin": true, "kuma.io/env": true,
 	"kuma.io/display-name": true, "kuma.io/proxy-type": true,
 }
-
-// qualifiedName is a Kubernetes qualified name, as kuma-cp requires of
-// label keys: an optional DNS-subdomain prefix and '/', then a name part.
-// Written out rather than as regular expressions: compiling those cost
-// every start about 0.2 ms, for flags most proxies never set.
-func qualifiedName(k string) bool {
-	prefix, name, found := strings.Cut(k, "/")
-	if !found {
-		return labelName(k)
-	}
-	return dnsSubdomain(prefix) && labelName(name)
-}
-
-// labelValue is a Kubernetes label value, as kuma-cp requires.
-func labelValue(v string) bool { return v == "" || labelName(v) }
-
-// labelName is 1–63 of [-A-Za-z0-9_.], beginning and ending alphanumeric.
-func labelName(s string) bool {
-	if len(s) == 0 || len(s) > 63 || !alnum(s[0]) || !alnum(s[len(s)-1]) {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !alnum(c) && c != '-' && c != '_' && c != '.' {
-			return false
-		}
-	}
-	return true
-}
-
-// dnsSubdomain is at most 253 characters of dot-separated [-a-z0-9]
-// labels, each beginning and ending with [a-z0-9].
-func dnsSubdomain(s string) bool {
-	if len(s) > 253 {
-		return false
-	}
-	for _, l := range strings.Split(s, ".") {
-		if l == "" || !lowerAlnum(l[0]) || !lowerAlnum(l[len(l)-1]) {
-			return false
-		}
-		for i := 0; i < len(l); i++ {
-			if !lowerAlnum(l[i]) && l[i] != '-' {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-func lowerAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
-
-func alnum(c byte) bool { return lowerAlnum(c) || c >= 'A' && c <= 'Z' }

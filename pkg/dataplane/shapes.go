@@ -58,5 +58,32 @@ func validDNS1035Label(s string) bool {
 	return s != "" && s[0] >= 'a' && s[0] <= 'z' && dnsLabel(s, lowerAlnum)
 }
 
+// ValidLabelKey is a Kubernetes qualified name, as kuma-cp requires of
+// label keys: an optional DNS-subdomain prefix of at most 253 characters
+// and '/', then a label name.
+func ValidLabelKey(k string) bool {
+	prefix, name, found := strings.Cut(k, "/")
+	if !found {
+		return validLabelName(k)
+	}
+	return len(prefix) <= 253 && validDNS1123Subdomain(prefix) && validLabelName(name)
+}
+
+// ValidLabelValue is a Kubernetes label value, as kuma-cp requires.
+func ValidLabelValue(v string) bool { return v == "" || validLabelName(v) }
+
+// validLabelName: ^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$
+func validLabelName(s string) bool {
+	if s == "" || len(s) > 63 || !alnum(s[0]) || !alnum(s[len(s)-1]) {
+		return false
+	}
+	for i := 1; i < len(s)-1; i++ {
+		if c := s[i]; !alnum(c) && c != '-' && c != '_' && c != '.' {
+			return false
+		}
+	}
+	return true
+}
+
 // validHostname: ^[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)*\.?$
 func validHostname(s string) bool { return dnsLabels(strings.TrimSuffix(s, "."), alnum) }

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -14,6 +15,7 @@ var nameShapes = []struct {
 	{"mesh", regexp.MustCompile(`^[0-9a-z][0-9a-z_-]*$`), validMeshName},
 	{"dns1123", regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`), validDNS1123Subdomain},
 	{"dns1035", regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`), validDNS1035Label},
+	{"label name", regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`), validLabelName},
 	{"hostname", regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)*\.?$`), validHostname},
 }
 
@@ -21,6 +23,7 @@ var nameSamples = []string{
 	"", "a", "A", "0", "-", "_", ".", "..", "a.", ".a", "a..b", "a-", "-a", "a-b", "a--b", "a_b", "_a",
 	"payments", "Payments", "zone-proxy-payments-egress-vm1", "zp.example.com", "zp.example.com.",
 	"zp.example.com..", "ZP.Example.COM", "9lives", "a.-b", "a-.b", "x y", "ä", "a\n", "1.2.3.4", "a.b-c.d_e",
+	"App_1.x-y", "a_", "a.", strings.Repeat("a", 63), strings.Repeat("a", 64), strings.Repeat("ab.", 21),
 }
 
 func TestNameMatchersAgreeWithTheirExpressions(t *testing.T) {
