@@ -36,6 +36,10 @@ type Backoff struct {
 func (b Backoff) Delay(n int) time.Duration {
 	d := b.Initial
 	for i := 1; i < n && d < b.Max; i++ {
+		if d > b.Max/2 { // doubling would pass Max, or overflow near MaxInt64
+			d = b.Max
+			break
+		}
 		d *= 2
 	}
 	r := b.Rand

@@ -1,6 +1,7 @@
 package backoff
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -27,6 +28,17 @@ func TestDelayRanges(t *testing.T) {
 	for _, tc := range cases {
 		if got := b(tc.r).Delay(tc.n); got != tc.want {
 			t.Errorf("Delay(%d) with rand %v = %v, want %v", tc.n, tc.r, got, tc.want)
+		}
+	}
+}
+
+// A --retry-max near the largest duration must not overflow into zero or
+// negative waits: a tight loop against the control plane.
+func TestDelayNeverOverflows(t *testing.T) {
+	b := Backoff{Initial: time.Second, Max: math.MaxInt64, Rand: func() float64 { return 0.5 }}
+	for n := 1; n <= 200; n++ {
+		if d := b.Delay(n); d < 250*time.Millisecond {
+			t.Fatalf("Delay(%d) = %v with Max %v", n, d, b.Max)
 		}
 	}
 }
