@@ -55,8 +55,18 @@ func refuseWebPages(h http.Handler) http.Handler {
 	})
 }
 
+// Timeouts of both listeners. The metrics listener faces other hosts: a
+// client that keeps a connection idle, or asks for /metrics and never
+// reads it, must not hold a descriptor and Envoy's stats page for ever.
+// A write outlasts /metrics' own 5 s wait for Envoy's stats.
+var (
+	idleTimeout  = time.Minute
+	writeTimeout = 30 * time.Second
+)
+
 func newHTTPServer(h http.Handler) *http.Server {
-	return &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	return &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: writeTimeout, IdleTimeout: idleTimeout}
 }
 
 // Handle adds another loopback-only endpoint (logging).
