@@ -3,9 +3,8 @@ package agent
 import (
 	"context"
 	"fmt"
-	"net"
+	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -170,12 +169,11 @@ func (w *listenerWatch) checkSharedMetricsPorts(have []envoy.Listener) {
 	w.lastShare = time.Now()
 	next := map[string]string{}
 	for addr := range current {
-		_, portText, err := net.SplitHostPort(addr)
-		port, perr := strconv.Atoi(portText)
-		if err != nil || perr != nil {
+		ap, err := netip.ParseAddrPort(addr)
+		if err != nil {
 			continue
 		}
-		pids, unseen, err := portshare.Others(port, w.envoyPID)
+		pids, unseen, err := portshare.Others(ap, w.envoyPID)
 		verdict := ""
 		if err == nil && (len(pids) > 0 || unseen > 0) {
 			verdict = fmt.Sprintf("%v/%d", pids, unseen)

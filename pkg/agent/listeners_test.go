@@ -99,7 +99,7 @@ func TestZoneListenersKeepReadyHonest(t *testing.T) {
 // second zone proxy of another mesh, with SO_REUSEPORT) is warned about,
 // once per change.
 func TestSharedMeshMetricPortIsWarnedOnce(t *testing.T) {
-	ours, err := net.Listen("tcp", "127.0.0.1:0")
+	ours, err := reusePort.Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,6 +138,11 @@ func TestSharedMeshMetricPortIsWarnedOnce(t *testing.T) {
 	}
 }
 
+// reusePort listens with SO_REUSEPORT, as Envoy does on kuma-cp's MeshMetric listeners.
+var reusePort = net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+	return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, 0xf, 1) })
+}}
+
 type fixedListeners []envoy.Listener
 
 func (f *fixedListeners) Listeners(context.Context) ([]envoy.Listener, error) { return *f, nil }
@@ -147,14 +152,10 @@ func TestHelperListenOnPort(t *testing.T) {
 	if port == "" {
 		t.Skip("helper process")
 	}
-	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-		return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, 0xf, 1) })
-	}}
-	// The parent holds 127.0.0.1:port without SO_REUSEPORT; ::1 with the
-	// same port number stands in for a second Envoy on that port.
-	ln, err := lc.Listen(context.Background(), "tcp", "[::1]:"+port)
+	// A second Envoy on the same address and port, as SO_REUSEPORT allows.
+	ln, err := reusePort.Listen(context.Background(), "tcp", "127.0.0.1:"+port)
 	if err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
 	defer ln.Close()
 	os.Stdout.WriteString("bound\n")
