@@ -2,7 +2,8 @@
 # Static checks of the systemd unit; no running systemd needed.
 #   packaging/check-unit.sh [unit] [max-score]
 # Fails if `systemd-analyze verify` prints anything (it exits 0 on unknown
-# keys and bad values) or the offline security score exceeds max-score.
+# keys and bad values), a setting the agent relies on is missing, or the
+# offline security score exceeds max-score.
 set -eu
 
 unit=${1:-systemd/zoneproxy@.service}
@@ -33,6 +34,15 @@ if [ "$rc" -ne 0 ] || [ -n "$out" ]; then
 	exit 1
 fi
 echo "check-unit: verify: clean"
+
+# Settings the agent's behaviour depends on; a hardening score cannot see
+# them go (dropping a capability even improves it).
+for want in Type=notify NotifyAccess=main WatchdogSec=30s KillMode=mixed KillSignal=SIGTERM \
+	Restart=on-failure "RestartPreventExitStatus=64 78" StartLimitIntervalSec=0 \
+	AmbientCapabilities=CAP_NET_BIND_SERVICE "RuntimeDirectory=zoneproxy/%i" "StateDirectory=zoneproxy/%i"; do
+	grep -qxF "$want" "$unit" || { echo "check-unit: $unit lacks the line $want" >&2; exit 1; }
+done
+echo "check-unit: required settings present"
 
 # The threshold is ten times the printed score.
 threshold=$(echo "$max" | awk '{ printf "%d", $1 * 10 + 0.5 }')

@@ -101,6 +101,12 @@ done
 grep -q '^drwxr-x--- root/zoneproxy .* ./etc/zoneproxy/tokens/$' "$tmp/deb.list" || die "deb: tokens/ must be root:zoneproxy 0750"
 [ "$(dpkg-deb -f "$deb" Recommends)" = envoy ] || die "deb: Recommends should be envoy"
 [ "$(dpkg-deb -f "$deb" Version)" = "$VERSION-1" ] || die "deb: version is not $VERSION-1"
+# Without them removal would neither stop nor disable instances, and an
+# upgrade would not restart them.
+dpkg-deb --ctrl-tarfile "$deb" | tar -tf - >"$tmp/deb.ctrl"
+for script in preinst postinst prerm postrm; do
+	grep -qx "./$script" "$tmp/deb.ctrl" || die "deb: no $script maintainer script"
+done
 ok "deb contents"
 
 # --- rpm contents ---------------------------------------------------------------
@@ -117,7 +123,10 @@ grep -q ' root:zoneproxy drwxr-x--- /etc/zoneproxy/tokens$' "$tmp/rpm.list" || d
 grep -q ' /usr/lib/systemd/system/zoneproxy@.service$' "$tmp/rpm.list" || die "rpm: unit missing"
 grep -q '^d .* /usr/share/man/man1/zoneproxy.1.gz$' "$tmp/rpm.list" || die "rpm: man page missing"
 [ "$(rpm -qp --recommends "$rpm" 2>/dev/null)" = envoy ] || die "rpm: Recommends should be envoy"
-rpm -qp --scripts "$rpm" 2>/dev/null | grep -q '^posttrans scriptlet' || die "rpm: no %posttrans"
+rpm -qp --scripts "$rpm" 2>/dev/null >"$tmp/rpm.scripts"
+for script in preinstall postinstall preuninstall postuninstall posttrans; do
+	grep -q "^$script scriptlet" "$tmp/rpm.scripts" || die "rpm: no $script scriptlet"
+done
 [ -n "$(rpm -qp --changelog "$rpm" 2>/dev/null)" ] || die "rpm: no changelog"
 ok "rpm contents"
 
