@@ -1,7 +1,7 @@
 #!/bin/bash
 # End-to-end test of the .deb under a real systemd: boots Debian 12 with
 # systemd as PID 1 in systemd-nspawn, installs an old-style package (the
-# examples as conffiles in /etc/zoneproxy, as before 0.1.0) and runs
+# examples as conffiles in /etc/zoneproxy, as early snapshots did) and runs
 # zoneproxy@demo against the test control plane and the Envoy stand-in:
 # a boot with the instance enabled and its control plane down (boot must not
 # wait for it), then the control plane and mesh appearing, watchdog, the
@@ -52,8 +52,8 @@ if mountpoint -q "$work/root" 2>/dev/null; then umount "$work/root"; fi
 rm -rf "$logs" "$work"
 mkdir -p "$logs" "$work"
 
-# --- an older package, as before 0.1.0, to upgrade from ----------------------------
-# The package under test plus the three examples that versions before 0.1.0
+# --- an older package, with the examples in /etc/zoneproxy, to upgrade from -------
+# The package under test plus the three examples that snapshots before 0.0.0~git20261122222139
 # installed as conffiles (%config(noreplace)), with a version below any
 # other, and a binary that says so.
 v0="0.0.0~~old"
@@ -427,6 +427,15 @@ after=$(prop zoneproxy@demo MainPID)
 [ "$(ct systemctl list-units --state=active --no-legend --plain 'zoneproxy@*' | awk '{print $1}')" = zoneproxy@demo.service ] ||
 	die "upgrade touched other instances"
 ct systemctl disable zoneproxy@payments-ingress >/dev/null 2>&1
+# A later upgrade (here: the same version again) leaves the kept example
+# alone although its instance is no longer enabled.
+ct env DEBIAN_FRONTEND=noninteractive dpkg -i /opt/e2e/zoneproxy-v1.deb >"$logs/dpkg-reinstall.log" 2>&1 || {
+	cat "$logs/dpkg-reinstall.log" >&2
+	die "dpkg -i (reinstall)"
+}
+cmp -s "$root/etc/zoneproxy/payments-ingress.yaml" examples/payments-ingress.yaml ||
+	die "a later upgrade removed payments-ingress.yaml, kept in place by the first one"
+await 30 "zoneproxy@demo active after the reinstall" is_state zoneproxy@demo active
 
 # --- stop drains and leaves nothing behind ------------------------------------------------
 # An open downstream connection, or the agent ends the drain at once.

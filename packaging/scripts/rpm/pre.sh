@@ -8,8 +8,8 @@ if ! getent passwd zoneproxy >/dev/null 2>&1; then
 		--shell "$nologin" --comment "Kuma zone proxy" zoneproxy
 fi
 
-# Versions before 0.1.0 installed these examples as %config(noreplace) in
-# /etc/zoneproxy. Upgrading removes an untouched one and saves an edited one
+# Snapshots before 0.0.0~git20261122222139 installed these examples as
+# %config(noreplace) in /etc/zoneproxy. Upgrading removes an untouched one and saves an edited one
 # as <file>.rpmsave. One whose instance is enabled or running must stay where
 # it is, or the instance breaks when %posttrans restarts it: keep a copy for
 # %posttrans to put back.
