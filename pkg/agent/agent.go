@@ -25,6 +25,14 @@ import (
 // StopGrace is how long Envoy gets between SIGTERM and SIGKILL.
 const StopGrace = 5 * time.Second
 
+// cacheFlushTimeout bounds the last write of the last-known-good cache
+// once Envoy has stopped.
+const cacheFlushTimeout = 5 * time.Second
+
+// AfterDrain is the most a stop may take past the drain deadline: Envoy's
+// stop, then the cache's last write. systemd's stop timeout must cover it.
+const AfterDrain = StopGrace + cacheFlushTimeout
+
 // Options wire the agent to its surroundings.
 type Options struct {
 	Config  *config.Config

@@ -238,7 +238,7 @@ func closeCache(c *lkgcache.Cache) {
 	if c == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), cacheFlushTimeout)
 	defer cancel()
 	_ = c.Close(ctx)
 }

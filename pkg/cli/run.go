@@ -150,7 +150,7 @@ func runAgent(cfg *config.Config, log *zap.Logger, level zap.AtomicLevel, cp *bo
 		defer close(notified)
 		_ = sdnotify.Run(context.Background(), tracker, sdnotify.Options{
 			Healthy:   func(ctx context.Context) bool { return running.Load().healthy(ctx) },
-			StopGrace: agent.StopGrace, Log: log,
+			StopGrace: agent.AfterDrain, Log: log,
 		})
 	}()
 	log.Info("starting", zap.String("version", version.Version), zap.String("mesh", cfg.Mesh),

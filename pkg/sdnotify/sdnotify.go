@@ -29,7 +29,8 @@ type Options struct {
 	// It gates watchdog pings once Envoy runs. nil means always healthy.
 	Healthy func(ctx context.Context) bool
 	// StopGrace is the time after the drain deadline that the agent may
-	// still need to stop Envoy (SIGTERM, then SIGKILL).
+	// still need: stopping Envoy (SIGTERM, then SIGKILL) and the last
+	// write of the last-known-good cache.
 	StopGrace time.Duration
 	Log       *zap.Logger
 }
