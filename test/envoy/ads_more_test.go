@@ -116,7 +116,8 @@ func TestADSListenerRemovedAndDrained(t *testing.T) {
 	}
 	start := time.Now()
 	adminDo(t, sock, "POST", "/drain_listeners?graceful&inboundonly")
-	if !dialable(l1) {
+	// Inconclusive if this machine stalled past the drain time meanwhile.
+	if !dialable(l1) && time.Since(start) < 900*time.Millisecond {
 		t.Fatal("graceful drain closed the listener at once")
 	}
 	waitFor(t, 5*time.Second, "listener closed after the drain time", func() bool { return !dialable(l1) })
