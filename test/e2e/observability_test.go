@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -226,13 +227,19 @@ func TestWithheldZoneListenerIsNotReady(t *testing.T) {
 			if !strings.Contains(body, want) {
 				t.Errorf("the reason does not name the fix (%s):\n%s", want, body)
 			}
-			if _, m := get(t, "http://127.0.0.1:"+strconv.Itoa(p.Readiness)+"/metrics"); !strings.Contains(m, `zoneproxy_zone_listener_present{listener="self_zone`+role+`_dp_`) {
-				t.Errorf("/metrics lacks zoneproxy_zone_listener_present:\n%s", m)
+			present := func(v string) *regexp.Regexp {
+				return regexp.MustCompile(`(?m)^zoneproxy_zone_listener_present\{listener="self_zone` + role + `_dp_[^"]*"\} ` + v + `$`)
+			}
+			if _, m := get(t, "http://127.0.0.1:"+strconv.Itoa(p.Readiness)+"/metrics"); !present("0").MatchString(m) {
+				t.Errorf("/metrics does not say the zone listener is absent (zoneproxy_zone_listener_present 0):\n%s", m)
 			}
 			if err := zone.CP.WithholdZoneListeners("payments", name, false); err != nil {
 				t.Fatal(err)
 			}
 			agent.AwaitReadiness(p.Readiness, 200, "READY", promptly)
+			if _, m := get(t, "http://127.0.0.1:"+strconv.Itoa(p.Readiness)+"/metrics"); !present("1").MatchString(m) {
+				t.Errorf("/metrics does not say the zone listener is back (zoneproxy_zone_listener_present 1):\n%s", m)
+			}
 		})
 	}
 }
