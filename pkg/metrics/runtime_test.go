@@ -92,15 +92,27 @@ func TestParseProcStat(t *testing.T) {
 // The CPU time on the page is this process's, in seconds, as getrusage
 // counts it too.
 func TestProcessCPUMatchesTheKernel(t *testing.T) {
-	cpu := func() float64 {
+	usage := func() (user, system float64) {
 		var ru syscall.Rusage
 		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 			t.Fatal(err)
 		}
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+		return time.Duration(ru.Utime.Nano()).Seconds(), time.Duration(ru.Stime.Nano()).Seconds()
 	}
-	// Spend some CPU so that a wrong unit shows.
-	for deadline := time.Now().Add(time.Minute); cpu() < 0.2 && time.Now().Before(deadline); {
+	cpu := func() float64 { u, s := usage(); return u + s }
+	// Spend 0.2 s of each kind, so that a wrong unit, or one kind left
+	// out, shows: user time in arithmetic, system time in system calls.
+	deadline := time.Now().Add(time.Minute)
+	x := uint64(1)
+	for u, _ := usage(); u < 0.2 && time.Now().Before(deadline); u, _ = usage() {
+		for i := 0; i < 1_000_000; i++ {
+			x = x*6364136223846793005 + 1442695040888963407
+		}
+	}
+	for _, sys := usage(); sys < 0.2 && time.Now().Before(deadline); _, sys = usage() {
+	}
+	if x == 0 {
+		t.Log(x) // keeps the arithmetic
 	}
 	before := cpu()
 	var page strings.Builder
