@@ -55,7 +55,9 @@ func TestMetricsListenerLetsGoOfIdleAndStalledClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	io.Copy(io.Discard, resp.Body)
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	// Well before ReadTimeout (10 s), which net/http falls back on for
+	// idle connections without an IdleTimeout.
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := br.ReadByte(); err != io.EOF {
 		t.Errorf("an idle keep-alive connection: read %v, want the server to close it (EOF)", err)
 	}
