@@ -49,6 +49,10 @@ func (h *holdings) apply(p *pendingResponse, keep func(lkgcache.Resource) bool) 
 			}
 		}
 	}
+	// The response's references come first: a name it carries twice
+	// releases one of them in the loop, and the batched releases below may
+	// be sent before the loop ends.
+	p.slab.hold(int32(len(p.resources)))
 	var c copies
 	typeURL := ""
 	for i := range p.resources {
@@ -70,7 +74,6 @@ func (h *holdings) apply(p *pendingResponse, keep func(lkgcache.Resource) bool) 
 		r.TypeURL = typeURL
 		t.res[r.Name] = heldResource{*r, p.slab}
 	}
-	p.slab.hold(int32(len(p.resources)))
 	for _, name := range p.removed {
 		if old, ok := t.res[name]; ok {
 			delete(t.res, name)

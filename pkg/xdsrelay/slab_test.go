@@ -17,10 +17,19 @@ import (
 // still holds of an older response, and what the cache was handed, keep
 // their bytes while newer responses, NACKed and superseded ones come and
 // go. Recycled bytes are scribbled over here, so any later read shows.
-func TestRecycledResponseBytesAreNeverRead(t *testing.T) {
-	recycled := 0
+// slabBed observes delta listener responses, each in its own slab, and
+// scribbles over every slab it recycles, counting them.
+type slabBed struct {
+	t        *testing.T
+	r        *Relay
+	o        *observer
+	recycled int
+}
+
+func newSlabBed(t *testing.T) *slabBed {
+	b := &slabBed{t: t}
 	recycle = func(s *slab) {
-		recycled++
+		b.recycled++
 		for i := range s.b {
 			s.b[i] = 0xEE
 		}
@@ -30,23 +39,31 @@ func TestRecycledResponseBytesAreNeverRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := newObserver(r)
-	send := func(resp *discoveryv3.DeltaDiscoveryResponse) {
-		b := mustMarshal(t, resp)
-		sl := newSlab(len(b))
-		copy(sl.b, b)
-		if err := o.response(delta{}, sl.b, sl, false); err != nil {
-			t.Fatal(err)
-		}
+	b.r, b.o = r, newObserver(r)
+	observeDeltaRequest(t, b.o, &discoveryv3.DeltaDiscoveryRequest{TypeUrl: listenerType})
+	return b
+}
+
+func (b *slabBed) send(resp *discoveryv3.DeltaDiscoveryResponse) {
+	raw := mustMarshal(b.t, resp)
+	sl := newSlab(len(raw))
+	copy(sl.b, raw)
+	if err := b.o.response(delta{}, sl.b, sl, false); err != nil {
+		b.t.Fatal(err)
 	}
-	answer := func(nonce string, nack bool) {
-		req := &discoveryv3.DeltaDiscoveryRequest{TypeUrl: listenerType, ResponseNonce: nonce}
-		if nack {
-			req.ErrorDetail = &rpcstatus.Status{Message: "bad"}
-		}
-		observeDeltaRequest(t, o, req)
+}
+
+func (b *slabBed) answer(nonce string, nack bool) {
+	req := &discoveryv3.DeltaDiscoveryRequest{TypeUrl: listenerType, ResponseNonce: nonce}
+	if nack {
+		req.ErrorDetail = &rpcstatus.Status{Message: "bad"}
 	}
-	observeDeltaRequest(t, o, &discoveryv3.DeltaDiscoveryRequest{TypeUrl: listenerType})
+	observeDeltaRequest(b.t, b.o, req)
+}
+
+func TestRecycledResponseBytesAreNeverRead(t *testing.T) {
+	b := newSlabBed(t)
+	r, send, answer := b.r, b.send, b.answer
 	send(deltaResponse(t, listenerType, "1", "n1", "a", "b"))
 	answer("n1", false)
 	send(deltaResponse(t, listenerType, "2", "n2", "a"))
@@ -59,13 +76,13 @@ func TestRecycledResponseBytesAreNeverRead(t *testing.T) {
 	answer("n5", false)
 	// n3 was NACKed, n4 superseded, n2's a replaced by n5's; b still
 	// holds n1's bytes, a and d n5's.
-	if recycled != 3 {
-		t.Errorf("%d responses' bytes recycled, want 3 (n2, n3, n4)", recycled)
+	if b.recycled != 3 {
+		t.Errorf("%d responses' bytes recycled, want 3 (n2, n3, n4)", b.recycled)
 	}
 	send(deltaResponse(t, listenerType, "6", "n6", "b")) // n1's last
 	answer("n6", false)
-	if recycled != 4 {
-		t.Errorf("%d responses' bytes recycled, want 4 (and n1)", recycled)
+	if b.recycled != 4 {
+		t.Errorf("%d responses' bytes recycled, want 4 (and n1)", b.recycled)
 	}
 	want := func(what string, got []lkgcache.TypeState, versions map[string]string) {
 		t.Helper()
@@ -87,5 +104,30 @@ func TestRecycledResponseBytesAreNeverRead(t *testing.T) {
 	want("held after n6", r.held.export(), map[string]string{"a": "5", "b": "6", "d": "5"})
 	if got := r.Names(listenerType); !slices.Equal(got, []string{"a", "b", "d"}) {
 		t.Errorf("names %v", got)
+	}
+}
+
+// A delta response that names a resource twice (not what Kuma sends, but
+// nothing stops a control plane) must not give its bytes back while the
+// holdings still point into them.
+func TestADuplicateNameKeepsItsResponsesBytes(t *testing.T) {
+	b := newSlabBed(t)
+	b.send(deltaResponse(t, listenerType, "1", "n1", "y"))
+	b.answer("n1", false)
+	b.send(deltaResponse(t, listenerType, "2", "n2", "x", "x", "y"))
+	b.answer("n2", false)
+	if b.recycled != 1 {
+		t.Errorf("%d responses' bytes recycled, want 1 (n1, whose y n2 replaced)", b.recycled)
+	}
+	b.send(deltaResponse(t, listenerType, "3", "n3", "z")) // takes a pooled slab
+	b.answer("n3", false)
+	got := b.r.held.export()
+	if len(got) != 1 || len(got[0].Resources) != 3 {
+		t.Fatalf("held %+v, want x, y and z", got)
+	}
+	for _, res := range got[0].Resources {
+		if !bytes.Equal(res.Body, listener(t, res.Name, 0).GetValue()) {
+			t.Errorf("%s's body was overwritten: %x", res.Name, res.Body)
+		}
 	}
 }
