@@ -1,6 +1,14 @@
 package xdsrelay
 
-import "go.uber.org/zap"
+import (
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// observerWait bounds how long a session's observer waits for the one
+// before it.
+const observerWait = 5 * time.Second
 
 // note is one message for a session's observer: a request of Envoy's, a
 // response from the control plane as received, or one from the cache.
@@ -14,8 +22,21 @@ type note struct {
 // the order the relay passed them on, so forwarding never waits for it: a
 // response is noted before it is sent to Envoy and its ACK after Envoy
 // sent that, so the observer sees every response before its ACK.
-func (s *session) observeAll(done chan<- struct{}) {
+//
+// It starts once the previous session's observer is done (prev), or after
+// observerWait: a session that outlived its stream must not hold up the
+// next one's configuration for long.
+func (s *session) observeAll(prev <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
+	if prev != nil {
+		t := time.NewTimer(observerWait)
+		select {
+		case <-prev:
+		case <-t.C:
+			s.r.log.Debug("the previous xDS stream's observer is still busy; observing this one meanwhile")
+		}
+		t.Stop()
+	}
 	for n := range s.notes {
 		switch {
 		case n.req != nil:

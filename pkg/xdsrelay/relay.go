@@ -41,6 +41,7 @@ type Relay struct {
 	active *upstream
 
 	mu              sync.Mutex
+	lastObserver    chan struct{} // closed once the newest ADS session's observer is done
 	cache           CacheState
 	lastErr         *StreamError
 	unreachableWarn throttle.Throttle // guarded by mu
@@ -171,13 +172,30 @@ func Listen(path string) (net.Listener, error) {
 	return ln, nil
 }
 
+// observeAfter chains the observers of ADS sessions: it records done as
+// the newest session's and returns the one before it (nil for the first). A stream Envoy
+// resets itself ends at once, while its observer may still hold its last
+// ACKs; observed after the next stream's, they would put back what Envoy
+// has dropped since.
+func (r *Relay) observeAfter(done chan struct{}) <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	prev := r.lastObserver
+	r.lastObserver = done
+	return prev
+}
+
 // serve runs one Envoy stream to its end.
 func (r *Relay) serve(d dialect, stream grpc.ServerStream) error {
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	s := &session{r: r, d: d, envoy: stream, obs: newObserver(r), reqs: make(chan envoyRequest), notes: make(chan note, 16)}
 	observed := make(chan struct{})
-	go s.observeAll(observed)
+	var prev <-chan struct{}
+	if d.exclusive() { // ADS: one stream at a time; HDS runs beside it
+		prev = r.observeAfter(observed)
+	}
+	go s.observeAll(prev, observed)
 	defer func() { close(s.notes); <-observed }() // the holdings are complete when it returns
 	go s.readEnvoy(ctx)
 	return s.run(ctx)
