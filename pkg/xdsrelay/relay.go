@@ -40,6 +40,10 @@ type Relay struct {
 	upMu   sync.Mutex // serialises ADS opens: the old stream closes first
 	active *upstream
 
+	// cacheEvents orders a cache state change with its CachedConfig event;
+	// mu is not held while the agent handles it.
+	cacheEvents sync.Mutex
+
 	mu              sync.Mutex
 	lastObserver    chan struct{} // closed once the newest ADS session's observer is done
 	cache           CacheState

@@ -75,6 +75,8 @@ func (r *Relay) usableCache() *lkgcache.Snapshot {
 }
 
 func (r *Relay) useCache(s *lkgcache.Snapshot) {
+	r.cacheEvents.Lock() // events leave in the order the state changed
+	defer r.cacheEvents.Unlock()
 	r.mu.Lock()
 	changed := !r.cache.InUse
 	if changed {
@@ -92,6 +94,8 @@ func (r *Relay) useCache(s *lkgcache.Snapshot) {
 }
 
 func (r *Relay) leaveCache() {
+	r.cacheEvents.Lock()
+	defer r.cacheEvents.Unlock()
 	r.mu.Lock()
 	changed := r.cache.InUse
 	r.cache = CacheState{}

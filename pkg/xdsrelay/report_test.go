@@ -1,6 +1,7 @@
 package xdsrelay
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/zoneproxy/zoneproxy/pkg/bootstraprewrite"
+	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
 )
 
 // A long outage is one warning a minute; every refusal is said, and the
@@ -33,5 +35,31 @@ func TestUnreachableWarningsAreThrottledRefusalsAreNot(t *testing.T) {
 	}
 	if told != 7 {
 		t.Fatalf("the agent heard of %d failures, want 7", told)
+	}
+}
+
+// The agent's view of the cached state (its last CachedConfig event) ends
+// where the relay's does, however entering and leaving the cache race.
+func TestCachedConfigEventsEndInTheRelaysState(t *testing.T) {
+	var mu sync.Mutex
+	last := CacheState{}
+	r, err := New(Options{SocketPath: "/x", Upstream: bootstraprewrite.Upstream{Address: "cp:5678", CAPEM: newPKI(t).caPEM}, Token: staticToken("t"),
+		Events: Events{CachedConfig: func(c CacheState) { mu.Lock(); last = c; mu.Unlock() }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &lkgcache.Snapshot{WrittenAt: time.Unix(1900000000, 0)}
+	for range 2000 {
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); r.useCache(s) }()
+		go func() { defer wg.Done(); r.leaveCache() }()
+		wg.Wait()
+		mu.Lock()
+		agent := last.InUse
+		mu.Unlock()
+		if relay := r.State().Cache.InUse; agent != relay {
+			t.Fatalf("the last event says in use %t, the relay %t", agent, relay)
+		}
 	}
 }
