@@ -115,16 +115,22 @@ func unixClient(socket string) *http.Client {
 	}}
 }
 
+// newTicker ticks every d; tests tick by hand.
+var newTicker = func(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTicker(d)
+	return t.C, t.Stop
+}
+
 // Run polls at once and then every interval until ctx ends.
 func (p *Poller) Run(ctx context.Context) error {
-	t := time.NewTicker(p.interval)
-	defer t.Stop()
+	ticks, stop := newTicker(p.interval)
+	defer stop()
 	for {
 		p.poll(ctx)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-ticks:
 		}
 	}
 }

@@ -230,6 +230,27 @@ func TestPollsEveryIntervalAndSendsTheAcceptedETag(t *testing.T) {
 	otel.expectNone(t) // a 404 for a path that never had config is not news
 }
 
+// One poll at start, then one per tick of a ticker set to the interval
+// (kuma-dp's refresh: 1 s by default).
+func TestPollsOncePerTickOfTheInterval(t *testing.T) {
+	ticks := make(chan time.Time)
+	var asked time.Duration
+	newTicker = func(d time.Duration) (<-chan time.Time, func()) { asked = d; return ticks, func() {} }
+	t.Cleanup(func() {
+		newTicker = func(d time.Duration) (<-chan time.Time, func()) { tk := time.NewTicker(d); return tk.C, tk.Stop }
+	})
+	l := newListener(t, map[string]string{"/meshmetric": "v1"})
+	startPoller(t, l.socket, map[string]Handler{"/meshmetric": newRecorder().handle}, nil)
+	l.awaitRequest("/meshmetric")
+	for range 2 {
+		ticks <- time.Now() // taken only by a poller waiting for its next tick
+		l.awaitRequest("/meshmetric")
+	}
+	if asked != testInterval {
+		t.Errorf("ticker every %v, want the interval %v", asked, testInterval)
+	}
+}
+
 func TestReappliesAChangedBody(t *testing.T) {
 	l := newListener(t, map[string]string{"/meshmetric": "v1"})
 	mm := newRecorder()
