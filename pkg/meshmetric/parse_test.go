@@ -163,18 +163,6 @@ func FuzzParseText(f *testing.F) {
 		if count(again) != count(fams) {
 			t.Fatalf("%d samples became %d", count(fams), count(again))
 		}
-		for i := range fams { // OpenMetrics timestamps are seconds, which ParseText refuses
-			for j := range fams[i].Samples {
-				fams[i].Samples[j].Timestamp = 0
-			}
-		}
-		om, err := ParseText(string(AppendOpenMetrics(nil, fams, []Label{{"mesh", "m"}})))
-		if err != nil {
-			t.Fatalf("OpenMetrics output does not parse: %v", err)
-		}
-		if count(om) != count(fams) {
-			t.Fatalf("OpenMetrics: %d samples became %d", count(fams), count(om))
-		}
 	})
 }
 

@@ -174,16 +174,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// once rather than grow it (a pooled buffer is emptied by the GC
 	// between scrapes a minute apart anyway).
 	out := make([]byte, 0, len(stats)+len(stats)/4)
-	ctype, openMetrics := negotiate(r.Header.Values("Accept"))
-	if openMetrics {
-		out = AppendOpenMetrics(out, fams, cfg.Labels())
-		out = s.appendExtraOpenMetrics(out)
-		out = append(out, "# EOF\n"...)
-	} else {
-		out = AppendText(out, fams, cfg.Labels())
-		out = s.appendExtraText(out)
-	}
-	w.Header().Set("Content-Type", ctype)
+	out = AppendText(out, fams, cfg.Labels())
+	out = s.appendExtraText(out)
+	w.Header().Set("Content-Type", ContentTypeText)
 	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 	if r.Method == http.MethodGet {
 		w.Write(out)
@@ -197,49 +190,6 @@ func (s *Server) appendExtraText(dst []byte) []byte {
 	b := bytes.NewBuffer(dst)
 	s.opts.Extra(b)
 	return b.Bytes()
-}
-
-// appendExtraOpenMetrics converts the agent's text metrics; if they do not
-// parse they are left out rather than spoil the exposition.
-func (s *Server) appendExtraOpenMetrics(dst []byte) []byte {
-	if s.opts.Extra == nil {
-		return dst
-	}
-	var b strings.Builder
-	s.opts.Extra(&b)
-	fams, err := ParseText(b.String())
-	if err != nil {
-		return dst
-	}
-	return AppendOpenMetrics(dst, fams, nil)
-}
-
-// negotiate picks OpenMetrics when an Accept header lists it with a
-// non-zero q, in version 1.0.0 or 0.0.1 (the body is the same), else text.
-func negotiate(accept []string) (contentType string, openMetrics bool) {
-	for _, header := range accept {
-		for _, mr := range strings.Split(header, ",") {
-			parts := strings.Split(mr, ";")
-			if !strings.EqualFold(strings.TrimSpace(parts[0]), "application/openmetrics-text") {
-				continue
-			}
-			version := "1.0.0"
-			ok := true
-			for _, p := range parts[1:] {
-				k, v, _ := strings.Cut(strings.TrimSpace(p), "=")
-				switch strings.ToLower(k) {
-				case "version":
-					version = v
-				case "q":
-					ok = ok && v != "0" && v != "0.0" && v != "0.00" && v != "0.000"
-				}
-			}
-			if ok && (version == "1.0.0" || version == "0.0.1") {
-				return "application/openmetrics-text; version=" + version + "; charset=utf-8", true
-			}
-		}
-	}
-	return ContentTypeText, false
 }
 
 func oneLine(err error) string {

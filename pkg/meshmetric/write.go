@@ -3,14 +3,14 @@ package meshmetric
 import (
 	"math"
 	"strconv"
-	"strings"
 )
 
-// Content types of the two formats the hijacker answers in.
-const (
-	ContentTypeText        = "text/plain; version=0.0.4; charset=utf-8"
-	ContentTypeOpenMetrics = "application/openmetrics-text; version=1.0.0; charset=utf-8"
-)
+// ContentTypeText is the hijacker's one format, as kuma-dp's: the
+// Prometheus text format 0.0.4, whatever the scraper's Accept says.
+// OpenMetrics would rename Envoy's counters (a _total suffix, and the
+// per-code upstream_rq merged into upstream_rq_total), breaking the
+// dashboards and alerts of users coming from kuma-dp.
+const ContentTypeText = "text/plain; version=0.0.4; charset=utf-8"
 
 // AppendText appends fams in the Prometheus text format 0.0.4. Every
 // sample also gets the extra labels it does not already have: the
@@ -28,93 +28,10 @@ func AppendText(dst []byte, fams []Family, extra []Label) []byte {
 		}
 		dst = appendType(dst, f.Name, f.Type.String())
 		for j := range f.Samples {
-			dst = appendSample(dst, f.Samples[j].Name, &f.Samples[j], extra, false)
+			dst = appendSample(dst, f.Samples[j].Name, &f.Samples[j], extra)
 		}
 	}
 	return dst
-}
-
-// AppendOpenMetrics appends fams in OpenMetrics 1.0, without the final
-// "# EOF" line, which the caller writes once everything is in. Counter
-// families lose a _total suffix and their samples gain it, as the spec
-// requires; Envoy counters that end up with one name (upstream_rq_total
-// and the per-code upstream_rq) are written as one family. A counter whose
-// name would collide with another type's family stays as it was, typed
-// unknown. Untyped families are unknown; timestamps turn into seconds.
-func AppendOpenMetrics(dst []byte, fams []Family, extra []Label) []byte {
-	om, next := openMetricsNames(fams)
-	done := make([]bool, len(fams))
-	for i := range fams {
-		if done[i] {
-			continue
-		}
-		f := &fams[i]
-		typ := f.Type.String()
-		switch {
-		case f.Type == Untyped || (f.Type == Counter && om[i] == ""):
-			typ = "unknown"
-		}
-		name := f.Name
-		if f.Type == Counter && om[i] != "" {
-			name = om[i]
-		}
-		dst = appendType(dst, name, typ)
-		if f.Help != "" {
-			dst = append(dst, "# HELP "...)
-			dst = append(dst, name...)
-			dst = append(dst, ' ')
-			dst = appendEscaped(dst, f.Help, true)
-			dst = append(dst, '\n')
-		}
-		for j := i; j >= 0; j = next[j] {
-			done[j] = true
-			series := ""
-			if fams[j].Type == Counter && om[j] != "" {
-				series = om[j] + "_total"
-			}
-			for k := range fams[j].Samples {
-				s := &fams[j].Samples[k]
-				n := s.Name
-				if series != "" {
-					n = series
-				}
-				dst = appendSample(dst, n, s, extra, true)
-			}
-		}
-	}
-	return dst
-}
-
-// openMetricsNames gives each counter its OpenMetrics family name ("" when
-// that would collide with a family of another type) and links counters
-// sharing a name: next[i] is the following member of i's group, or -1.
-func openMetricsNames(fams []Family) (om []string, next []int) {
-	om = make([]string, len(fams))
-	next = make([]int, len(fams))
-	others := make(map[string]bool)
-	for i := range fams {
-		next[i] = -1
-		if fams[i].Type != Counter {
-			others[fams[i].Name] = true
-		}
-	}
-	last := make(map[string]int)
-	for i := range fams {
-		f := &fams[i]
-		if f.Type != Counter {
-			continue
-		}
-		base := strings.TrimSuffix(f.Name, "_total")
-		if others[base] || others[base+"_total"] {
-			continue
-		}
-		om[i] = base
-		if prev, ok := last[base]; ok {
-			next[prev] = i
-		}
-		last[base] = i
-	}
-	return om, next
 }
 
 func appendType(dst []byte, name, typ string) []byte {
@@ -125,7 +42,7 @@ func appendType(dst []byte, name, typ string) []byte {
 	return append(dst, '\n')
 }
 
-func appendSample(dst []byte, name string, s *Sample, extra []Label, openMetrics bool) []byte {
+func appendSample(dst []byte, name string, s *Sample, extra []Label) []byte {
 	dst = append(dst, name...)
 	sep := byte('{')
 	for _, l := range s.Labels {
@@ -145,11 +62,7 @@ func appendSample(dst []byte, name string, s *Sample, extra []Label, openMetrics
 	dst = appendValue(dst, s.Value)
 	if s.Timestamp != 0 {
 		dst = append(dst, ' ')
-		if openMetrics {
-			dst = strconv.AppendFloat(dst, float64(s.Timestamp)/1000, 'f', -1, 64)
-		} else {
-			dst = strconv.AppendInt(dst, s.Timestamp, 10)
-		}
+		dst = strconv.AppendInt(dst, s.Timestamp, 10)
 	}
 	return append(dst, '\n')
 }
@@ -163,7 +76,7 @@ func appendLabel(dst []byte, sep byte, l Label) []byte {
 }
 
 // appendEscaped escapes \ and newlines, and " when quote is set (label
-// values; HELP text in OpenMetrics).
+// values).
 func appendEscaped(dst []byte, s string, quote bool) []byte {
 	clean := true
 	for i := 0; i < len(s); i++ {

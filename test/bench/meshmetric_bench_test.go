@@ -22,11 +22,9 @@ func BenchmarkMeshMetricScrape(b *testing.B) {
 	body := EnvoyStats(50_000)
 	for _, tc := range []struct {
 		name, profile string
-		openMetrics   bool
 	}{
-		{"basic-text", "Basic", false},
-		{"all-text", "All", false},
-		{"basic-openmetrics", "Basic", true},
+		{"basic-text", "Basic"},
+		{"all-text", "All"},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			cfg, err := meshmetric.Parse([]byte(fmt.Sprintf(benchPolicy, tc.profile)))
@@ -43,11 +41,7 @@ func BenchmarkMeshMetricScrape(b *testing.B) {
 					b.Fatal(err)
 				}
 				fams = cfg.Select(fams)
-				if tc.openMetrics {
-					out = meshmetric.AppendOpenMetrics(out[:0], fams, cfg.Labels())
-				} else {
-					out = meshmetric.AppendText(out[:0], fams, cfg.Labels())
-				}
+				out = meshmetric.AppendText(out[:0], fams, cfg.Labels())
 			}
 			// CPU time (all threads, GC included) next to ns/op, which
 			// a shared machine inflates.

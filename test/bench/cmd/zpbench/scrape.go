@@ -21,8 +21,8 @@ import (
 // scrapeLines is the size of Envoy's /stats body the figure is defined with.
 const scrapeLines = 50_000
 
-// prometheusAccept is what Prometheus sends when it scrapes, so the
-// hijacker answers in OpenMetrics as it would for a real scrape.
+// prometheusAccept is what Prometheus sends when it scrapes: it asks for
+// OpenMetrics first, and the hijacker answers in text 0.0.4, as kuma-dp's.
 const prometheusAccept = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
 
 // scrapeResult is the MeshMetric hijacker timed against Envoy's own /stats.
@@ -265,7 +265,7 @@ func writeScrapeDetails(w io.Writer, r *scrapeResult) {
 		"%d pairs, each a GET of Envoy's own `/stats?format=prometheus` on its admin address and a scrape of the agent's "+
 		"`kuma-mh-…sock` with Prometheus's Accept header, back to back and in alternating order, each over a kept-alive connection. "+
 		"No MeshMetric policy is in force (the stand-in serves no dynamic-config listener): the agent reads Envoy's stats, parses them, "+
-		"passes every family and writes them again, %d lines (%.1f MB) in OpenMetrics with its own metrics appended.",
+		"passes every family and writes them again, %d lines (%.1f MB) in Prometheus text with its own metrics appended.",
 		r.bodyLines, float64(r.bodyBytes)/1e6, len(pairs), r.outLines, float64(r.outBytes)/1e6)
 	p("")
 	p("| | median | min | max |")
