@@ -53,6 +53,9 @@ func prepare(cmd *cobra.Command, validate validation) (*prepared, error) {
 	}
 	if err != nil {
 		printProblems(stderr, nameSources(err, cmd.Flags(), src))
+		if config.OnlyTransient(err) {
+			return nil, reportedError{err} // exit 1: a restart may find it fixed
+		}
 		return nil, reportedError{exitcode.AsConfig(err)}
 	}
 	p := &prepared{cfg: cfg, logLevel: parseLevel(cfg.LogLevel), configFile: src.path}
@@ -78,9 +81,9 @@ func nameSources(err error, fs *pflag.FlagSet, src *source) error {
 			if _, ok := lookupSetting(p.Key); ok {
 				switch _, from := src.lookup(p.Key); from {
 				case fromEnv:
-					e = config.Problem{Key: envName(p.Key), Message: p.Message}
+					e = config.Problem{Key: envName(p.Key), Message: p.Message, Transient: p.Transient}
 				case fromFile:
-					e = config.Problem{Key: "config", Message: fmt.Sprintf("%s in %s: %s", p.Key, src.path, p.Message)}
+					e = config.Problem{Key: "config", Message: fmt.Sprintf("%s in %s: %s", p.Key, src.path, p.Message), Transient: p.Transient}
 				}
 			}
 		}

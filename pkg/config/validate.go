@@ -5,6 +5,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"net"
 	"net/url"
@@ -31,6 +32,26 @@ const MaxWorkDirLen = 98 - len("/kuma-envoy-admin")
 type Problem struct {
 	Key     string
 	Message string
+	// Transient: a restart may find it fixed without anyone changing the
+	// configuration (a token file not written yet, or being rewritten).
+	Transient bool
+}
+
+// OnlyTransient reports whether err holds problems and all are transient:
+// then a restart may succeed, and the exit code must say so (1, not 78).
+func OnlyTransient(err error) bool {
+	var merr *multierror.Error
+	if !errors.As(err, &merr) || len(merr.Errors) == 0 {
+		var p Problem
+		return errors.As(err, &p) && p.Transient
+	}
+	for _, e := range merr.Errors {
+		var p Problem
+		if !errors.As(e, &p) || !p.Transient {
+			return false
+		}
+	}
+	return true
 }
 
 func (p Problem) Error() string {
@@ -59,10 +80,13 @@ func (c *Config) ValidateResource() error {
 func (c *Config) validate(now time.Time, files bool) (warnings []Warning, err error) {
 	var errs *multierror.Error
 	add := func(key, format string, args ...any) {
-		errs = multierror.Append(errs, Problem{key, fmt.Sprintf(format, args...)})
+		errs = multierror.Append(errs, Problem{Key: key, Message: fmt.Sprintf(format, args...)})
 	}
 	warn := func(key, format string, args ...any) {
-		warnings = append(warnings, Problem{key, fmt.Sprintf(format, args...)})
+		warnings = append(warnings, Problem{Key: key, Message: fmt.Sprintf(format, args...)})
+	}
+	transient := func(key, format string, args ...any) {
+		errs = multierror.Append(errs, Problem{Key: key, Message: fmt.Sprintf(format, args...), Transient: true})
 	}
 
 	if c.Mesh == "" {
@@ -134,7 +158,7 @@ func (c *Config) validate(now time.Time, files bool) (warnings []Warning, err er
 
 	if files {
 		c.validateControlPlane(add)
-		c.validateToken(now, add, warn)
+		c.validateToken(now, add, transient, warn)
 	}
 
 	if c.EnvoyBinary == "" {
@@ -217,7 +241,7 @@ func (c *Config) dataplaneProblems() []Problem {
 	dp := c.Dataplane()
 	var out []Problem
 	for _, fe := range append(dp.ValidateMeta(), dp.Validate()...) {
-		out = append(out, Problem{flagFor(fe.Field, dp), fe.Message + " (Dataplane " + fe.Field + ")"})
+		out = append(out, Problem{Key: flagFor(fe.Field, dp), Message: fe.Message + " (Dataplane " + fe.Field + ")"})
 	}
 	return out
 }
@@ -291,7 +315,10 @@ func countCerts(b []byte) int {
 	}
 }
 
-func (c *Config) validateToken(now time.Time, add, warn func(key, format string, args ...any)) {
+// An empty or missing token file is transient: a provisioner may not
+// have written it yet, or be rewriting it; a restart tries again, as the
+// running agent does.
+func (c *Config) validateToken(now time.Time, add, transient, warn func(key, format string, args ...any)) {
 	key, where := "dataplane-token", "the token"
 	switch {
 	case c.DataplaneTokenFile != "" && c.DataplaneToken != "":
@@ -314,7 +341,10 @@ func (c *Config) validateToken(now time.Time, add, warn func(key, format string,
 		add(key, "%s is %v; generate one with `kumactl generate dataplane-token --mesh %s`", where, err, c.Mesh)
 		return
 	case errors.Is(err, token.ErrEmpty):
-		add(key, "%s is empty: write the token from `kumactl generate dataplane-token` into it", c.DataplaneTokenFile)
+		transient(key, "%s is empty: write the token from `kumactl generate dataplane-token` into it (exit 1: a restart reads it again)", c.DataplaneTokenFile)
+		return
+	case errors.Is(err, fs.ErrNotExist) && !token.LooksLikeJWT(filepath.Base(c.DataplaneTokenFile)):
+		transient(key, "%s does not exist: write the token from `kumactl generate dataplane-token` there, or fix the path (exit 1: a restart looks again)", c.DataplaneTokenFile)
 		return
 	case errors.Is(err, syscall.EISDIR):
 		add(key, "%s is a directory: give the token file", c.DataplaneTokenFile)

@@ -87,7 +87,7 @@ func TestValidate(t *testing.T) {
 		{"cp address", func(_ *testing.T, c *Config) { c.CPAddress = "http://cp:5681" }, []string{"--cp-address: \"http://cp:5681\" must start with https://"}, nil},
 		{"ca file missing", func(_ *testing.T, c *Config) { c.CACertFile = "/nonexistent/ca.pem" }, []string{"--ca-cert-file: cannot read /nonexistent/ca.pem"}, nil},
 		{"both tokens", func(t *testing.T, c *Config) { c.DataplaneToken = "x"; c.DataplaneTokenFile = "/t" }, []string{"not both"}, nil},
-		{"token file missing", func(_ *testing.T, c *Config) { c.DataplaneTokenFile = "/nonexistent/token" }, []string{"--dataplane-token-file: cannot read /nonexistent/token"}, nil},
+		{"token file missing", func(_ *testing.T, c *Config) { c.DataplaneTokenFile = "/nonexistent/token" }, []string{"--dataplane-token-file: /nonexistent/token does not exist"}, nil},
 		{"token file empty", func(t *testing.T, c *Config) {
 			p := filepath.Join(t.TempDir(), "empty")
 			_ = os.WriteFile(p, []byte("\n"), 0o600)

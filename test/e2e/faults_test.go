@@ -191,6 +191,9 @@ func fakeJWT(claims string) string {
 	return enc([]byte(`{"alg":"RS256","kid":"1","typ":"JWT"}`)) + "." + enc([]byte(claims)) + ".c2lnbmF0dXJl"
 }
 
+// A token file that does not exist yet, or is empty (being written by a
+// provisioner, or rewritten in place), exits 1: a restart may find it
+// ready. Everything else wrong with it exits 78.
 func TestBadTokensAreConfigErrors(t *testing.T) {
 	t.Parallel()
 	zone := harness.NewZone(t, bins, "payments")
@@ -204,20 +207,23 @@ func TestBadTokensAreConfigErrors(t *testing.T) {
 	}
 	cases := []struct {
 		name, file, want string
+		code             int
+		extra            []string
 	}{
-		{"missing", filepath.Join(dir, "nope"), "no such file"},
-		{"a directory", dir, "is a directory"},
-		{"empty", write("empty", "\n", 0o600), "is empty"},
-		{"not a JWT", write("garbage", "not-a-token", 0o600), "not a JWT"},
-		{"other mesh", write("billing", fakeJWT(`{"Mesh":"billing"}`), 0o600), `token is for mesh "billing", not "payments"`},
+		{"missing", filepath.Join(dir, "nope"), "does not exist", 1, nil},
+		{"empty", write("empty", "\n", 0o600), "is empty", 1, nil},
+		{"empty, and a setting wrong", filepath.Join(dir, "empty"), "is empty", 78, []string{"--drain-time", "-1s"}},
+		{"a directory", dir, "is a directory", 78, nil},
+		{"not a JWT", write("garbage", "not-a-token", 0o600), "not a JWT", 78, nil},
+		{"other mesh", write("billing", fakeJWT(`{"Mesh":"billing"}`), 0o600), `token is for mesh "billing", not "payments"`, 78, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := zone.NewProxy("payments", "egress")
 			p.TokenFile = tc.file
-			code, out := harness.Run(t, bins.Zoneproxy, nil, zone.Args(p)...)
-			if code != 78 || !strings.Contains(out, "--dataplane-token-file") || !strings.Contains(out, tc.want) {
-				t.Fatalf("exit %d, want 78 mentioning %q\n%s", code, tc.want, out)
+			code, out := harness.Run(t, bins.Zoneproxy, nil, append(zone.Args(p), tc.extra...)...)
+			if code != tc.code || !strings.Contains(out, "--dataplane-token-file") || !strings.Contains(out, tc.want) {
+				t.Fatalf("exit %d, want %d mentioning %q\n%s", code, tc.code, tc.want, out)
 			}
 		})
 	}
