@@ -2,6 +2,7 @@ package bootstrap
 
 import (
 	"context"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -133,7 +134,7 @@ func newRequest(cfg *config.Config, workDir string, ev envoy.Version, caPEM []by
 			},
 			Envoy: EnvoyVersion{Version: ev.Version, Build: ev.Build, KumaDpCompatible: version.EnvoyCompatible(ev.Version)},
 		},
-		CACert: string(caPEM),
+		CACert: certificatesOnly(caPEM),
 		// Shown in the DataplaneInsight's version dependencies.
 		DynamicMetadata: map[string]string{"version.dependencies.zoneproxy": version.Version},
 		ReadinessPort:   uint32(cfg.ReadinessPort),
@@ -142,6 +143,24 @@ func newRequest(cfg *config.Config, workDir string, ev envoy.Version, caPEM []by
 		Workdir:         workDir,
 		SystemCAPath:    firstExisting(systemCAPaths),
 		IPv6Enabled:     hostHasIPv6(),
+	}
+}
+
+// certificatesOnly is pemData's CERTIFICATE blocks, re-encoded. kuma-cp
+// reads only the first block of caCert (a key first gets a bare 500 for
+// ever), and nothing else in a combined file, a private key above all,
+// belongs on the wire.
+func certificatesOnly(pemData []byte) string {
+	var out []byte
+	for {
+		var b *pem.Block
+		b, pemData = pem.Decode(pemData)
+		if b == nil {
+			return string(out)
+		}
+		if b.Type == "CERTIFICATE" {
+			out = append(out, pem.EncodeToMemory(&pem.Block{Type: b.Type, Bytes: b.Bytes})...)
+		}
 	}
 }
 

@@ -157,7 +157,7 @@ func (c *Config) validate(now time.Time, files bool) (warnings []Warning, err er
 	}
 
 	if files {
-		c.validateControlPlane(add)
+		c.validateControlPlane(add, warn)
 		c.validateToken(now, add, transient, warn)
 	}
 
@@ -267,19 +267,25 @@ func flagFor(field string, dp dataplane.Dataplane) string {
 	return "config"
 }
 
-func (c *Config) validateControlPlane(add func(key, format string, args ...any)) {
+func (c *Config) validateControlPlane(add, warn func(key, format string, args ...any)) {
 	u, err := url.Parse(c.CPAddress)
 	switch {
 	case c.CPAddress == "":
 		add("cp-address", "required: the zone control plane's DP server, e.g. https://cp.zone-1.internal:5678")
 	case err != nil:
 		add("cp-address", "%q is not a URL: %v", c.CPAddress, err)
+	case u.User != nil: // before any message that quotes the address
+		add("cp-address", "must not hold a user name or password: give only https://host:port (the dataplane token authenticates the proxy)")
 	case u.Scheme != "https":
 		add("cp-address", "%q must start with https:// (the control plane's DP server on port 5678 only speaks TLS)", c.CPAddress)
 	case u.Hostname() == "":
 		add("cp-address", "%q has no host", c.CPAddress)
 	case u.Path != "" && u.Path != "/":
 		add("cp-address", "%q must not have a path: give only https://host:port", c.CPAddress)
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(c.CPAddress, "#"):
+		// The request would go to / with /bootstrap in the query or
+		// fragment: a 404 retried for ever.
+		add("cp-address", "%q must not have a query or fragment: give only https://host:port", c.CPAddress)
 	}
 	if u != nil && u.Hostname() != "" {
 		if ip := net.ParseIP(u.Hostname()); ip != nil && ip.IsUnspecified() {
@@ -294,23 +300,31 @@ func (c *Config) validateControlPlane(add func(key, format string, args ...any))
 		add("ca-cert-file", "cannot read %s: %v", c.CACertFile, errtext.PathCause(err))
 		return
 	}
-	if n := countCerts(b); n == 0 {
+	n, keys := countCerts(b)
+	if n == 0 {
 		add("ca-cert-file", "%s holds no PEM certificate: give the control plane's CA certificate (kuma-cp.crt)", c.CACertFile)
+	}
+	if keys > 0 {
+		warn("ca-cert-file", "%s holds a private key too: zoneproxy sends the control plane only the certificates, but a CA file needs no key; keep it elsewhere", c.CACertFile)
 	}
 }
 
-func countCerts(b []byte) int {
-	n := 0
+// countCerts counts the parseable certificates and the private keys of a
+// PEM file.
+func countCerts(b []byte) (certs, keys int) {
 	for {
 		var blk *pem.Block
 		blk, b = pem.Decode(b)
 		if blk == nil {
-			return n
+			return certs, keys
 		}
-		if blk.Type == "CERTIFICATE" {
+		switch {
+		case blk.Type == "CERTIFICATE":
 			if _, err := x509.ParseCertificate(blk.Bytes); err == nil {
-				n++
+				certs++
 			}
+		case strings.HasSuffix(blk.Type, "PRIVATE KEY"):
+			keys++
 		}
 	}
 }

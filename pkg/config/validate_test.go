@@ -3,7 +3,6 @@ package config
 import (
 	"encoding/base64"
 	"errors"
-	"github.com/zoneproxy/zoneproxy/pkg/dataplane"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zoneproxy/zoneproxy/pkg/dataplane"
 	"github.com/zoneproxy/zoneproxy/pkg/timesync"
 )
 
@@ -85,6 +85,9 @@ func TestValidate(t *testing.T) {
 		{"cache max age zero without a cache", func(_ *testing.T, c *Config) { c.StateDir = ""; c.CacheMaxAge = 0 }, nil, []string{"no dataplane token"}},
 		{"retry bounds", func(_ *testing.T, c *Config) { c.RetryInitial = 0; c.RetryMax = -1 }, []string{"--retry-initial", "--retry-max"}, nil},
 		{"cp address", func(_ *testing.T, c *Config) { c.CPAddress = "http://cp:5681" }, []string{"--cp-address: \"http://cp:5681\" must start with https://"}, nil},
+		{"cp address with an empty query", func(_ *testing.T, c *Config) { c.CPAddress = "https://cp:5678?" }, []string{"--cp-address: \"https://cp:5678?\" must not have a query or fragment"}, nil},
+		{"cp address with a fragment", func(_ *testing.T, c *Config) { c.CPAddress = "https://cp:5678#x" }, []string{"must not have a query or fragment"}, nil},
+		{"cp address with a password", func(_ *testing.T, c *Config) { c.CPAddress = "http://u:secret@cp:5678/x" }, []string{"--cp-address: must not hold a user name or password"}, nil},
 		{"ca file missing", func(_ *testing.T, c *Config) { c.CACertFile = "/nonexistent/ca.pem" }, []string{"--ca-cert-file: cannot read /nonexistent/ca.pem"}, nil},
 		{"both tokens", func(t *testing.T, c *Config) { c.DataplaneToken = "x"; c.DataplaneTokenFile = "/t" }, []string{"not both"}, nil},
 		{"token file missing", func(_ *testing.T, c *Config) { c.DataplaneTokenFile = "/nonexistent/token" }, []string{"--dataplane-token-file: /nonexistent/token does not exist"}, nil},
