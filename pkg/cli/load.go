@@ -12,7 +12,6 @@ import (
 	"github.com/hashicorp/go-multierror"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
-	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/errtext"
@@ -179,7 +178,7 @@ func (s *source) readFile() error {
 	if err != nil {
 		return config.Problem{Key: "config", Message: fmt.Sprintf("cannot read %s: %v", s.path, errtext.PathCause(err))}
 	}
-	if err := yaml.Unmarshal(raw, &s.file); err != nil {
+	if s.file, err = fileValues(raw); err != nil {
 		return config.Problem{Key: "config", Message: fmt.Sprintf("%s is not valid YAML: %v", s.path, err)}
 	}
 	// A copy: viper lower-cases the keys of the map it is given, in place.

@@ -128,6 +128,11 @@ func TestLabelForms(t *testing.T) {
 		{"file map", "label: {a: 1, b: two}\n", nil, nil, map[string]string{"a": "1", "b": "two"}},
 		{"file map keeps key case", "label: {Team: a, kuma.io/ServiceTier: gold}\n", nil, nil, map[string]string{"Team": "a", "kuma.io/ServiceTier": "gold"}},
 		{"flags keep commas and case", "", nil, []string{"--label", "Team=a,b"}, map[string]string{"Team": "a,b"}},
+		// As written, not as YAML's numbers: the same as in the environment.
+		{"file map keeps number-like text", "label: {release: 2.10, build: 0755, big: 1e3, yes: true}\n", nil, nil,
+			map[string]string{"release": "2.10", "build": "0755", "big": "1e3", "yes": "true"}},
+		{"file list keeps number-like text", "label: [release=2.10]\n", nil, nil, map[string]string{"release": "2.10"}},
+		{"env gives the same", "", map[string]string{"ZONEPROXY_LABEL": "release=2.10,build=0755"}, nil, map[string]string{"release": "2.10", "build": "0755"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -145,6 +150,28 @@ func TestLabelForms(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Text settings read from the file are the text written, and typed ones
+// convert as they do from the environment.
+func TestFileValuesAreTheirText(t *testing.T) {
+	c, msg := load(t, "mesh: 1.10\nname: 010\negress-port: 12000\ndrain-time: 45s\nxds-relay: false\n", nil)
+	if msg != "" {
+		t.Fatal(msg)
+	}
+	if c.Mesh != "1.10" || c.Name != "010" || c.EgressPort != 12000 || c.DrainTime != 45*time.Second || c.XDSRelay {
+		t.Errorf("mesh %q name %q egress-port %d drain-time %v xds-relay %v", c.Mesh, c.Name, c.EgressPort, c.DrainTime, c.XDSRelay)
+	}
+	for _, tc := range []struct{ file, want string }{
+		{"admin-port: 9901.0\n", "9901.0 is not a whole number"}, // refused as ZONEPROXY_ADMIN_PORT=9901.0 is
+		{"mesh: a\nmesh: b\n", `"mesh" is set twice`},
+		{"base: &b {a: 1}\nlabel: *b\n", "aliases"},
+		{"- a\n- b\n", "must be settings"},
+	} {
+		if _, msg := load(t, tc.file, nil); !strings.Contains(msg, tc.want) {
+			t.Errorf("%q: %q, want it to mention %q", tc.file, msg, tc.want)
+		}
 	}
 }
 
