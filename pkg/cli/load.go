@@ -130,6 +130,12 @@ func (s *source) lookup(name string) (any, origin) {
 		}
 	case o == fromFile && name == "label":
 		return s.file[name], o // viper lower-cases map keys; labels keep their case
+	case o == fromEnv:
+		// An empty variable clears what the file sets: for a number, a
+		// duration or a switch that means its default.
+		if st, ok := lookupSetting(name); ok && st.kind != text && st.kind != list && os.Getenv(envName(name)) == "" {
+			return st.def, fromDefault
+		}
 	}
 	return s.v.Get(name), o
 }
@@ -234,8 +240,11 @@ func unknownVariables() []error {
 			continue
 		}
 		key := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, envPrefix), "_", "-"))
-		if _, ok := lookupSetting(key); !ok {
+		switch _, ok := lookupSetting(key); {
+		case !ok:
 			out = append(out, config.Problem{Key: name, Message: "not a setting of zoneproxy" + suggestEnv(key)})
+		case name != envName(key): // only the upper-case name is read
+			out = append(out, config.Problem{Key: name, Message: "not a setting of zoneproxy (did you mean " + envName(key) + "? variable names are upper case)"})
 		}
 	}
 	return out

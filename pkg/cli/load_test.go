@@ -189,10 +189,24 @@ func TestMisspeltEnvironmentVariable(t *testing.T) {
 	}
 }
 
+// Only the upper-case name is read: another case would be ignored.
+func TestEnvironmentVariableInTheWrongCase(t *testing.T) {
+	_, msg := load(t, "", map[string]string{"ZONEPROXY_Drain_Time": "5s"})
+	if !strings.Contains(msg, "ZONEPROXY_Drain_Time: not a setting") || !strings.Contains(msg, "did you mean ZONEPROXY_DRAIN_TIME?") {
+		t.Fatal(msg)
+	}
+}
+
 func TestEmptyEnvironmentVariableClearsTheFile(t *testing.T) {
 	c, msg := load(t, "ca-cert-file: /etc/zoneproxy/ca.pem\n", map[string]string{"ZONEPROXY_CA_CERT_FILE": ""})
 	if msg != "" || c.CACertFile != "" {
 		t.Fatalf("%q %q", c.CACertFile, msg)
+	}
+	// A number, a duration or a switch goes back to its default.
+	c, msg = load(t, "egress-port: 12000\ndrain-time: 10s\nxds-relay: false\n",
+		map[string]string{"ZONEPROXY_EGRESS_PORT": "", "ZONEPROXY_DRAIN_TIME": "", "ZONEPROXY_XDS_RELAY": ""})
+	if msg != "" || c.EgressPort != config.DefaultEgressPort || c.DrainTime != config.DefaultDrainTime || !c.XDSRelay {
+		t.Fatalf("egress-port %d drain-time %v xds-relay %v: %q", c.EgressPort, c.DrainTime, c.XDSRelay, msg)
 	}
 }
 
