@@ -33,6 +33,7 @@ type backend struct {
 	warn   throttle.Throttle
 	enc    encoder
 	req    []byte // the last request's buffer, reused
+	epoch  envoyEpoch
 }
 
 func (p *Pusher) start(name string, t target) (*backend, error) {
@@ -100,7 +101,7 @@ func (b *backend) push(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("parsing Envoy stats: %w", err)
 	}
-	start := envoyStart(fams, now)
+	start := b.epoch.start(fams, now)
 	fams = cfg.Select(fams)
 	if len(fams) == 0 {
 		return nil
@@ -145,8 +146,32 @@ func (rawCodec) Unmarshal(data []byte, v any) error {
 
 func (rawCodec) Name() string { return "proto" }
 
+// envoyEpoch is when the running Envoy's counters began, kept from push
+// to push. OTLP reads a cumulative series whose start time changes as a
+// reset: worked out anew each time from Envoy's uptime (whole seconds,
+// updated at each stats flush) it would move on every push, and a
+// collector's cumulative-to-delta conversion would drop the series.
+type envoyEpoch struct{ at time.Time }
+
+// epochSlack covers the uptime's whole seconds and Envoy's stats flush (5 s
+// by default): a start further off than this is another Envoy.
+const epochSlack = 15 * time.Second
+
+// start is the running Envoy's start; zero (unknown to the collector)
+// when Envoy does not report its uptime.
+func (e *envoyEpoch) start(fams []meshmetric.Family, now time.Time) time.Time {
+	candidate := envoyStart(fams, now)
+	switch {
+	case candidate.IsZero():
+		*e = envoyEpoch{}
+	case e.at.IsZero(), candidate.Sub(e.at) > epochSlack, e.at.Sub(candidate) > epochSlack:
+		e.at = candidate // the first push, or Envoy was restarted
+	}
+	return e.at
+}
+
 // envoyStart is when Envoy's counters began, from its uptime gauge; zero
-// (unknown to the collector) when Envoy does not report it.
+// when Envoy does not report it.
 func envoyStart(fams []meshmetric.Family, now time.Time) time.Time {
 	for i := range fams {
 		if fams[i].Name == "envoy_server_uptime" && len(fams[i].Samples) > 0 {

@@ -260,6 +260,36 @@ func TestEnvoyStartComesFromItsUptime(t *testing.T) {
 	}
 }
 
+// One Envoy's series keep one start time from push to push, although its
+// uptime moves in whole seconds at each stats flush; a restarted Envoy
+// gets its own.
+func TestEnvoyStartStaysPutAcrossPushes(t *testing.T) {
+	uptime := func(s string) []meshmetric.Family {
+		fams, err := meshmetric.ParseText("# TYPE envoy_server_uptime gauge\nenvoy_server_uptime{} " + s + "\n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fams
+	}
+	var e envoyEpoch
+	first := e.start(uptime("100"), scrapeAt)
+	for _, push := range []struct {
+		after time.Duration
+		up    string
+	}{{300 * time.Millisecond, "100"}, {600 * time.Millisecond, "100"}, {5 * time.Second, "105"}, {9900 * time.Millisecond, "109"}} {
+		if got := e.start(uptime(push.up), scrapeAt.Add(push.after)); !got.Equal(first) {
+			t.Errorf("push %v later (uptime %s): start %v, want %v as before", push.after, push.up, got, first)
+		}
+	}
+	restarted := e.start(uptime("2"), scrapeAt.Add(time.Minute))
+	if want := scrapeAt.Add(time.Minute - 2*time.Second); !restarted.Equal(want) {
+		t.Errorf("after a restart: start %v, want %v", restarted, want)
+	}
+	if got := e.start(nil, scrapeAt.Add(2*time.Minute)); !got.IsZero() {
+		t.Errorf("without uptime: start %v, want zero", got)
+	}
+}
+
 func TestPartialSuccessIsRead(t *testing.T) {
 	inner := protowire.AppendTag(nil, 1, protowire.VarintType)
 	inner = protowire.AppendVarint(inner, 3)

@@ -160,6 +160,7 @@ func TestPushesTheProfilesEnvoyMetricsWithExtraLabels(t *testing.T) {
 	p := newPusher(t, e, nil)
 	p.Apply(config(t, "20ms", map[string]string{"otel-collector": c.socket}))
 
+	var starts []uint64 // of the counter's point, push by push
 	for range 3 {
 		push := c.await(t)
 		if len(push.ResourceMetrics) != 1 || len(push.ResourceMetrics[0].ScopeMetrics) != 1 {
@@ -172,6 +173,9 @@ func TestPushesTheProfilesEnvoyMetricsWithExtraLabels(t *testing.T) {
 		var names []string
 		for _, m := range sm.Metrics {
 			names = append(names, m.Name)
+			if dps := m.GetSum().GetDataPoints(); m.Name == "envoy_cluster_upstream_rq_total" && len(dps) > 0 {
+				starts = append(starts, dps[0].StartTimeUnixNano)
+			}
 			for _, attrs := range pointAttrs(m) {
 				for _, want := range []string{"kuma.proxy_role=zone-egress", "mesh=payments", "zone=default"} {
 					if !strings.Contains(strings.Join(attrs, " "), want) {
@@ -187,6 +191,10 @@ func TestPushesTheProfilesEnvoyMetricsWithExtraLabels(t *testing.T) {
 		if !reflect.DeepEqual(names, want) {
 			t.Errorf("pushed %q; want the profile's %q", names, want)
 		}
+	}
+	// One Envoy, one start time: a moving one reads as a counter reset.
+	if len(starts) != 3 || starts[0] == 0 || starts[1] != starts[0] || starts[2] != starts[0] {
+		t.Errorf("the counter's start times %v; want one, non-zero, for every push", starts)
 	}
 	if q := <-e.reads; q != "format=prometheus&text_readouts=" {
 		t.Errorf("Envoy's stats were read with %q; want no usedonly, as the config sets includeUnused", q)
