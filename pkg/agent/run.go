@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
-	"github.com/zoneproxy/zoneproxy/pkg/sdnotify"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 )
 
@@ -64,7 +62,7 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, doc
 	})
 	envoyLog := a.log.Named("envoy")
 	spec := envoy.Spec{
-		Path: envoyPath, Args: args, Env: envoyEnv(os.Environ()), Dir: wd.path,
+		Path: envoyPath, Args: args, Env: envoy.ChildEnv(), Dir: wd.path,
 		Output: func(line string) { logEnvoyLine(envoyLog, redact(line, a.currentToken())) },
 	}
 	// start runs Envoy: here, and again from the same bootstrap on an undrain.
@@ -189,19 +187,6 @@ func stopping(ctx context.Context, proc envoyProcess) bool {
 	case <-t.C:
 		return false
 	}
-}
-
-// envoyEnv is the agent's environment minus what Envoy must not inherit:
-// the agent's own settings (which may hold the token) and systemd's
-// notify, watchdog and socket-activation variables.
-func envoyEnv(env []string) []string {
-	out := make([]string, 0, len(env))
-	for _, kv := range sdnotify.ScrubEnv(env) {
-		if !strings.HasPrefix(kv, "ZONEPROXY_") {
-			out = append(out, kv)
-		}
-	}
-	return out
 }
 
 func redact(line, secret string) string {

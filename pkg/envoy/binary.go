@@ -48,6 +48,7 @@ func ReadVersion(ctx context.Context, path string) (Version, error) {
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, path, "--version")
+	cmd.Env = ChildEnv() // a wrapper script sees no more than Envoy does
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.WaitDelay = time.Second // a wrapper's child may hold the pipes open
 	if err := cmd.Run(); err != nil {
