@@ -108,6 +108,13 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		return err
 	}
 	defer wd.cleanup()
+	if wd.leftBootstrap {
+		// Its ports would make the port check below refuse to start.
+		if left := envoy.EndLeftovers(wd.file(bootstrapFile), 5*time.Second); len(left) > 0 {
+			a.log.Warn("ended the Envoy an earlier agent on this work dir left running (killed outright while a wrapper had not exec'd Envoy)",
+				zap.Ints("pids", left))
+		}
+	}
 
 	rp := preflight.ReadinessPort(a.cfg)
 	ln, err := preflight.Listen(rp.Addr)

@@ -28,6 +28,9 @@ type workDir struct {
 	path      string
 	temporary bool
 	lock      *os.File
+	// leftBootstrap: an earlier agent left its bootstrap behind, so it was
+	// killed outright and its Envoy may still run.
+	leftBootstrap bool
 }
 
 // openWorkDir creates (0700) and locks dir, or a private temp dir when dir
@@ -50,7 +53,9 @@ func openWorkDir(dir string) (*workDir, error) {
 		return nil, err
 	}
 	for _, name := range []string{bootstrapFile, tokenFile, adminSocket} {
-		_ = os.Remove(w.file(name))
+		if err := os.Remove(w.file(name)); err == nil && name == bootstrapFile {
+			w.leftBootstrap = true
+		}
 	}
 	return w, nil
 }

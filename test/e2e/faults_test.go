@@ -395,3 +395,50 @@ func TestSANMismatchIsAConfigErrorWithoutRetries(t *testing.T) {
 		t.Fatalf("retried a SAN mismatch (%d requests)\n%s", n, out)
 	}
 }
+
+// Behind a wrapper that runs Envoy without exec, the parent-death signal
+// reaches only the wrapper: an agent killed outright leaves Envoy running
+// on the zone proxy's ports. The next agent on that work dir ends it,
+// instead of refusing to start (78) on a port in use.
+func TestAnEnvoyLeftBehindAWrapperIsEndedByTheNextAgent(t *testing.T) {
+	t.Parallel()
+	zone := harness.NewZone(t, bins, "payments")
+	p := zone.NewProxy("payments", "egress")
+	dir := harness.ShortTempDir(t)
+	wrapper := filepath.Join(dir, "envoy")
+	// Envoy's output to a file of the wrapper's own, as such wrappers do:
+	// nothing ties Envoy to the agent once the wrapper is gone.
+	script := "#!/bin/sh\n[ \"$1\" = --version ] && exec " + bins.Envoy + " \"$@\"\n" +
+		bins.Envoy + " \"$@\" >>" + filepath.Join(dir, "envoy.log") + " 2>&1\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	agent := zone.Start(p, nil, "--envoy-binary", wrapper, "--state-dir", "")
+	agent.AwaitReadiness(p.Readiness, 200, "READY", promptly)
+	var envoyPID int
+	harness.Eventually(t, promptly, "Envoy under its wrapper", func() bool {
+		if kids := harness.Children(agent.EnvoyPID(promptly)); len(kids) > 0 {
+			envoyPID = kids[0]
+		}
+		return envoyPID != 0
+	})
+	t.Cleanup(func() { _ = syscall.Kill(envoyPID, syscall.SIGKILL) })
+	agent.Signal(syscall.SIGKILL)
+	agent.Wait(promptly)
+	if harness.ProcessGone(envoyPID) {
+		t.Fatal("Envoy went with the agent: nothing left behind to test")
+	}
+
+	again := zone.Start(p, nil, "--envoy-binary", wrapper, "--state-dir", "")
+	again.AwaitReadiness(p.Readiness, 200, "READY", promptly)
+	if !harness.ProcessGone(envoyPID) {
+		t.Errorf("the Envoy left behind (%d) still runs", envoyPID)
+	}
+	if !strings.Contains(again.Output(), "ended the Envoy an earlier agent on this work dir left running") {
+		t.Errorf("the next agent does not say it ended the leftover:\n%s", again.Output())
+	}
+	again.Signal(syscall.SIGTERM)
+	if code := again.Wait(promptly); code != 0 {
+		t.Fatalf("second run exit %d", code)
+	}
+}
