@@ -76,12 +76,18 @@ func anyAlive(pids []int) bool {
 	return false
 }
 
-// alive: the process exists and is not a zombie waiting for its reaper.
+// alive: the process exists and still holds its files (its ports). A
+// zombie leader whose other threads are still exiting does; one alone,
+// waiting for its reaper, does not.
 func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	dir := "/proc/" + strconv.Itoa(pid)
+	b, err := os.ReadFile(dir + "/stat")
 	if err != nil {
 		return false
 	}
-	i := bytes.LastIndexByte(b, ')')
-	return i > 0 && i+2 < len(b) && b[i+2] != 'Z'
+	if i := bytes.LastIndexByte(b, ')'); i < 0 || i+2 >= len(b) || b[i+2] != 'Z' {
+		return true
+	}
+	tasks, err := os.ReadDir(dir + "/task")
+	return err == nil && len(tasks) > 1
 }
