@@ -18,16 +18,18 @@ import (
 // the zone proxy's ports, and the new agent would refuse to start. The
 // caller holds the work dir's lock, so no live agent uses configPath.
 func EndLeftovers(configPath string, wait time.Duration) []int {
-	pids := runningOn(configPath)
+	pids, groups := runningOn(configPath)
 	own := syscall.Getpgrp()
+	gone := append([]int(nil), pids...) // and their groups' members, whose ports count too
 	for _, pid := range pids {
 		if pgid, err := syscall.Getpgid(pid); err == nil && pgid > 1 && pgid != own {
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			gone = append(gone, groups[pgid]...)
 		}
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if !anyAlive(pids) {
+		if !anyAlive(gone) {
 			break
 		}
 	}
@@ -35,14 +37,15 @@ func EndLeftovers(configPath string, wait time.Duration) []int {
 }
 
 // runningOn lists this user's processes whose arguments name configPath
-// as Envoy's --config-path (or -c).
-func runningOn(configPath string) []int {
+// as Envoy's --config-path (or -c), and this user's processes by process
+// group.
+func runningOn(configPath string) (pids []int, groups map[int][]int) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	uid, self := uint32(os.Getuid()), os.Getpid()
-	var out []int
+	groups = map[int][]int{}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == self {
@@ -52,6 +55,9 @@ func runningOn(configPath string) []int {
 		if fi, err := os.Stat(dir); err != nil || fi.Sys().(*syscall.Stat_t).Uid != uid {
 			continue
 		}
+		if pgid, err := syscall.Getpgid(pid); err == nil {
+			groups[pgid] = append(groups[pgid], pid)
+		}
 		raw, err := os.ReadFile(filepath.Join(dir, "cmdline"))
 		if err != nil || !alive(pid) {
 			continue
@@ -59,12 +65,12 @@ func runningOn(configPath string) []int {
 		args := strings.Split(string(bytes.TrimRight(raw, "\x00")), "\x00")
 		for i, a := range args {
 			if (a == "--config-path" || a == "-c") && i+1 < len(args) && args[i+1] == configPath || a == "--config-path="+configPath {
-				out = append(out, pid)
+				pids = append(pids, pid)
 				break
 			}
 		}
 	}
-	return out
+	return pids, groups
 }
 
 func anyAlive(pids []int) bool {
