@@ -1,18 +1,13 @@
 package config
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zoneproxy/zoneproxy/internal/testutil"
 )
 
 // A password in --cp-address is refused without being repeated, whatever
@@ -31,22 +26,9 @@ func TestCPAddressCredentialsAreNeverEchoed(t *testing.T) {
 // A CA file with a private key in it works (only its certificates are
 // sent), with a warning to keep the key elsewhere.
 func TestACAFileWithAKeyIsWarnedAbout(t *testing.T) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pki := testutil.NewPKI(t, nil, nil)
 	path := filepath.Join(t.TempDir(), "ca.pem")
-	content := append(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
+	content := append(append([]byte(nil), pki.KeyPEM...), pki.CAPEM...)
 	if err := os.WriteFile(path, content, 0o600); err != nil {
 		t.Fatal(err)
 	}
