@@ -74,7 +74,7 @@ type source struct {
 	v     *viper.Viper
 	flags *pflag.FlagSet
 	path  string         // the --config file, "" for none
-	file  map[string]any // its keys, as YAML typed them
+	file  map[string]any // its settings, scalars as written (fileValues)
 }
 
 func newSource(fs *pflag.FlagSet) *source {
@@ -194,17 +194,11 @@ func (s *source) readFile() error {
 	return nil
 }
 
-// deepCopy copies YAML's maps and lists; other values are immutable.
+// deepCopy copies fileValues' maps and lists; other values are immutable.
 func deepCopy(v any) any {
 	switch x := v.(type) {
 	case map[string]any:
 		out := make(map[string]any, len(x))
-		for k, e := range x {
-			out[k] = deepCopy(e)
-		}
-		return out
-	case map[any]any:
-		out := make(map[any]any, len(x))
 		for k, e := range x {
 			out[k] = deepCopy(e)
 		}

@@ -235,10 +235,9 @@ func TestPollsEveryIntervalAndSendsTheAcceptedETag(t *testing.T) {
 func TestPollsOncePerTickOfTheInterval(t *testing.T) {
 	ticks := make(chan time.Time)
 	var asked time.Duration
+	real := newTicker
 	newTicker = func(d time.Duration) (<-chan time.Time, func()) { asked = d; return ticks, func() {} }
-	t.Cleanup(func() {
-		newTicker = func(d time.Duration) (<-chan time.Time, func()) { tk := time.NewTicker(d); return tk.C, tk.Stop }
-	})
+	t.Cleanup(func() { newTicker = real })
 	l := newListener(t, map[string]string{"/meshmetric": "v1"})
 	startPoller(t, l.socket, map[string]Handler{"/meshmetric": newRecorder().handle}, nil)
 	l.awaitRequest("/meshmetric")
