@@ -235,9 +235,9 @@ func TestPollsEveryIntervalAndSendsTheAcceptedETag(t *testing.T) {
 func TestPollsOncePerTickOfTheInterval(t *testing.T) {
 	ticks := make(chan time.Time)
 	var asked time.Duration
-	real := newTicker
+	original := newTicker
 	newTicker = func(d time.Duration) (<-chan time.Time, func()) { asked = d; return ticks, func() {} }
-	t.Cleanup(func() { newTicker = real })
+	t.Cleanup(func() { newTicker = original })
 	l := newListener(t, map[string]string{"/meshmetric": "v1"})
 	startPoller(t, l.socket, map[string]Handler{"/meshmetric": newRecorder().handle}, nil)
 	l.awaitRequest("/meshmetric")
