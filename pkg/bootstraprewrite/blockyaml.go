@@ -254,12 +254,31 @@ func resolveNumeric(s string) (any, bool) {
 	if _, err := strconv.ParseUint(plain, 0, 64); err == nil || yamlFloat(plain) {
 		return nil, false
 	}
-	for _, prefix := range []string{"0b", "-0b", "0o", "-0o"} {
-		if strings.HasPrefix(plain, prefix) {
-			return nil, false
-		}
+	if yamlBinaryOrOctal(plain) {
+		return nil, false
 	}
 	return s, true
+}
+
+// yamlBinaryOrOctal is yaml.v3's last try at an int: 0b/0o with optional
+// minus. Anything else with that prefix stays a string there, as a build
+// hash starting 0b does, so it need not leave the fast path.
+func yamlBinaryOrOctal(plain string) bool {
+	for _, form := range []struct {
+		prefix string
+		base   int
+	}{{"0b", 2}, {"0o", 8}} {
+		if rest, ok := strings.CutPrefix(plain, form.prefix); ok {
+			// Its uint try needs no copy: ParseUint(plain, 0) took those.
+			_, err := strconv.ParseInt(rest, form.base, 64)
+			return err == nil
+		}
+		if rest, ok := strings.CutPrefix(plain, "-"+form.prefix); ok {
+			_, err := strconv.ParseInt("-"+rest, form.base, 64)
+			return err == nil
+		}
+	}
+	return false
 }
 
 // yamlFloat: ^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$

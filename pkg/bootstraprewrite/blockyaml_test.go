@@ -115,9 +115,20 @@ func TestBlockYAMLAgreesOrFallsBack(t *testing.T) {
 		{"a: http://x:1/y\n", true},   // colons without a space
 		{"a: 2001-12-14\n", false},    // a timestamp
 		{"a: 0x1F\n", false},          // hex
-		{"a: 1_000\n", false},         // underscores
-		{"a: .inf\n", false},          // a float
-		{"a: b:\n", false},            // a value ending like a key
+		{"a: 0b101\n", false},         // binary
+		{"a: -0b1\n", false},
+		{"a: 0b+1\n", false},                              // yaml.v3 reads the sign after the prefix
+		{"a: 0b" + strings.Repeat("1", 64) + "\n", false}, // a uint64
+		{"a: 0o17\n", false},                              // octal
+		{"a: -0o7\n", false},
+		{"a: 0b3f9e1c2d/1.33.0/Clean/RELEASE/BoringSSL\n", true}, // a build hash
+		{"a: 0b12\n", true},
+		{"a: 0b\n", true},
+		{"a: 0o8\n", true},
+		{"a: 0oz\n", true},
+		{"a: 1_000\n", false}, // underscores
+		{"a: .inf\n", false},  // a float
+		{"a: b:\n", false},    // a value ending like a key
 		{"a: 123456789012345678901\n", false},
 		{"  a: b\n", false}, // indented top level
 		{"a:\n  - b\n  c: d\n", false},
