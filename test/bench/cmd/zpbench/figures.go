@@ -55,7 +55,7 @@ type proxy struct {
 func (b *bed) newProxy(mesh, name string) (proxy, error) {
 	b.seq++
 	id := fmt.Sprintf("%03d", b.seq)
-	p := proxy{mesh: mesh, name: name, workDir: filepath.Join(b.dir, "wd"+id), stateDir: filepath.Join(b.dir, "state"+id),
+	p := proxy{mesh: mesh, name: name, workDir: filepath.Join(b.runDir, "wd"+id), stateDir: filepath.Join(b.dir, "state"+id),
 		stamp: filepath.Join(b.dir, "stamp"+id)}
 	var err error
 	if p.readiness, err = b.ports.next(); err != nil {

@@ -51,7 +51,7 @@ func (f *floor) after(b *bed, r startupRun) {
 func (b *bed) floorRun(bin, request string) (time.Duration, error) {
 	b.seq++
 	id := fmt.Sprintf("floor%03d", b.seq)
-	workDir, stamp := filepath.Join(b.dir, "wd"+id), filepath.Join(b.dir, "stamp"+id)
+	workDir, stamp := filepath.Join(b.runDir, "wd"+id), filepath.Join(b.dir, "stamp"+id)
 	defer os.RemoveAll(workDir)
 	args := []string{"-cp-address", b.cp.URL(), "-ca-cert-file", b.cp.CACertFile(), "-request-file", request,
 		"-envoy-binary", b.wrapper, "-work-dir", workDir}

@@ -175,7 +175,8 @@ func moduleRoot() (string, error) {
 type bed struct {
 	s           settings
 	root        string
-	dir         string // short: Envoy's admin socket lives in work dirs under it
+	dir         string
+	runDir      string // work dirs: tmpfs where there is one, as systemd's RuntimeDirectory is; short, for Envoy's admin socket
 	zoneproxy   string // private copy, so a concurrent rebuild cannot change it mid-run
 	origZP      string
 	standin     string
@@ -195,10 +196,15 @@ func newBed(s settings, root, zpPath, standinPath string) (*bed, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &bed{s: s, root: root, dir: dir, origZP: zpPath, started: time.Now(), loadStart: loadAvg()}
+	b := &bed{s: s, root: root, dir: dir, runDir: dir, origZP: zpPath, started: time.Now(), loadStart: loadAvg()}
 	fail := func(err error) (*bed, error) {
 		b.close()
 		return nil, err
+	}
+	if onTmpfs(sharedMemory) {
+		if b.runDir, err = os.MkdirTemp(sharedMemory, "zpb-"); err != nil {
+			return fail(err)
+		}
 	}
 	b.zoneproxy = filepath.Join(dir, "zoneproxy")
 	if err := copyFile(zpPath, b.zoneproxy); err != nil {
@@ -239,6 +245,7 @@ func (b *bed) close() {
 		_ = b.cp.Close()
 	}
 	_ = os.RemoveAll(b.dir)
+	_ = os.RemoveAll(b.runDir)
 }
 
 func copyFile(from, to string) error {

@@ -13,6 +13,7 @@ type measured struct {
 	bin          binaryFacts
 	binErr       error
 	launchMethod string // how exec → Envoy launched was taken
+	workDirs     string // where the agents' work dirs were
 	startup      *startupResult
 	cached       *cachedResult
 	relay        *relayResult
@@ -27,7 +28,10 @@ type measured struct {
 }
 
 func (b *bed) measure() ([]row, *measured) {
-	m := &measured{errs: map[string]error{}, launchMethod: byKernel}
+	m := &measured{errs: map[string]error{}, launchMethod: byKernel, workDirs: "work dirs on tmpfs, as under systemd's RuntimeDirectory"}
+	if b.runDir == b.dir {
+		m.workDirs = "work dirs on the temp dir's file system (" + sharedMemory + " is not tmpfs here)"
+	}
 	if b.execs == nil {
 		m.launchMethod = "by the bench's fork → the wrapper's `date` stamp (no kernel exec events here: " + b.execsErr.Error() + ")"
 	}
@@ -102,7 +106,7 @@ func (m *measured) rows(s settings) []row {
 	if st := m.startup; st != nil && len(st.runs) > 0 && m.errs["startup"] == nil {
 		l := summarize(launches(st.runs))
 		ran := versionRan(st.runs)
-		note := fmt.Sprintf("`--version` ran in %d of %d; %s", ran, len(st.runs), m.launchMethod)
+		note := fmt.Sprintf("`--version` ran in %d of %d; %s; %s", ran, len(st.runs), m.workDirs, m.launchMethod)
 		if m.launchMethod == byKernel {
 			note += fmt.Sprintf(" (by the bench's fork → the wrapper's `date` stamp, as before: %.1f ms)", summarize(launchesByWrapper(st.runs)).Median)
 		}
