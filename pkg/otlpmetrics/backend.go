@@ -67,15 +67,21 @@ func (b *backend) stop() {
 	b.conn.Close()
 }
 
+// newTicker ticks every d; tests tick by hand.
+var newTicker = func(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTicker(d)
+	return t.C, t.Stop
+}
+
 func (b *backend) run(ctx context.Context) {
 	defer close(b.done)
-	t := time.NewTicker(b.interval)
-	defer t.Stop()
+	ticks, stop := newTicker(b.interval)
+	defer stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-ticks:
 			if err := b.push(ctx); err != nil && ctx.Err() == nil {
 				b.p.counted(b.name, false)
 				b.warn.Warn(b.p.log, "cannot push metrics to OpenTelemetry backend; retrying next interval",

@@ -206,6 +206,38 @@ func TestPushesTheProfilesEnvoyMetricsWithExtraLabels(t *testing.T) {
 	}
 }
 
+// A backend pushes once per tick of a ticker set to its refreshInterval,
+// or to kuma-dp's default when the policy gives none.
+func TestPushesOncePerTickOfTheRefreshInterval(t *testing.T) {
+	for _, tc := range []struct {
+		refreshInterval string
+		want            time.Duration
+	}{{"7s", 7 * time.Second}, {"", DefaultRefreshInterval}} {
+		t.Run("refreshInterval="+tc.refreshInterval, func(t *testing.T) {
+			ticks, asked := make(chan time.Time), make(chan time.Duration, 1)
+			original := newTicker
+			newTicker = func(d time.Duration) (<-chan time.Time, func()) { asked <- d; return ticks, func() {} }
+			t.Cleanup(func() { newTicker = original }) // after the pusher's Close, registered below
+			c := startCollector(t, filepath.Join(shortDir(t), "c.sock"))
+			p := newPusher(t, newEnvoy(), nil)
+			p.Apply(config(t, tc.refreshInterval, map[string]string{"c": c.socket}))
+			select {
+			case d := <-asked:
+				if d != tc.want {
+					t.Errorf("ticker every %v; want %v", d, tc.want)
+				}
+			case <-time.After(awaitCeiling):
+				t.Fatal("the backend never started its ticker")
+			}
+			for range 2 {
+				ticks <- time.Now() // taken only by a backend waiting for its next tick
+				c.await(t)
+			}
+			c.expectNone(t)
+		})
+	}
+}
+
 func pointAttrs(m *metricspb.Metric) [][]string {
 	var out [][]string
 	for _, dp := range m.GetSum().GetDataPoints() {
