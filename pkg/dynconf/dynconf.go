@@ -70,7 +70,8 @@ type pathState struct {
 	handler Handler
 	etag    string
 	applied bool // the handler holds a config (so "no config" must be told once)
-	warn    throttle.Throttle
+	// Apart, so that a flapping listener cannot hide a rejected config.
+	fetchWarn, configWarn throttle.Throttle
 
 	calls, handlerErrors, fetchErrors uint64
 }
@@ -97,7 +98,8 @@ func New(o Options) (*Poller, error) {
 		if !strings.HasPrefix(path, "/") || h == nil {
 			return nil, fmt.Errorf("dynconf: handler path %q must start with \"/\" and have a non-nil handler", path)
 		}
-		p.paths = append(p.paths, &pathState{path: path, handler: h, warn: throttle.Throttle{Every: warnEvery}})
+		p.paths = append(p.paths, &pathState{path: path, handler: h,
+			fetchWarn: throttle.Throttle{Every: warnEvery}, configWarn: throttle.Throttle{Every: warnEvery}})
 	}
 	slices.SortFunc(p.paths, func(a, b *pathState) int { return strings.Compare(a.path, b.path) })
 	return p, nil
@@ -154,7 +156,7 @@ func (p *Poller) pollPath(ctx context.Context, ps *pathState) {
 			return
 		}
 		p.count(&ps.fetchErrors)
-		ps.warn.Warn(p.log, "cannot fetch dynamic config; keeping the last one", zap.String("path", ps.path), zap.Error(err))
+		ps.fetchWarn.Warn(p.log, "cannot fetch dynamic config; keeping the last one", zap.String("path", ps.path), zap.Error(err))
 	case status == http.StatusOK:
 		p.apply(ps, etag, body)
 	case status == http.StatusNotModified:
@@ -162,7 +164,7 @@ func (p *Poller) pollPath(ctx context.Context, ps *pathState) {
 		p.revert(ps, "not found")
 	default:
 		p.count(&ps.fetchErrors)
-		ps.warn.Warn(p.log, "unexpected status from the dynamic config listener; keeping the last config",
+		ps.fetchWarn.Warn(p.log, "unexpected status from the dynamic config listener; keeping the last config",
 			zap.String("path", ps.path), zap.Int("status", status))
 	}
 }
@@ -208,7 +210,7 @@ func (p *Poller) apply(ps *pathState, etag string, body []byte) {
 	p.count(&ps.calls)
 	if err := ps.handler(body); err != nil {
 		p.count(&ps.handlerErrors)
-		ps.warn.Warn(p.log, "dynamic config rejected; keeping the last one", zap.String("path", ps.path), zap.Error(err))
+		ps.configWarn.Warn(p.log, "dynamic config rejected; keeping the last one", zap.String("path", ps.path), zap.Error(err))
 		return
 	}
 	p.log.Info("applied dynamic config", zap.String("path", ps.path), zap.String("etag", etag))
@@ -223,7 +225,7 @@ func (p *Poller) revert(ps *pathState, why string) {
 	p.count(&ps.calls)
 	if err := ps.handler(nil); err != nil {
 		p.count(&ps.handlerErrors)
-		ps.warn.Warn(p.log, "cannot remove dynamic config; will retry", zap.String("path", ps.path), zap.Error(err))
+		ps.configWarn.Warn(p.log, "cannot remove dynamic config; will retry", zap.String("path", ps.path), zap.Error(err))
 		return
 	}
 	p.log.Info("dynamic config removed", zap.String("path", ps.path), zap.String("reason", why))

@@ -388,6 +388,40 @@ func TestBrokenListenerKeepsTheConfigAndWarnsRateLimited(t *testing.T) {
 	}
 }
 
+// A rejected config is warned about even right after a fetch warning, and
+// the other way round: each has its own rate limit.
+func TestFetchAndConfigWarningsAreLimitedApart(t *testing.T) {
+	l := newListener(t, map[string]string{"/meshmetric": "bad"})
+	mm := newRecorder()
+	mm.reject = func(string) error { return errors.New("bad config") }
+	core, logs := observer.New(zapcore.WarnLevel)
+	startPoller(t, l.socket, map[string]Handler{"/meshmetric": mm.handle}, zap.New(core))
+	mm.await(t)
+	mm.await(t) // the second rejection's warning is held back
+
+	ln, err := net.Listen("unix", l.socket+".new") // accepts and closes, as in the test above
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if err := os.Rename(l.socket+".new", l.socket); err != nil {
+		t.Fatal(err)
+	}
+	l.stop(false)
+	for range 3 { // the third connection means the first two polls failed and warned
+		c, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+	}
+	for snippet, want := range map[string]int{"dynamic config rejected": 1, "cannot fetch": 1} {
+		if n := logs.FilterMessageSnippet(snippet).Len(); n != want {
+			t.Errorf("%d %q warnings; want %d", n, snippet, want)
+		}
+	}
+}
+
 func TestNewRejectsBadOptions(t *testing.T) {
 	h := func([]byte) error { return nil }
 	for _, tc := range []struct {
