@@ -171,7 +171,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	if err != nil || (doc == nil && cached == nil) {
 		return err // nothing: stopped while waiting
 	}
-	return a.runEnvoy(ctx, wd, envoyPath, doc, cached, cache, prep)
+	return a.runEnvoy(ctx, wd, envoyPath, envoyVersion, doc, cached, cache, prep)
 }
 
 // findEnvoy locates Envoy and reads its version, kept in the state dir
@@ -199,6 +199,26 @@ func (a *Agent) findEnvoy(ctx context.Context) (string, envoy.Version, error) {
 			zap.String("path", path))
 	}
 	return path, v, nil
+}
+
+// checkEnvoyBuild compares the build the running Envoy reports with the
+// one the control plane was told. They differ when --envoy-binary is a
+// wrapper whose Envoy was upgraded: the version cache is keyed on the
+// wrapper's file and kept the old answer. It takes the new one, for the
+// next start.
+func (a *Agent) checkEnvoyBuild(ctx context.Context, admin *envoy.Admin, path string, told envoy.Version) {
+	build, err := admin.Build(ctx)
+	if err != nil || build == told.Build {
+		return // nothing learnt: a busy admin
+	}
+	if _, err := envoy.ParseVersion("version: " + build); err != nil {
+		return // a build the agent could not report either
+	}
+	a.log.Warn("the running Envoy reports another build than the control plane was told at start-up (is --envoy-binary a wrapper whose Envoy was upgraded?); the next start reports the running one",
+		zap.String("told", told.Build), zap.String("running", build), zap.String("path", path))
+	if err := (envoy.VersionCache{Dir: a.cfg.StateDir}).Correct(path, build); err != nil {
+		a.log.Warn("cannot correct Envoy's version in the state dir", zap.Error(err))
+	}
 }
 
 // portFailure: a port in use or refused is the configuration's to fix

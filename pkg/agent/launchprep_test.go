@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/zoneproxy/zoneproxy/pkg/config"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 )
 
@@ -47,7 +48,7 @@ func TestLaunchFailureAfterTheEarlySocketsLeavesNothing(t *testing.T) {
 	if got := entries(t, dir); len(got) != 4 { // lock, relay socket, FIFO, MeshMetric socket
 		t.Fatalf("prepared: %v", got)
 	}
-	err := a.runEnvoy(context.Background(), wd, "/nonexistent/envoy", []byte("not: [a bootstrap"), nil, nil, prep)
+	err := a.runEnvoy(context.Background(), wd, "/nonexistent/envoy", envoy.Version{}, []byte("not: [a bootstrap"), nil, nil, prep)
 	if err == nil || !strings.Contains(err.Error(), "the control plane's bootstrap is unusable") || !exitcode.IsConfig(err) {
 		t.Fatalf("err = %v, want the unusable-bootstrap config error", err)
 	}

@@ -20,7 +20,7 @@ import (
 var ErrEnvoyExited = errors.New("Envoy exited unexpectedly")
 
 // runEnvoy launches Envoy on what prep made ready meanwhile.
-func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, doc []byte, cached *lkgcache.Snapshot, cache *lkgcache.Cache, prep *launchPrep) error {
+func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, envoyVersion envoy.Version, doc []byte, cached *lkgcache.Snapshot, cache *lkgcache.Cache, prep *launchPrep) error {
 	if a.cfg.XDSRelay {
 		x, rewritten, err := a.startRelay(wd, doc, cached, cache, prep)
 		switch {
@@ -104,6 +104,7 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, doc
 		return nil
 	}
 	a.log.Info("Envoy ready", zap.Duration("after", time.Since(started).Round(time.Millisecond)))
+	a.checkEnvoyBuild(ctx, admin, envoyPath, envoyVersion)
 	return a.serve(ctx, &supervised{admin: admin, proc: proc, start: start})
 }
 

@@ -3,6 +3,7 @@ package envoy
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -257,6 +258,25 @@ func (a *Admin) PrometheusStats(ctx context.Context) (string, error) {
 		return "", errors.New("GET /stats/prometheus: " + strconv.Itoa(code))
 	}
 	return body, nil
+}
+
+// Build is the build string the running Envoy reports (/server_info's
+// version), the same string `envoy --version` prints after "version: ".
+func (a *Admin) Build(ctx context.Context) (string, error) {
+	code, body, err := a.do(ctx, http.MethodGet, "/server_info", 2*time.Second)
+	if err != nil {
+		return "", err
+	}
+	if code != http.StatusOK {
+		return "", errors.New("GET /server_info: " + strconv.Itoa(code))
+	}
+	var info struct {
+		Version string `json:"version"`
+	}
+	if err := json.Unmarshal([]byte(body), &info); err != nil {
+		return "", fmt.Errorf("GET /server_info: %w", err)
+	}
+	return info.Version, nil
 }
 
 // Close drops idle connections.

@@ -32,3 +32,33 @@ func TestStatsLargerThanTheLimitIsAnError(t *testing.T) {
 		}
 	}
 }
+
+func TestBuildIsServerInfosVersion(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		code       int
+		want       string
+		wantErr    bool
+	}{
+		{"envoy", `{"version":"816188b8/1.39.0/Clean/RELEASE/BoringSSL","state":"LIVE"}`, 200, "816188b8/1.39.0/Clean/RELEASE/BoringSSL", false},
+		{"no version field", `{"state":"LIVE"}`, 200, "", false},
+		{"not JSON", `version: x`, 200, "", true},
+		{"an error status", `{}`, 503, "", true},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/server_info" {
+				http.NotFound(w, r)
+				return
+			}
+			w.WriteHeader(tc.code)
+			io.WriteString(w, tc.body)
+		}))
+		a := NewAdmin(AdminAddress{TCP: strings.TrimPrefix(srv.URL, "http://")})
+		got, err := a.Build(context.Background())
+		a.Close()
+		srv.Close()
+		if got != tc.want || (err != nil) != tc.wantErr {
+			t.Errorf("%s: %q, %v; want %q, error %v", tc.name, got, err, tc.want, tc.wantErr)
+		}
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/zoneproxy/zoneproxy/pkg/errtext"
 )
 
 // VersionCacheFile, in the state dir, keeps the parsed `envoy --version`:
@@ -75,6 +77,23 @@ func (c VersionCache) Read(ctx context.Context, path string) (FoundVersion, erro
 	// has another id, so its answer is never taken for the new file's.
 	found.SaveErr = writeVersionRecord(c.Dir, versionRecord{Binary: id, Build: v.Build})
 	return found, nil
+}
+
+// Correct records build as the version of the binary at path: what the
+// running Envoy reported, when the cache (keyed on a wrapper script, say)
+// kept an older answer. A build that does not parse is not recorded.
+func (c VersionCache) Correct(path, build string) error {
+	if c.Dir == "" || c.ReadOnly {
+		return nil
+	}
+	if v, err := ParseVersion("version: " + build); err != nil || v.Build != build {
+		return fmt.Errorf("Envoy's build %q is not a version", errtext.Truncate(build, 200))
+	}
+	id, err := statBinary(path)
+	if err != nil {
+		return err
+	}
+	return writeVersionRecord(c.Dir, versionRecord{Binary: id, Build: build})
 }
 
 func statBinary(path string) (binaryID, error) {

@@ -227,3 +227,39 @@ func TestVersionCacheReadOnlyNeverWrites(t *testing.T) {
 		t.Fatalf("read of a recorded version: %+v, %v, %d runs; want it cached, 2 runs in all", got, err, f.runs())
 	}
 }
+
+// Correct records what the running Envoy reported for the binary as it is
+// now, so the next Read takes it without running --version; a build that
+// is not a version, or a read-only cache, records nothing.
+func TestVersionCacheCorrectRecordsTheRunningBuild(t *testing.T) {
+	const running = "0123456789abcdef/1.40.1/Clean/RELEASE/BoringSSL"
+	for _, tc := range []struct {
+		name     string
+		cache    func(dir string) VersionCache
+		build    string
+		wantErr  bool
+		wantRead string // the build the next Read gives
+	}{
+		{"recorded", func(dir string) VersionCache { return VersionCache{Dir: dir} }, running, false, running},
+		{"not a version", func(dir string) VersionCache { return VersionCache{Dir: dir} }, "garbage", true, "50ef0945/1.39.0/Clean/RELEASE/BoringSSL"},
+		{"read-only", func(dir string) VersionCache { return VersionCache{Dir: dir, ReadOnly: true} }, running, false, "50ef0945/1.39.0/Clean/RELEASE/BoringSSL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fe := newFakeEnvoy(t)
+			dir := t.TempDir()
+			if _, err := (VersionCache{Dir: dir}).Read(context.Background(), fe.path); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.cache(dir).Correct(fe.path, tc.build); (err != nil) != tc.wantErr {
+				t.Fatalf("Correct: %v; want an error: %v", err, tc.wantErr)
+			}
+			found, err := VersionCache{Dir: dir}.Read(context.Background(), fe.path)
+			if err != nil || !found.Cached || found.Version.Build != tc.wantRead {
+				t.Fatalf("next Read: %+v, %v; want %s from the cache", found, err, tc.wantRead)
+			}
+			if fe.runs() != 1 {
+				t.Fatalf("--version ran %d times; want once, before Correct", fe.runs())
+			}
+		})
+	}
+}

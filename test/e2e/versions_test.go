@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -67,5 +68,59 @@ func TestVersionsReportedToTheControlPlane(t *testing.T) {
 				t.Errorf("incompatibility warning shown = %v\n%s", warned, agent.Output())
 			}
 		})
+	}
+}
+
+// The version cache is keyed on --envoy-binary's file. Behind a wrapper
+// that execs Envoy, an upgraded Envoy leaves that file as it was, and the
+// start after the upgrade tells the control plane the old build. The
+// running Envoy reports its own: the agent says so, and the start after
+// that tells the control plane the new build.
+func TestVersionCacheLearnsAnEnvoyUpgradedBehindAWrapper(t *testing.T) {
+	t.Parallel()
+	zone := harness.NewZone(t, bins, "payments")
+	p := zone.NewProxy("payments", "egress")
+	wrapper := envoyWrapper(t, harness.ShortTempDir(t), ":")
+	const oldEnvoy = "\nenvoy  version: 0123456789abcdef0123456789abcdef01234567/1.38.4/Clean/RELEASE/BoringSSL\n"
+	const warning = "the running Envoy reports another build"
+	start := func(env []string) *harness.Agent {
+		t.Helper()
+		agent := zone.Start(p, env, "--envoy-binary", wrapper)
+		agent.AwaitReadiness(p.Readiness, 200, "READY", promptly)
+		return agent
+	}
+	stop := func(agent *harness.Agent) {
+		t.Helper()
+		agent.Signal(syscall.SIGTERM)
+		if code := agent.Wait(promptly); code != 0 {
+			t.Fatalf("exit %d\n%s", code, agent.Output())
+		}
+	}
+	told := func(i int) string {
+		t.Helper()
+		var got reportedVersions
+		if err := json.Unmarshal(zone.CP.BootstrapRequests()[i].Body, &got); err != nil {
+			t.Fatal(err)
+		}
+		return got.Version.Envoy.Version
+	}
+
+	agent := start([]string{"ENVOY_STANDIN_VERSION_OUTPUT=" + oldEnvoy})
+	stop(agent)
+	if told(0) != "1.38.4" || strings.Contains(agent.Output(), warning) {
+		t.Fatalf("before the upgrade: told %s, want 1.38.4 without a warning\n%s", told(0), agent.Output())
+	}
+
+	agent = start(nil) // the stand-in's own build, 1.39.0, behind the same wrapper
+	agent.AwaitLog(warning, promptly)
+	stop(agent)
+	if told(1) != "1.38.4" {
+		t.Fatalf("first start after the upgrade: told %s, want the cached 1.38.4", told(1))
+	}
+
+	agent = start(nil)
+	stop(agent)
+	if told(2) != "1.39.0" || strings.Contains(agent.Output(), warning) {
+		t.Fatalf("second start after the upgrade: told %s, want 1.39.0 without a warning\n%s", told(2), agent.Output())
 	}
 }

@@ -294,7 +294,7 @@ func (as *adminServer) serverInfo(*http.Request, url.Values) adminResponse {
 		disabled = strings.Split(o.disableExtensions, ",")
 	}
 	info := &adminv3.ServerInfo{
-		Version:            envoyBuild,
+		Version:            s.build,
 		State:              s.state(),
 		UptimeCurrentEpoch: up,
 		UptimeAllEpochs:    up,

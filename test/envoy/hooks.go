@@ -2,7 +2,9 @@ package main
 
 // Test-only hooks, read from the environment (never set them in production):
 //
-//	ENVOY_STANDIN_VERSION_OUTPUT     replaces the whole stdout text of --version.
+//	ENVOY_STANDIN_VERSION_OUTPUT     replaces the whole stdout text of --version;
+//	                                 /server_info reports the build it names, as
+//	                                 Envoy prints and serves the same string.
 //	ENVOY_STANDIN_ARGS_FILE          every invocation appends its argv (a JSON
 //	                                 array, program name excluded) as one line.
 //	ENVOY_STANDIN_CRASH_AFTER        duration; then exit with ENVOY_STANDIN_CRASH_CODE
@@ -39,6 +41,18 @@ type hooks struct {
 	wedgeAfter    time.Duration
 	startDelay    time.Duration
 	dumpHeaders   bool
+}
+
+// build is the build string the running stand-in reports.
+func (h *hooks) build() string {
+	if h.versionOutput == nil {
+		return envoyBuild
+	}
+	_, rest, ok := strings.Cut(*h.versionOutput, "version: ")
+	if build, _, _ := strings.Cut(rest, "\n"); ok && strings.TrimSpace(build) != "" {
+		return strings.TrimSpace(build)
+	}
+	return envoyBuild
 }
 
 func loadHooks() (*hooks, error) {

@@ -115,6 +115,7 @@ func serve(o *options, h *hooks, log *logger, stderr io.Writer) int {
 	log.logf(lvlInfo, "main", "source/server/configuration_impl.cc:186", "loading stats configuration")
 
 	s := newServer(o, log, boot)
+	s.build = h.build()
 
 	if h.startDelay > 0 {
 		select {

@@ -61,6 +61,7 @@ type server struct {
 	start    time.Time
 	stats    *statStore
 	drainFor time.Duration
+	build    string // /server_info's version: what --version prints after "version: "
 
 	// accessLogs holds the access-log files opened by listeners.
 	accessLogs *accessLogManager
@@ -96,6 +97,7 @@ func newServer(o *options, log *logger, boot *bootstrapv3.Bootstrap) *server {
 		boot:           boot,
 		node:           effectiveNode(boot, o),
 		start:          time.Now(),
+		build:          envoyBuild,
 		stats:          newStatStore(),
 		drainFor:       time.Duration(o.drainTimeS) * time.Second,
 		res:            map[string]map[string]*xdsResource{typeCluster: {}, typeEndpoint: {}, typeRoute: {}, typeSecret: {}},
