@@ -28,9 +28,13 @@ var (
 )
 
 // Under Basic, samples of the control plane's own plumbing are dropped:
-// those whose entity label (isEntityLabel) starts with system_ or _, or
-// is one of these.
-var internalNames = []string{"ads_cluster", "access_log_sink", "kuma_envoy_admin", "kuma_metrics_hijacker"}
+// those whose entity label (isEntityLabel) starts with one of these
+// prefixes (kuma-dp's internal, system and MeshTrace cluster prefixes), or
+// is one of these names.
+var (
+	internalPrefixes = []string{"_", "system_", "tracing"}
+	internalNames    = []string{"ads_cluster", "access_log_sink", "kuma_envoy_admin", "kuma_metrics_hijacker"}
+)
 
 var profileRank = map[string]int{ProfileAll: 0, ProfileBasic: 1, ProfileNone: 2}
 
@@ -169,8 +173,10 @@ func internalSample(s *Sample) bool {
 		if !isEntityLabel(l.Name) || l.Value == "" {
 			continue
 		}
-		if l.Value[0] == '_' || strings.HasPrefix(l.Value, "system_") {
-			return true
+		for _, p := range internalPrefixes {
+			if strings.HasPrefix(l.Value, p) {
+				return true
+			}
 		}
 		for _, n := range internalNames {
 			if l.Value == n {

@@ -198,6 +198,7 @@ func TestBasicDropsInternalSamples(t *testing.T) {
 		"httpbin_80": true, "system_envoy_admin": false, "_kuma_readiness": false, "ads_cluster": false,
 		"access_log_sink": false, "kuma_envoy_admin": false, "kuma_metrics_hijacker": false,
 		"my_ads_cluster": true, "kuma_envoy_admin_2": true, "sys_x": true,
+		"tracing:zipkin": false, "tracing": false, "my_tracing": true, // MeshTrace backends' clusters
 	}
 	for _, label := range []string{"envoy_cluster_name", "envoy_http_conn_manager_prefix", "envoy_listener_address", "other_label"} {
 		for value, kept := range values {
