@@ -113,6 +113,30 @@ func (l *listener) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// breakAndAwaitPolls replaces the listener with one that accepts and
+// closes, like an Envoy stand-in's broken pipe, and returns after n polls
+// reached it. Swapped in with a rename so that no poll finds the socket
+// missing.
+func (l *listener) breakAndAwaitPolls(n int) {
+	l.t.Helper()
+	ln, err := net.Listen("unix", l.socket+".new")
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	l.t.Cleanup(func() { ln.Close() })
+	if err := os.Rename(l.socket+".new", l.socket); err != nil {
+		l.t.Fatal(err)
+	}
+	l.stop(false)
+	for range n {
+		c, err := ln.Accept()
+		if err != nil {
+			l.t.Fatal(err)
+		}
+		c.Close()
+	}
+}
+
 // drain forgets the requests seen so far.
 func (l *listener) drain() {
 	for {
@@ -351,24 +375,7 @@ func TestBrokenListenerKeepsTheConfigAndWarnsRateLimited(t *testing.T) {
 		t.Fatal("handler got nil; want v1")
 	}
 
-	// Like an Envoy stand-in whose pipe accepts and closes. Swapped in
-	// with a rename so that no poll finds the socket missing.
-	ln, err := net.Listen("unix", l.socket+".new")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	if err := os.Rename(l.socket+".new", l.socket); err != nil {
-		t.Fatal(err)
-	}
-	l.stop(false)
-	for range 4 {
-		c, err := ln.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Close()
-	}
+	l.breakAndAwaitPolls(4)
 	mm.expectNone(t)
 	if n := logs.FilterMessageSnippet("cannot fetch").Len(); n != 1 {
 		t.Fatalf("%d fetch warnings for 4 failed polls; want 1 (rate-limited)", n)
@@ -399,22 +406,7 @@ func TestFetchAndConfigWarningsAreLimitedApart(t *testing.T) {
 	mm.await(t)
 	mm.await(t) // the second rejection's warning is held back
 
-	ln, err := net.Listen("unix", l.socket+".new") // accepts and closes, as in the test above
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	if err := os.Rename(l.socket+".new", l.socket); err != nil {
-		t.Fatal(err)
-	}
-	l.stop(false)
-	for range 3 { // the third connection means the first two polls failed and warned
-		c, err := ln.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Close()
-	}
+	l.breakAndAwaitPolls(3) // the third connection means the first two polls failed and warned
 	for snippet, want := range map[string]int{"dynamic config rejected": 1, "cannot fetch": 1} {
 		if n := logs.FilterMessageSnippet(snippet).Len(); n != want {
 			t.Errorf("%d %q warnings; want %d", n, snippet, want)

@@ -197,12 +197,9 @@ type Listener struct {
 // Listeners lists the listeners Envoy has now (GET /listeners, whose text
 // form is one `name::address` a line).
 func (a *Admin) Listeners(ctx context.Context) ([]Listener, error) {
-	code, body, err := a.do(ctx, http.MethodGet, "/listeners", 2*time.Second)
+	body, err := a.get(ctx, "/listeners", 2*time.Second)
 	if err != nil {
 		return nil, err
-	}
-	if code != http.StatusOK {
-		return nil, fmt.Errorf("GET /listeners: %d", code)
 	}
 	var out []Listener
 	for _, line := range strings.Split(body, "\n") {
@@ -250,12 +247,17 @@ var maxStatsBytes = 64 << 20 // a variable for the tests
 
 // PrometheusStats returns Envoy's own metrics in Prometheus text format.
 func (a *Admin) PrometheusStats(ctx context.Context) (string, error) {
-	code, body, err := a.do(ctx, http.MethodGet, "/stats/prometheus", 5*time.Second)
+	return a.get(ctx, "/stats/prometheus", 5*time.Second)
+}
+
+// get is a GET that only a 200 answers.
+func (a *Admin) get(ctx context.Context, path string, timeout time.Duration) (string, error) {
+	code, body, err := a.do(ctx, http.MethodGet, path, timeout)
 	if err != nil {
 		return "", err
 	}
 	if code != http.StatusOK {
-		return "", errors.New("GET /stats/prometheus: " + strconv.Itoa(code))
+		return "", errors.New("GET " + path + ": " + strconv.Itoa(code))
 	}
 	return body, nil
 }
@@ -263,12 +265,9 @@ func (a *Admin) PrometheusStats(ctx context.Context) (string, error) {
 // Build is the build string the running Envoy reports (/server_info's
 // version), the same string `envoy --version` prints after "version: ".
 func (a *Admin) Build(ctx context.Context) (string, error) {
-	code, body, err := a.do(ctx, http.MethodGet, "/server_info", 2*time.Second)
+	body, err := a.get(ctx, "/server_info", 2*time.Second)
 	if err != nil {
 		return "", err
-	}
-	if code != http.StatusOK {
-		return "", errors.New("GET /server_info: " + strconv.Itoa(code))
 	}
 	var info struct {
 		Version string `json:"version"`
