@@ -104,7 +104,7 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 		return nil
 	}
 	a.log.Info("Envoy ready", zap.Duration("after", time.Since(started).Round(time.Millisecond)))
-	a.checkEnvoyBuild(ctx, admin, envoyPath, envoyVersion)
+	go a.checkEnvoyBuild(ctx, admin, envoyPath, envoyVersion) // off READY's path
 	return a.serve(ctx, &supervised{admin: admin, proc: proc, start: start})
 }
 
