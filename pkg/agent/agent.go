@@ -5,6 +5,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -211,12 +212,13 @@ func (a *Agent) checkEnvoyBuild(ctx context.Context, admin *envoy.Admin, path st
 	if err != nil || build == told.Build {
 		return // nothing learnt: a busy admin
 	}
-	if _, err := envoy.ParseVersion("version: " + build); err != nil {
+	err = envoy.VersionCache{Dir: a.cfg.StateDir}.Correct(path, build)
+	if errors.Is(err, envoy.ErrNotABuild) {
 		return // a build the agent could not report either
 	}
 	a.log.Warn("the running Envoy reports another build than the control plane was told at start-up (is --envoy-binary a wrapper whose Envoy was upgraded?); the next start reports the running one",
 		zap.String("told", told.Build), zap.String("running", build), zap.String("path", path))
-	if err := (envoy.VersionCache{Dir: a.cfg.StateDir}).Correct(path, build); err != nil {
+	if err != nil {
 		a.log.Warn("cannot correct Envoy's version in the state dir", zap.Error(err))
 	}
 }

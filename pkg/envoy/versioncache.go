@@ -79,15 +79,19 @@ func (c VersionCache) Read(ctx context.Context, path string) (FoundVersion, erro
 	return found, nil
 }
 
+// ErrNotABuild is Correct's answer to a build string that names no version.
+var ErrNotABuild = errors.New("not an Envoy build string")
+
 // Correct records build as the version of the binary at path: what the
 // running Envoy reported, when the cache (keyed on a wrapper script, say)
-// kept an older answer. A build that does not parse is not recorded.
+// kept an older answer. A build that does not parse is refused with
+// ErrNotABuild, whether or not the cache would record it.
 func (c VersionCache) Correct(path, build string) error {
+	if _, ok := parseBuild(build); !ok {
+		return fmt.Errorf("%w: %q", ErrNotABuild, errtext.Truncate(build, 200))
+	}
 	if c.Dir == "" || c.ReadOnly {
 		return nil
-	}
-	if v, err := ParseVersion("version: " + build); err != nil || v.Build != build {
-		return fmt.Errorf("Envoy's build %q is not a version", errtext.Truncate(build, 200))
 	}
 	id, err := statBinary(path)
 	if err != nil {
@@ -122,11 +126,14 @@ func readVersionRecord(file string, id binaryID) (Version, bool) {
 	if json.Unmarshal(data, &rec) != nil || rec.Binary != id {
 		return Version{}, false
 	}
-	v, err := ParseVersion("version: " + rec.Build)
-	if err != nil || v.Build != rec.Build {
-		return Version{}, false
-	}
-	return v, true
+	return parseBuild(rec.Build)
+}
+
+// parseBuild reads a bare build string, as `envoy --version` prints it
+// after "version: "; the whole string must be the build.
+func parseBuild(build string) (Version, bool) {
+	v, err := ParseVersion("version: " + build)
+	return v, err == nil && v.Build == build
 }
 
 // writeVersionRecord replaces the record atomically (temp file, rename).

@@ -250,8 +250,8 @@ func TestVersionCacheCorrectRecordsTheRunningBuild(t *testing.T) {
 			if _, err := (VersionCache{Dir: dir}).Read(context.Background(), fe.path); err != nil {
 				t.Fatal(err)
 			}
-			if err := tc.cache(dir).Correct(fe.path, tc.build); (err != nil) != tc.wantErr {
-				t.Fatalf("Correct: %v; want an error: %v", err, tc.wantErr)
+			if err := tc.cache(dir).Correct(fe.path, tc.build); (err != nil) != tc.wantErr || (err != nil && !errors.Is(err, ErrNotABuild)) {
+				t.Fatalf("Correct: %v; want ErrNotABuild: %v", err, tc.wantErr)
 			}
 			found, err := VersionCache{Dir: dir}.Read(context.Background(), fe.path)
 			if err != nil || !found.Cached || found.Version.Build != tc.wantRead {
