@@ -4,7 +4,9 @@ package main
 //
 //	ENVOY_STANDIN_VERSION_OUTPUT     replaces the whole stdout text of --version;
 //	                                 /server_info reports the build it names, as
-//	                                 Envoy prints and serves the same string.
+//	                                 Envoy prints and serves the same string (its
+//	                                 own build when the text names none, a line
+//	                                 real Envoy never prints).
 //	ENVOY_STANDIN_ARGS_FILE          every invocation appends its argv (a JSON
 //	                                 array, program name excluded) as one line.
 //	ENVOY_STANDIN_CRASH_AFTER        duration; then exit with ENVOY_STANDIN_CRASH_CODE
