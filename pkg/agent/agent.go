@@ -65,10 +65,13 @@ type Agent struct {
 	tokenMu sync.Mutex
 	token   string // the last one sent, redacted from Envoy's output
 
-	xds *xds // the relay, nil in direct mode; set before Envoy starts
+	xds   *xds       // the relay, nil in direct mode; set before Envoy starts
+	xdsMu sync.Mutex // guards xds for /status, which may ask before it is set
 
 	maint        maintenance // `zoneproxy drain`/`undrain`, SIGUSR2
 	failingSince time.Time   // Envoy's health checks fail since: a maintenance drain
+	// egressWithdrawn: kuma-cp hands this egress to no sidecar (withdraw.go).
+	egressWithdrawn bool
 }
 
 // New returns an agent for a validated configuration.
@@ -133,6 +136,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		a.log.Info("serving /metrics for scrapers", zap.String("address", mln.Addr().String()))
 	}
 	a.ready = rs
+	rs.Handle("/status", a.statusHandler())
 	if a.opts.OnReadiness != nil {
 		a.opts.OnReadiness(rs)
 	}

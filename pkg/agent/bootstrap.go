@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -39,12 +40,26 @@ func (a *Agent) bootstrap(ctx context.Context, wd *workDir, ev envoy.Version, ca
 	a.log.Info("requesting bootstrap", zap.String("cp", a.cfg.CPAddress), zap.String("mesh", a.cfg.Mesh),
 		zap.String("name", a.cfg.Name), zap.String("role", string(a.cfg.Role)))
 
+	// kuma-cp answers in milliseconds: with a cache to fall back on, one
+	// that has not answered within cachedFallbackAfter counts as
+	// unreachable, rather than after the 10 s an attempt may take.
+	fallback := a.hasUsableCache(cache, wd)
 	loop := bootstrap.Loop{
 		Backoff: backoff.Backoff{Initial: a.cfg.RetryInitial, Max: a.cfg.RetryMax},
 		Clock:   a.opts.Clock,
 		Timeout: a.cfg.BootstrapTimeout,
 		Attempt: func(ctx context.Context) ([]byte, error) {
-			doc, err := f.Attempt(ctx)
+			actx := ctx
+			if fallback {
+				var cancel context.CancelFunc
+				actx, cancel = context.WithTimeout(ctx, cachedFallbackAfter)
+				defer cancel()
+			}
+			doc, err := f.Attempt(actx)
+			if err != nil && ctx.Err() == nil && actx.Err() != nil {
+				err = &bootstrap.Error{Kind: bootstrap.Retryable,
+					Msg: fmt.Sprintf("the control plane did not answer within %s (a last-known-good configuration is ready to serve)", cachedFallbackAfter)}
+			}
 			if err == nil {
 				a.opts.Metrics.BootstrapAttempt("success")
 			} else if ctx.Err() == nil {
@@ -87,6 +102,21 @@ func (a *Agent) bootstrap(ctx context.Context, wd *workDir, ev envoy.Version, ca
 	default:
 		return nil, nil, bootstrap.ExitError(err)
 	}
+}
+
+// cachedFallbackAfter is how long a bootstrap attempt may take when a
+// last-known-good configuration is ready: kuma-cp answers /bootstrap in
+// about 20 ms, so a control plane silent this long is hung or unreachable.
+const cachedFallbackAfter = 2500 * time.Millisecond
+
+// hasUsableCache says, without logging, whether a cached configuration
+// could be served if the control plane does not answer.
+func (a *Agent) hasUsableCache(c *lkgcache.Cache, wd *workDir) bool {
+	if c == nil {
+		return false
+	}
+	snap, err := c.Usable()
+	return err == nil && bytes.Contains(snap.Bootstrap, []byte(wd.file(relaySocket)))
 }
 
 func (a *Agent) logWait(w bootstrap.Wait) {

@@ -92,9 +92,17 @@ func (a *Agent) serve(ctx context.Context, e *supervised) error {
 		case endExited:
 			return a.envoyExited(ctx, e.proc)
 		case endStop:
+			if !a.egressWithdrawn {
+				a.tracker.SetDraining(withdrawingWords("draining"), time.Now().Add(WithdrawTime+a.cfg.DrainTime))
+				a.egressWithdrawn = a.withdrawEgress(a.opts.Hurry)
+			}
 			a.drain(e.admin, e.proc)
 			a.stop(e.proc, "stopped")
 			return nil
+		}
+		if a.egressWithdrawn {
+			a.rejoin()
+			a.egressWithdrawn = false
 		}
 		if err := a.restartEnvoy(ctx, e); err != nil || ctx.Err() != nil {
 			return err
@@ -129,6 +137,10 @@ func (a *Agent) watchListeners(ctx context.Context, e *supervised) serveEnd {
 // maintenanceDrain drains like a stop does, then closes the listeners and
 // stays DRAINED until a stop, Envoy's exit or an undrain.
 func (a *Agent) maintenanceDrain(ctx context.Context, e *supervised) serveEnd {
+	if a.cfg.Role.HasEgress() && a.xds != nil {
+		a.tracker.Set(state.Draining, withdrawingWords("draining for maintenance"))
+		a.egressWithdrawn = a.withdrawEgress(ctx.Done())
+	}
 	a.failingSince = time.Now()
 	w := a.newDrainWindow(a.failingSince)
 	a.tracker.Set(state.Draining, maintenanceDetail(w.deadline))

@@ -34,6 +34,7 @@ type xds struct {
 	mu        sync.Mutex
 	cached    xdsrelay.CacheState
 	streamErr string // the control plane's last refusal, while not yet serving
+	upstream  xdsrelay.Upstream
 }
 
 // openCache opens the last-known-good cache of this identity; nil when the
@@ -110,9 +111,12 @@ func (a *Agent) startRelay(wd *workDir, doc []byte, fromCache *lkgcache.Snapshot
 		Cache:      cache,
 		Backoff:    backoff.Backoff{Initial: a.cfg.RetryInitial, Max: a.cfg.RetryMax},
 		Log:        a.log.Named("xds"),
+		// Started on the cache: the control plane did not answer.
+		CacheFirst: fromCache != nil,
 		Events: xdsrelay.Events{
 			StreamError:  x.streamError,
 			CachedConfig: x.cachedConfig, // rejections: the relay logs and counts them
+			Upstream:     x.upstreamChanged,
 		},
 	})
 	if err != nil {
@@ -158,6 +162,13 @@ func (x *xds) close() {
 }
 
 func (x *xds) streamError(e xdsrelay.StreamError) {
+	if e.Held {
+		// Without a cache to serve, Envoy waits for kuma-cp to let go.
+		if p := x.a.tracker.Current().Phase; p == state.EnvoyStarting || p == state.WaitingForControlPlane {
+			x.a.tracker.Set(state.WaitingForControlPlane, "no cached configuration to serve meanwhile: "+heldWords)
+		}
+		return
+	}
 	if e.Local || e.Unreachable {
 		return // the relay logs and retries; the cache may be serving
 	}
@@ -183,14 +194,30 @@ func (x *xds) cachedConfig(c xdsrelay.CacheState) {
 		x.streamErr = ""
 	}
 	x.mu.Unlock()
-	if c.InUse {
+	switch {
+	case c.InUse && c.Held: // expected after a restart: the relay said so
+	case c.InUse:
 		x.a.log.Warn("the control plane is unreachable: Envoy serves the last-known-good configuration",
 			zap.Time("configuration from", c.WrittenAt), zap.Time("since", c.Since))
-	} else {
+	default:
 		x.a.log.Info("the control plane is back: Envoy's configuration comes from it again")
 	}
 	x.a.refreshServing()
 }
+
+func (x *xds) upstreamChanged(u xdsrelay.Upstream) {
+	x.mu.Lock()
+	x.upstream = u
+	x.mu.Unlock()
+	x.a.refreshServing()
+}
+
+// heldWords says what kuma-cp does while it holds the stream of this
+// proxy's previous run.
+const heldWords = "kuma-cp still holds the stream of this proxy's previous run (expected after a restart) and refuses new ones until its deregistration delay (10 s by default) is over; it keeps the previous Dataplane until then, deletes it, and registers it anew from this proxy's next stream, which the agent opens within a few hundred milliseconds"
+
+// anotherProxyWords says why refusals that go on look like a duplicate.
+const anotherProxyWords = "kuma-cp has refused this proxy's streams for longer than any deregistration delay, saying another stream of this name is active: another zone proxy runs with this --name (check the other hosts), or kuma-cp is stuck deregistering it"
 
 // servingDetail is the READY detail: plain, or saying the configuration is
 // the cached one and since when.
@@ -204,11 +231,26 @@ func (x *xds) servingDetail() string {
 		return "Envoy ready"
 	}
 	why := "the control plane is unreachable"
-	if x.streamErr != "" {
+	switch {
+	case x.upstream.State == xdsrelay.AnotherProxy:
+		why = anotherProxyWords
+	case x.cached.Held:
+		why = heldWords
+	case x.streamErr != "":
 		why = "the control plane refuses the configuration stream: " + x.streamErr
 	}
 	return fmt.Sprintf("serving the cached configuration of %s since %s: %s",
 		x.cached.WrittenAt.UTC().Format(time.RFC3339), x.cached.Since.UTC().Format(time.RFC3339), why)
+}
+
+// upstreamState is what kuma-cp is expected to make of the proxy now.
+func (x *xds) upstreamState() xdsrelay.Upstream {
+	if x == nil {
+		return xdsrelay.Upstream{}
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.upstream
 }
 
 // lastRefusal is the control plane's last refusal, "" if none.

@@ -25,7 +25,9 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 		x, rewritten, err := a.startRelay(wd, doc, cached, cache, prep)
 		switch {
 		case err == nil:
+			a.xdsMu.Lock()
 			a.xds, doc = x, rewritten
+			a.xdsMu.Unlock()
 			defer x.close() // after Envoy is gone
 		case cached != nil:
 			return err

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+
 	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
 )
 
@@ -14,6 +16,12 @@ func (delta) name() string    { return "delta ADS" }
 func (delta) method() string  { return adsMethodPrefix + "DeltaAggregatedResources" }
 func (delta) exclusive() bool { return true }
 func (delta) cacheable() bool { return true }
+
+func (delta) incremental() bool { return true }
+
+func (delta) resumeRequest(node *corev3.Node, typeURL string, names []string, _ string, versions map[string]string) ([]byte, error) {
+	return deltaResumeRequest(node, typeURL, names, versions)
+}
 
 func (delta) readRequest(b []byte) (*request, error) { return scanDeltaRequest(b) }
 

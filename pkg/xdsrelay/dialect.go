@@ -1,6 +1,10 @@
 package xdsrelay
 
 import (
+	"errors"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+
 	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
 )
 
@@ -21,6 +25,11 @@ type dialect interface {
 	// ADS), aliasing b.
 	readResponse(b []byte) (p *pendingResponse, nonce string, err error)
 	cacheServer(s *lkgcache.Snapshot) cacheServer
+	// incremental: delta xDS, where requests change subscriptions.
+	incremental() bool
+	// resumeRequest opens a resumed stream for one type: what Envoy is
+	// subscribed to and holds (see resume.go).
+	resumeRequest(node *corev3.Node, typeURL string, names []string, version string, versions map[string]string) ([]byte, error)
 }
 
 // cacheServer answers Envoy's requests from a snapshot, encoded; nil
@@ -52,3 +61,9 @@ func (hds) observeRequest(*observer, *request) {}
 func (hds) readResponse([]byte) (*pendingResponse, string, error) { return nil, "", nil }
 
 func (hds) cacheServer(*lkgcache.Snapshot) cacheServer { return nil }
+
+func (hds) incremental() bool { return false }
+
+func (hds) resumeRequest(*corev3.Node, string, []string, string, map[string]string) ([]byte, error) {
+	return nil, errors.New("HDS is not resumed")
+}

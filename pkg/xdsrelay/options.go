@@ -33,6 +33,10 @@ type Options struct {
 	// Backoff paces retries of "already an active stream", token reads
 	// and reconnection attempts while Envoy runs from the cache.
 	Backoff backoff.Backoff
+	// CacheFirst: Envoy was started on the cache because the control
+	// plane did not answer; its first ADS stream is served from the cache
+	// at once, while the relay tries the control plane.
+	CacheFirst bool
 	// ConnectTimeout bounds TCP connect plus TLS handshake (default 3 s:
 	// Envoy's ADS cluster allows 1 s to connect, TLS adds round trips). A
 	// control plane that does not answer within it counts as unreachable.
@@ -55,7 +59,43 @@ type Events struct {
 	// CachedConfig: Envoy started or stopped running on the cached
 	// configuration.
 	CachedConfig func(CacheState)
+	// Upstream: what the control plane makes of this proxy changed.
+	Upstream func(Upstream)
 }
+
+// Upstream is what the control plane is expected to make of this proxy,
+// from what its streams told the relay.
+type Upstream struct {
+	State UpstreamState
+	Since time.Time
+}
+
+// UpstreamState is one of the states below; "" before the first stream.
+type UpstreamState string
+
+const (
+	// Connected: a stream of this proxy is accepted; kuma-cp has its
+	// Dataplane and configures it.
+	Connected UpstreamState = "connected"
+	// Held: kuma-cp still holds the stream of this proxy's previous run
+	// and refuses new ones until it has deregistered it: the old
+	// Dataplane stays until its deregistration delay (10 s by default)
+	// is over, then it is deleted and registered anew from the next
+	// accepted stream.
+	Held UpstreamState = "held"
+	// AnotherProxy: refusals like Held went on far longer than any
+	// deregistration delay: another proxy holds this name's stream.
+	AnotherProxy UpstreamState = "another-proxy"
+	// Unreachable: no answer from the control plane.
+	Unreachable UpstreamState = "unreachable"
+	// Refused: the control plane refused the stream (its reason is in
+	// the stream error).
+	Refused UpstreamState = "refused"
+	// Withdrawn: the proxy left kuma-cp's zone egress set before its
+	// listeners close (a stop or a drain): its Dataplane is registered
+	// with its egress listeners NotReady.
+	Withdrawn UpstreamState = "withdrawn"
+)
 
 // StreamError is an upstream stream's end, as the control plane put it.
 type StreamError struct {
@@ -70,6 +110,10 @@ type StreamError struct {
 	// Local: the relay could not read the token; nothing reached the
 	// control plane.
 	Local bool
+	// Held: kuma-cp refused the stream because it still holds this node's
+	// previous one, which it releases once its deregistration delay is
+	// over: expected after a restart. Retrying is set too.
+	Held bool
 	// Attempt and Next: the relay's own retry (Retrying, or reconnection
 	// attempts while Envoy runs from the cache); zero when Envoy's
 	// reconnect is the retry.
@@ -98,7 +142,10 @@ type Acceptance struct {
 
 // CacheState says whether Envoy runs on the cached configuration.
 type CacheState struct {
-	InUse     bool
+	InUse bool
+	// Held: served because kuma-cp holds this node's previous stream (a
+	// restart), not because it is unreachable.
+	Held      bool
 	Since     time.Time // when the relay started serving it
 	WrittenAt time.Time // when that configuration was last confirmed by the control plane
 }
@@ -106,5 +153,6 @@ type CacheState struct {
 // State is the relay's view now, for readiness and status lines.
 type State struct {
 	Cache     CacheState
+	Upstream  Upstream
 	LastError *StreamError // of the current outage, nil once configuration flows again
 }

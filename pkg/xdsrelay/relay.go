@@ -49,6 +49,13 @@ type Relay struct {
 	cache           CacheState
 	lastErr         *StreamError
 	unreachableWarn throttle.Throttle // guarded by mu
+	upstream        Upstream
+	heldSince       time.Time // the current run of "already an active stream"
+	cacheFirst      bool      // Options.CacheFirst, until the first ADS session takes it
+	subs            *subscriptions
+
+	spare     spareConn // a connection a refused stream left, for the next attempt
+	withdrawn withdrawal
 }
 
 // New checks opts; Start listens.
@@ -75,7 +82,7 @@ func New(opts Options) (*Relay, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	r := &Relay{opts: opts, log: opts.Log, roots: roots}
+	r := &Relay{opts: opts, log: opts.Log, roots: roots, cacheFirst: opts.CacheFirst}
 	r.held.types = map[string]*typeHolding{}
 	r.unreachableWarn.Every = time.Minute
 	return r, nil
@@ -139,6 +146,8 @@ func (r *Relay) Close() {
 			r.active.close()
 		}
 		r.upMu.Unlock()
+		r.spare.drop()
+		r.withdrawn.close()
 	})
 }
 
@@ -146,7 +155,7 @@ func (r *Relay) Close() {
 func (r *Relay) State() State {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	st := State{Cache: r.cache}
+	st := State{Cache: r.cache, Upstream: r.upstream}
 	if r.lastErr != nil {
 		e := *r.lastErr
 		st.LastError = &e
@@ -176,6 +185,15 @@ func Listen(path string) (net.Listener, error) {
 	return ln, nil
 }
 
+// takeCacheFirst is Options.CacheFirst, once.
+func (r *Relay) takeCacheFirst() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	first := r.cacheFirst
+	r.cacheFirst = false
+	return first
+}
+
 // observeAfter chains the observers of ADS sessions: it records done as
 // the newest session's and returns the one before it (nil for the first). A stream Envoy
 // resets itself ends at once, while its observer may still hold its last
@@ -193,11 +211,14 @@ func (r *Relay) observeAfter(done chan struct{}) <-chan struct{} {
 func (r *Relay) serve(d dialect, stream grpc.ServerStream) error {
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
-	s := &session{r: r, d: d, envoy: stream, obs: newObserver(r), reqs: make(chan envoyRequest), notes: make(chan note, 16)}
+	s := &session{r: r, d: d, envoy: stream, obs: newObserver(r), reqs: make(chan envoyRequest), notes: make(chan note, 16), subs: newSubscriptions()}
 	observed := make(chan struct{})
 	var prev <-chan struct{}
 	if d.exclusive() { // ADS: one stream at a time; HDS runs beside it
 		prev = r.observeAfter(observed)
+		r.mu.Lock()
+		r.subs = s.subs // the newest Envoy stream's node, for a withdrawal
+		r.mu.Unlock()
 	}
 	go s.observeAll(prev, observed)
 	defer func() { close(s.notes); <-observed }() // the holdings are complete when it returns

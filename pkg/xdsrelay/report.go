@@ -26,8 +26,17 @@ func (r *Relay) report(d dialect, err error, attempt int, next time.Duration) St
 		r.log.Debug("the control plane ended the health-check stream", zap.Stringer("code", se.Code), zap.String("message", se.Message))
 		return se
 	}
+	if se.Held {
+		r.reportHeld(se)
+		return se
+	}
 	if !se.Local {
 		r.met.streamError(se.Code.String())
+		state := Refused
+		if se.Unreachable {
+			state = Unreachable
+		}
+		r.setUpstream(state)
 	}
 	r.mu.Lock()
 	r.lastErr = &se
@@ -61,6 +70,54 @@ func (r *Relay) report(d dialect, err error, attempt int, next time.Duration) St
 	return se
 }
 
+// reportHeld handles kuma-cp's "already an active stream": expected
+// after a restart, so said once at info; a warning only once it has gone
+// on longer than any deregistration delay.
+func (r *Relay) reportHeld(se StreamError) {
+	r.met.held()
+	now := r.opts.Now()
+	r.mu.Lock()
+	r.lastErr = &se
+	if r.heldSince.IsZero() {
+		r.heldSince = now
+	}
+	since := r.heldSince
+	first := r.upstream.State != Held && r.upstream.State != AnotherProxy
+	long := heldLong(since, now) && r.upstream.State != AnotherProxy
+	r.mu.Unlock()
+	switch {
+	case long:
+		r.setUpstream(AnotherProxy)
+		r.log.Warn("another proxy holds this name's stream: kuma-cp has refused every stream of this proxy for longer than any deregistration delay; check that no other zone proxy runs with this --name",
+			zap.Duration("refused for", now.Sub(since).Round(time.Second)), zap.String("message", se.Message))
+	case first:
+		r.setUpstream(Held)
+		r.log.Info("kuma-cp still holds the stream of this proxy's previous run (expected after a restart): it refuses new ones until its deregistration delay is over; asking again every few hundred milliseconds",
+			zap.String("message", se.Message))
+	}
+	if f := r.opts.Events.StreamError; f != nil {
+		f(se)
+	}
+}
+
+// setUpstream records what the control plane makes of the proxy now.
+func (r *Relay) setUpstream(state UpstreamState) {
+	r.mu.Lock()
+	if r.upstream.State == state {
+		r.mu.Unlock()
+		return
+	}
+	if state != Held && state != AnotherProxy {
+		r.heldSince = time.Time{}
+	}
+	r.upstream = Upstream{State: state, Since: r.opts.Now()}
+	u := r.upstream
+	r.mu.Unlock()
+	if f := r.opts.Events.Upstream; f != nil {
+		f(u)
+	}
+}
+
 // usableCache is the snapshot Envoy may be served now, nil if none.
 func (r *Relay) usableCache() *lkgcache.Snapshot {
 	if r.opts.Cache == nil {
@@ -74,19 +131,27 @@ func (r *Relay) usableCache() *lkgcache.Snapshot {
 	return s
 }
 
-func (r *Relay) useCache(s *lkgcache.Snapshot) {
+func (r *Relay) useCache(s *lkgcache.Snapshot, why StreamError) {
 	r.cacheEvents.Lock() // events leave in the order the state changed
 	defer r.cacheEvents.Unlock()
 	r.mu.Lock()
-	changed := !r.cache.InUse
+	changed := !r.cache.InUse || r.cache.Held != why.Held
 	if changed {
-		r.cache = CacheState{InUse: true, Since: r.opts.Now(), WrittenAt: s.WrittenAt}
+		since := r.opts.Now()
+		if r.cache.InUse {
+			since = r.cache.Since
+		}
+		r.cache = CacheState{InUse: true, Held: why.Held, Since: since, WrittenAt: s.WrittenAt}
 	}
 	st := r.cache
 	r.mu.Unlock()
 	if changed {
-		r.log.Warn("the control plane is unreachable; serving Envoy its last-known-good configuration",
-			zap.Time("confirmed", s.WrittenAt), zap.Duration("age", s.Age(st.Since).Round(1e9)))
+		msg := "the control plane is unreachable; serving Envoy its last-known-good configuration"
+		if why.Held {
+			// Expected after a restart: not an error.
+			msg = "kuma-cp still holds this proxy's previous stream (a restart); serving Envoy its last-known-good configuration until it accepts the new one"
+		}
+		r.log.Info(msg, zap.Time("confirmed", s.WrittenAt), zap.Duration("age", s.Age(st.Since).Round(1e9)))
 		if f := r.opts.Events.CachedConfig; f != nil {
 			f(st)
 		}
@@ -113,6 +178,13 @@ type relayMetrics struct {
 	mu           sync.Mutex
 	streamErrors map[string]uint64
 	rejections   map[string]uint64
+	heldStreams  uint64
+}
+
+func (m *relayMetrics) held() {
+	m.mu.Lock()
+	m.heldStreams++
+	m.mu.Unlock()
 }
 
 func (m *relayMetrics) streamError(code string) { m.inc(&m.streamErrors, code) }
@@ -130,12 +202,13 @@ func (m *relayMetrics) inc(counts *map[string]uint64, label string) {
 // WriteMetrics writes the relay's metrics in the Prometheus text format.
 func (r *Relay) WriteMetrics(w io.Writer) {
 	r.met.mu.Lock()
-	errs, rej := sorted(r.met.streamErrors), sorted(r.met.rejections)
+	errs, rej, held := sorted(r.met.streamErrors), sorted(r.met.rejections), r.met.heldStreams
 	r.met.mu.Unlock()
 	fmt.Fprint(w, "# HELP zoneproxy_xds_stream_errors_total xDS streams to the control plane that failed or that it ended with an error, by gRPC code.\n# TYPE zoneproxy_xds_stream_errors_total counter\n")
 	for _, kv := range errs {
 		fmt.Fprintf(w, "zoneproxy_xds_stream_errors_total{code=\"%s\"} %d\n", metrics.LabelValue(kv.k), kv.v)
 	}
+	fmt.Fprintf(w, "# HELP zoneproxy_xds_streams_held_total Streams kuma-cp refused because it still held this proxy's previous one (after a restart; not counted as errors).\n# TYPE zoneproxy_xds_streams_held_total counter\nzoneproxy_xds_streams_held_total %d\n", held)
 	fmt.Fprint(w, "# HELP zoneproxy_xds_rejected_total Configurations Envoy rejected (NACK), by resource type.\n# TYPE zoneproxy_xds_rejected_total counter\n")
 	for _, kv := range rej {
 		fmt.Fprintf(w, "zoneproxy_xds_rejected_total{type=\"%s\"} %d\n", metrics.LabelValue(kv.k), kv.v)
@@ -146,6 +219,15 @@ func (r *Relay) WriteMetrics(w io.Writer) {
 		inUse, age = 1, r.opts.Now().Sub(st.WrittenAt).Seconds()
 	}
 	fmt.Fprintf(w, "# HELP zoneproxy_xds_cached_config 1 while Envoy runs on the last-known-good configuration from the cache.\n# TYPE zoneproxy_xds_cached_config gauge\nzoneproxy_xds_cached_config %d\n", inUse)
+	up := r.State().Upstream.State
+	fmt.Fprint(w, "# HELP zoneproxy_xds_upstream What the control plane is expected to make of this proxy, from its streams: 1 for the current state.\n# TYPE zoneproxy_xds_upstream gauge\n")
+	for _, s := range []UpstreamState{Connected, Held, AnotherProxy, Unreachable, Refused, Withdrawn} {
+		v := 0
+		if s == up {
+			v = 1
+		}
+		fmt.Fprintf(w, "zoneproxy_xds_upstream{state=\"%s\"} %d\n", s, v)
+	}
 	fmt.Fprintf(w, "# HELP zoneproxy_xds_cached_config_age_seconds Age of the cached configuration Envoy runs on (0 when it runs on the control plane's).\n# TYPE zoneproxy_xds_cached_config_age_seconds gauge\nzoneproxy_xds_cached_config_age_seconds %g\n", age)
 }
 

@@ -52,7 +52,7 @@ func TestCachedConfigEventsEndInTheRelaysState(t *testing.T) {
 	for range 2000 {
 		var wg sync.WaitGroup
 		wg.Add(2)
-		go func() { defer wg.Done(); r.useCache(s) }()
+		go func() { defer wg.Done(); r.useCache(s, StreamError{Unreachable: true}) }()
 		go func() { defer wg.Done(); r.leaveCache() }()
 		wg.Wait()
 		mu.Lock()

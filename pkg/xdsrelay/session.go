@@ -31,6 +31,7 @@ type session struct {
 	obs   *observer
 	reqs  chan envoyRequest // closed when Envoy's stream ends
 	notes chan note         // to the observer, closed when the session ends
+	subs  *subscriptions    // what Envoy asked for, to resume a stream with
 
 	// early holds Envoy's requests until the control plane first answers,
 	// to replay them on a new upstream stream if this one is refused.
@@ -39,9 +40,8 @@ type session struct {
 }
 
 var (
-	errEnvoyGone   = errors.New("Envoy closed its stream")
-	errSuperseded  = errors.New("a newer stream from this Envoy replaced this one")
-	reachableAgain = "zoneproxy: the control plane is reachable again; reconnect to resynchronise"
+	errEnvoyGone  = errors.New("Envoy closed its stream")
+	errSuperseded = errors.New("a newer stream from this Envoy replaced this one")
 )
 
 func (s *session) readEnvoy(ctx context.Context) {
@@ -63,8 +63,11 @@ func (s *session) readEnvoy(ctx context.Context) {
 	}
 }
 
-// observe has a request of Envoy's observed; each request once.
+// observe has a request of Envoy's observed and tracked; each request once.
 func (s *session) observe(req envoyRequest) {
+	if s.d.cacheable() {
+		s.subs.track(s.d, req.raw, req.msg)
+	}
 	if req.msg != nil {
 		s.notes <- note{req: req.msg}
 	}
@@ -81,20 +84,30 @@ func (s *session) run(ctx context.Context) error {
 	case <-ctx.Done():
 		return nil
 	}
+	if s.d.cacheable() && s.r.takeCacheFirst() {
+		// Envoy was started on the cache because the control plane did not
+		// answer: its first stream need not wait for another timeout.
+		if snap := s.r.usableCache(); snap != nil {
+			return s.fromCache(ctx, snap, StreamError{Code: codes.Unavailable, Message: "the control plane did not answer the bootstrap request", Unreachable: true})
+		}
+	}
+	var held heldRetries
 	for attempt := 1; ; attempt++ {
+		if s.r.isWithdrawn() && s.d.exclusive() {
+			return s.park(ctx)
+		}
 		up, err := s.r.open(ctx, s.d, s.rawEarly())
 		if err == nil {
-			res := s.relay(ctx, up)
-			if res.envoyGone || ctx.Err() != nil {
-				return nil
-			}
-			err = res.err
-			if res.responded && !errors.Is(err, io.EOF) {
-				return s.r.upstreamEnded(s.d, err)
+			var retry bool
+			if retry, err = s.relayOn(ctx, up); !retry {
+				return err
 			}
 		}
 		if ctx.Err() != nil {
 			return nil
+		}
+		if s.r.isWithdrawn() && s.d.exclusive() {
+			return s.park(ctx)
 		}
 		if errors.Is(err, errSuperseded) {
 			return status.Error(codes.Aborted, errSuperseded.Error())
@@ -104,24 +117,50 @@ func (s *session) run(ctx context.Context) error {
 			s.r.log.Info("the control plane closed the stream", zap.String("stream", s.d.name()))
 			return nil
 		}
+		se := classify(err)
 		var next time.Duration
-		if classify(err).Retrying {
+		switch {
+		case se.Held:
+			next = held.next(s.r.opts.Backoff, s.r.opts.Now())
+		case se.Retrying:
 			next = s.r.opts.Backoff.Delay(attempt)
 		}
-		switch se := s.r.report(s.d, err, attempt, next); {
-		case se.Retrying:
-			if !s.pause(ctx, next) {
-				return nil
-			}
-		case se.Unreachable && s.d.cacheable():
+		se = s.r.report(s.d, err, attempt, next)
+		if (se.Unreachable || se.Held) && s.d.cacheable() {
+			// kuma-cp holds the stream of this node's previous run (a
+			// restart), or cannot be reached: Envoy serves its last-known-good
+			// configuration meanwhile, if it may.
 			if snap := s.r.usableCache(); snap != nil {
-				return s.serveCache(ctx, snap)
+				return s.fromCache(ctx, snap, se)
 			}
-			return envoyStatus(err)
-		default:
+		}
+		if !se.Retrying {
 			return envoyStatus(err)
 		}
+		if !s.pause(ctx, next) {
+			return nil
+		}
 	}
+}
+
+// relayOn forwards on up until it ends. retry: the control plane ended
+// the stream before it answered (err says how), so it counts as never
+// opened. Otherwise err is what Envoy's stream ends with, nil when Envoy
+// left or ctx ended.
+func (s *session) relayOn(ctx context.Context, up *upstream) (retry bool, err error) {
+	res := s.relay(ctx, up)
+	switch {
+	case res.envoyGone || ctx.Err() != nil:
+		return false, nil
+	case res.responded && s.r.isWithdrawn() && s.d.exclusive():
+		return false, s.park(ctx)
+	case res.responded && errors.Is(res.err, io.EOF):
+		s.r.log.Info("the control plane closed the stream", zap.String("stream", s.d.name()))
+		return false, nil
+	case res.responded:
+		return false, s.r.upstreamEnded(s.d, res.err)
+	}
+	return true, res.err
 }
 
 func (s *session) rawEarly() [][]byte {
@@ -203,57 +242,101 @@ func (s *session) pumpDown(up *upstream) error {
 			}
 			return err
 		}
-		f.buf.Ref() // the observer's, freed once it has copied the bytes
-		s.notes <- note{resp: f}
-		s.responded.Store(true)
-		err = s.envoy.SendMsg(f)
-		f.free()
-		if err != nil {
-			return errEnvoyGone
+		if err := s.forwardDown(f); err != nil {
+			return err
 		}
 	}
 }
 
+// forwardDown sends one of the control plane's responses to Envoy and
+// frees it.
+func (s *session) forwardDown(f *heldFrame) error {
+	f.buf.Ref() // the observer's, freed once it has copied the bytes
+	s.notes <- note{resp: f}
+	s.responded.Store(true)
+	err := s.envoy.SendMsg(f)
+	f.free()
+	if err != nil {
+		return errEnvoyGone
+	}
+	return nil
+}
+
+// fromCache serves Envoy from snap until the control plane accepts a
+// stream, then carries on relaying on that stream: Envoy does not
+// reconnect. why is what made the relay serve the cache.
+func (s *session) fromCache(ctx context.Context, snap *lkgcache.Snapshot, why StreamError) error {
+	up, first, err := s.serveCache(ctx, snap, why)
+	if up == nil {
+		return err
+	}
+	s.r.log.Info("the control plane accepted this proxy's stream: Envoy carries on with it, without reconnecting",
+		zap.String("stream", s.d.name()))
+	s.responded.Store(true)
+	s.early = nil
+	// What Envoy asked for after the resumed stream was opened.
+	for _, raw := range s.subs.takeSince() {
+		if err := up.send(raw); err != nil {
+			break
+		}
+	}
+	if err := s.forwardDown(first); err != nil {
+		up.close()
+		return nil
+	}
+	_, err = s.relayOn(ctx, up) // answered already: never a retry
+	return err
+}
+
 // serveCache answers Envoy from snap while trying the control plane in the
-// background; once it accepts a stream, Envoy is told to reconnect.
-func (s *session) serveCache(ctx context.Context, snap *lkgcache.Snapshot) error {
-	s.r.useCache(snap)
+// background. It returns the stream the control plane accepted with its
+// first response; or no stream and what Envoy's stream ends with (nil:
+// Envoy left or ctx ended).
+func (s *session) serveCache(ctx context.Context, snap *lkgcache.Snapshot, why StreamError) (*upstream, *heldFrame, error) {
+	s.r.useCache(snap, why)
 	cs := s.d.cacheServer(snap)
 	for _, req := range s.early {
 		if err := s.answer(cs, req); err != nil {
-			return nil
+			return nil, nil, nil
 		}
 	}
-	probe := make(chan error, 1)
+	probe := make(chan probeResult, 1)
 	probed := make(chan struct{})
 	pctx, stop := context.WithCancel(ctx)
-	defer func() { stop(); <-probed }() // no probe outlives its session
-	first := s.early[0].raw
-	go func() { defer close(probed); probe <- s.r.probe(pctx, s.d, first) }()
+	go func() {
+		defer close(probed)
+		probe <- s.r.probe(pctx, ctx, s.d, why, func() [][]byte { return s.subs.snapshot(s.d, &s.r.held) })
+	}()
+	ended := func() { stop(); <-probed }
 	for {
 		select {
 		case req, ok := <-s.reqs:
 			if !ok {
-				return nil
+				ended()
+				return nil, nil, nil
 			}
 			s.observe(req)
 			if err := s.answer(cs, req); err != nil {
-				return nil
+				ended()
+				return nil, nil, nil
 			}
-		case err := <-probe:
-			if err == nil {
-				s.r.log.Info("the control plane accepts streams again; Envoy reconnects to resynchronise")
-				return status.Error(codes.Unavailable, reachableAgain)
+		case res := <-probe:
+			stop()
+			<-probed
+			switch {
+			case res.up != nil:
+				return res.up, res.first, nil
+			case ctx.Err() != nil:
+				return nil, nil, nil
+			case errors.Is(res.err, errSuperseded):
+				return nil, nil, status.Error(codes.Aborted, errSuperseded.Error())
+			case errors.Is(res.err, errWithdrawn):
+				return nil, nil, s.park(ctx)
 			}
-			if ctx.Err() != nil {
-				return nil
-			}
-			if errors.Is(err, errSuperseded) {
-				return status.Error(codes.Aborted, errSuperseded.Error())
-			}
-			return envoyStatus(err)
+			return nil, nil, envoyStatus(res.err)
 		case <-ctx.Done():
-			return nil
+			ended()
+			return nil, nil, nil
 		}
 	}
 }
@@ -268,6 +351,23 @@ func (s *session) answer(cs cacheServer, req envoyRequest) error {
 	}
 	s.notes <- note{cached: b}
 	return s.envoy.SendMsg(&frame{b: b})
+}
+
+// park keeps Envoy's stream open without configuration while the proxy
+// is withdrawn from the control plane: Envoy keeps what it has and
+// serves on until it is drained.
+func (s *session) park(ctx context.Context) error {
+	for {
+		select {
+		case req, ok := <-s.reqs:
+			if !ok {
+				return nil
+			}
+			s.observe(req)
+		case <-ctx.Done():
+			return nil
+		}
+	}
 }
 
 // open opens an upstream stream; for ADS, after closing the node's
@@ -294,31 +394,63 @@ func (r *Relay) open(ctx context.Context, d dialect, replay [][]byte) (*upstream
 	return u, err
 }
 
-// probe retries the control plane until a stream gets its first response
-// (nil), the control plane refuses (that error) or ctx ends.
-func (r *Relay) probe(ctx context.Context, d dialect, first []byte) error {
+// probeResult is how a probe ended: an accepted stream with its first
+// response, or why not.
+type probeResult struct {
+	up    *upstream
+	first *heldFrame
+	err   error
+}
+
+// probe retries the control plane until a stream gets its first response,
+// which it returns with the stream; the control plane refuses (that error);
+// or ctx ends. requests opens each attempt (nil: Envoy has not said enough
+// yet to resume; the attempt waits). why is the failure that made Envoy
+// run on the cache, which paces the first attempt. The stream it returns
+// lives as long as streamCtx; ctx ending stops the probe.
+func (r *Relay) probe(ctx, streamCtx context.Context, d dialect, why StreamError, requests func() [][]byte) probeResult {
+	var held heldRetries
 	next := r.opts.Backoff.Delay(1)
+	if why.Held {
+		next = held.next(r.opts.Backoff, r.opts.Now())
+	}
 	for attempt := 1; ; attempt++ {
 		t := time.NewTimer(next)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return ctx.Err()
+			return probeResult{err: ctx.Err()}
 		case <-t.C:
 		}
-		up, err := r.open(ctx, d, [][]byte{first})
+		if r.isWithdrawn() && d.exclusive() {
+			return probeResult{err: errWithdrawn}
+		}
+		reqs := requests()
+		if reqs == nil {
+			next = r.opts.Backoff.Delay(1)
+			continue
+		}
+		octx, ocancel := context.WithCancel(streamCtx)
+		unwatch := context.AfterFunc(ctx, ocancel)
+		up, err := r.open(octx, d, reqs)
 		if err == nil {
-			_, err = up.recv()
-			up.close()
-			if err == nil {
-				return nil
+			var f *heldFrame
+			if f, err = up.recvHeld(); err == nil && unwatch() {
+				return probeResult{up: up, first: f} // ctx's end no longer ends it
 			}
+			if err == nil {
+				f.free()
+			}
+			up.close()
 			if up.superseded.Load() {
-				return errSuperseded // a new Envoy stream took over: no failure
+				ocancel()
+				return probeResult{err: errSuperseded} // a new Envoy stream took over: no failure
 			}
 		}
+		unwatch()
+		ocancel()
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return probeResult{err: ctx.Err()}
 		}
 		next = r.opts.Backoff.Delay(attempt + 1)
 		if errors.Is(err, io.EOF) {
@@ -326,8 +458,11 @@ func (r *Relay) probe(ctx context.Context, d dialect, first []byte) error {
 			r.log.Debug("the control plane closed a reconnection attempt", zap.String("stream", d.name()))
 			continue
 		}
+		if classify(err).Held {
+			next = held.next(r.opts.Backoff, r.opts.Now())
+		}
 		if se := r.report(d, err, attempt, next); !se.Unreachable && !se.Retrying {
-			return err
+			return probeResult{err: err}
 		}
 	}
 }
@@ -354,8 +489,8 @@ func classify(err error) StreamError {
 	st, _ := status.FromError(err)
 	se := StreamError{Code: st.Code(), Message: st.Message()}
 	switch {
-	case strings.Contains(se.Message, "already an active stream"):
-		se.Retrying = true
+	case strings.Contains(se.Message, alreadyActive):
+		se.Retrying, se.Held = true, true
 	case se.Code == codes.Unavailable || se.Code == codes.DeadlineExceeded:
 		se.Unreachable = true
 	}

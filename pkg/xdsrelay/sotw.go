@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+
 	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
 )
 
@@ -16,6 +18,12 @@ func (sotw) name() string    { return "state-of-the-world ADS" }
 func (sotw) method() string  { return adsMethodPrefix + "StreamAggregatedResources" }
 func (sotw) exclusive() bool { return true }
 func (sotw) cacheable() bool { return true }
+
+func (sotw) incremental() bool { return false }
+
+func (sotw) resumeRequest(node *corev3.Node, typeURL string, names []string, version string, _ map[string]string) ([]byte, error) {
+	return sotwResumeRequest(node, typeURL, names, version)
+}
 
 func (sotw) readRequest(b []byte) (*request, error) { return scanSotwRequest(b) }
 

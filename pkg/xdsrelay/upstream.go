@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/metadata"
@@ -26,13 +28,17 @@ import (
 // closing it ends the stream on the control plane at once and every new
 // stream dials afresh (this relay's backoff, not grpc-go's, paces retries).
 type upstream struct {
+	r       *Relay
 	conn    *grpc.ClientConn
 	stream  grpc.ClientStream
 	cancel  context.CancelFunc
 	certErr atomic.Pointer[error] // the control plane's certificate was refused
 	// superseded: closed because a newer stream of this node opened.
 	superseded atomic.Bool
-	closeOnce  sync.Once
+	// held: kuma-cp refused the stream as it still holds this node's
+	// previous one; the connection is kept for the next attempt.
+	held      atomic.Bool
+	closeOnce sync.Once
 }
 
 func (u *upstream) send(b []byte) error { return u.stream.SendMsg(&frame{b: b}) }
@@ -40,7 +46,7 @@ func (u *upstream) send(b []byte) error { return u.stream.SendMsg(&frame{b: b}) 
 func (u *upstream) recv() ([]byte, error) {
 	f := &frame{}
 	if err := u.stream.RecvMsg(f); err != nil {
-		return nil, err
+		return nil, u.ended(err)
 	}
 	return f.b, nil
 }
@@ -49,9 +55,17 @@ func (u *upstream) recv() ([]byte, error) {
 func (u *upstream) recvHeld() (*heldFrame, error) {
 	f := &heldFrame{}
 	if err := u.stream.RecvMsg(f); err != nil {
-		return nil, err
+		return nil, u.ended(err)
 	}
 	return f, nil
+}
+
+// ended notes how the stream ended and returns err.
+func (u *upstream) ended(err error) error {
+	if st, ok := status.FromError(err); ok && strings.Contains(st.Message(), alreadyActive) {
+		u.held.Store(true)
+	}
+	return err
 }
 
 // finalStatus is the ended stream's status; responses before it are
@@ -67,11 +81,51 @@ func (u *upstream) finalStatus() error {
 func (u *upstream) close() {
 	u.closeOnce.Do(func() {
 		u.cancel()
-		if u.conn != nil {
+		switch {
+		case u.conn == nil:
+		case u.held.Load() && u.r != nil:
+			u.r.spare.put(u.conn)
+		default:
 			_ = u.conn.Close()
 		}
 	})
 }
+
+// spareConn keeps the connection of a refused stream for the next
+// attempt: retries while kuma-cp holds the node's previous stream then
+// cost it no TLS handshake.
+type spareConn struct {
+	mu   sync.Mutex
+	conn *grpc.ClientConn
+}
+
+func (s *spareConn) put(c *grpc.ClientConn) {
+	s.mu.Lock()
+	old := s.conn
+	s.conn = c
+	s.mu.Unlock()
+	if old != nil && old != c {
+		_ = old.Close()
+	}
+}
+
+// take returns the spare connection, nil if there is none that works.
+func (s *spareConn) take() *grpc.ClientConn {
+	s.mu.Lock()
+	c := s.conn
+	s.conn = nil
+	s.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	if st := c.GetState(); st == connectivity.Shutdown || st == connectivity.TransientFailure {
+		_ = c.Close()
+		return nil
+	}
+	return c
+}
+
+func (s *spareConn) drop() { s.put(nil) }
 
 // errCertificate marks a control plane whose certificate this relay does
 // not trust: misconfiguration, not an outage.
@@ -85,28 +139,12 @@ func (r *Relay) dialUpstream(ctx context.Context, method string, replay [][]byte
 		return nil, &tokenError{err}
 	}
 	sctx, cancel := context.WithCancel(ctx)
-	u := &upstream{cancel: cancel}
-	creds := credentials.NewTLS(r.tlsConfig(u))
-	maxRecv := math.MaxInt32
-	if m := r.opts.Upstream.MaxReceiveMessageLength; m > 0 {
-		maxRecv = m
-	}
-	addr := r.opts.Upstream.Address
-	u.conn, err = grpc.NewClient("passthrough:///"+addr,
-		grpc.WithTransportCredentials(creds),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
-			d := net.Dialer{KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 10 * time.Second, Interval: 10 * time.Second, Count: 3}}
-			return d.DialContext(ctx, "tcp", addr)
-		}),
-		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: r.opts.ConnectTimeout}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecv), grpc.ForceCodecV2(rawCodec{})),
-		// Large windows: a snapshot of megabytes arrives in one round trip.
-		grpc.WithInitialWindowSize(16<<20), grpc.WithInitialConnWindowSize(16<<20),
-		experimental.WithBufferPool(relayPool),
-	)
-	if err != nil {
-		cancel()
-		return nil, status.Error(codes.Unavailable, err.Error())
+	u := &upstream{r: r, cancel: cancel}
+	if u.conn = r.spare.take(); u.conn == nil {
+		if u.conn, err = r.newConn(u); err != nil {
+			cancel()
+			return nil, status.Error(codes.Unavailable, err.Error())
+		}
 	}
 	md := metadata.MD{}
 	for _, h := range r.opts.Upstream.Metadata {
@@ -176,4 +214,27 @@ func verifyPeer(chain []*x509.Certificate, roots *x509.CertPool, name string) er
 		return nil
 	}
 	return fmt.Errorf("it names %v %v, not %s", leaf.DNSNames, leaf.IPAddresses, name)
+}
+
+// newConn makes a connection to the control plane; u hears of a
+// certificate it refuses.
+func (r *Relay) newConn(u *upstream) (*grpc.ClientConn, error) {
+	creds := credentials.NewTLS(r.tlsConfig(u))
+	maxRecv := math.MaxInt32
+	if m := r.opts.Upstream.MaxReceiveMessageLength; m > 0 {
+		maxRecv = m
+	}
+	addr := r.opts.Upstream.Address
+	return grpc.NewClient("passthrough:///"+addr,
+		grpc.WithTransportCredentials(creds),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+			d := net.Dialer{KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 10 * time.Second, Interval: 10 * time.Second, Count: 3}}
+			return d.DialContext(ctx, "tcp", addr)
+		}),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: r.opts.ConnectTimeout}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecv), grpc.ForceCodecV2(rawCodec{})),
+		// Large windows: a snapshot of megabytes arrives in one round trip.
+		grpc.WithInitialWindowSize(16<<20), grpc.WithInitialConnWindowSize(16<<20),
+		experimental.WithBufferPool(relayPool),
+	)
 }

@@ -1,0 +1,84 @@
+package agent
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/zoneproxy/zoneproxy/pkg/xdsrelay"
+)
+
+// Status is what GET /status answers: the agent's phase, and what the
+// control plane is expected to make of this proxy right now.
+type Status struct {
+	Phase        string               `json:"phase"`
+	Detail       string               `json:"detail"`
+	Since        time.Time            `json:"since"`
+	ControlPlane ControlPlaneStatus   `json:"controlPlane"`
+	Cache        *xdsrelay.CacheState `json:"cache,omitempty"`
+}
+
+// ControlPlaneStatus is the control plane's view of the proxy, as its
+// streams told the relay. State is "" in direct mode or before the first
+// stream.
+type ControlPlaneStatus struct {
+	State xdsrelay.UpstreamState `json:"state"`
+	Since time.Time              `json:"since,omitzero"`
+	Says  string                 `json:"says"`
+}
+
+// Status is the agent's status now.
+func (a *Agent) Status() Status {
+	snap := a.tracker.Current()
+	st := Status{Phase: string(snap.Phase), Detail: snap.Detail, Since: snap.Since}
+	a.xdsMu.Lock()
+	x := a.xds
+	a.xdsMu.Unlock()
+	u := x.upstreamState()
+	st.ControlPlane = ControlPlaneStatus{State: u.State, Since: u.Since, Says: controlPlaneWords(u.State, x != nil || a.cfg.XDSRelay, x.lastRefusal())}
+	if x != nil && x.relay != nil {
+		c := x.relay.State().Cache
+		if c.InUse {
+			st.Cache = &c
+		}
+	}
+	return st
+}
+
+// controlPlaneWords says in plain words what kuma-cp makes of the proxy.
+func controlPlaneWords(s xdsrelay.UpstreamState, relayed bool, refusal string) string {
+	switch s {
+	case xdsrelay.Connected:
+		return "kuma-cp has this proxy's stream: its Dataplane is registered, and configuration flows"
+	case xdsrelay.Held:
+		return heldWords
+	case xdsrelay.AnotherProxy:
+		return anotherProxyWords
+	case xdsrelay.Unreachable:
+		return "the control plane does not answer; it keeps the Dataplane it has until it sees the stream close, then deletes it after its deregistration delay"
+	case xdsrelay.Refused:
+		if refusal == "" {
+			return "the control plane refused this proxy's stream"
+		}
+		return "the control plane refused this proxy's stream: " + refusal
+	case xdsrelay.Withdrawn:
+		return withdrawnWords
+	}
+	if !relayed {
+		return "unknown: Envoy talks to the control plane directly (--xds-relay=false)"
+	}
+	return "no stream yet"
+}
+
+// statusHandler serves Status as JSON.
+func (a *Agent) statusHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "GET only", http.StatusMethodNotAllowed)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(a.Status())
+	})
+}

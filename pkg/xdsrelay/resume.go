@@ -1,0 +1,184 @@
+package xdsrelay
+
+import (
+	"sort"
+	"sync"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/proto"
+)
+
+// Resuming: while Envoy is served from the cache, the relay opens the
+// control plane's stream itself, with requests that say what Envoy is
+// subscribed to and which versions it holds, as Envoy's own reconnect
+// would. Once the control plane answers, the relay forwards on that stream:
+// Envoy never reconnects, and kuma-cp never sees a stream of this node
+// closed on purpose (each close costs its deregistration delay, 10 s by
+// default, of refused streams, and then the Dataplane).
+
+// subscriptions is what Envoy asked for on one stream, per type URL, in
+// the order it first asked: ADS wants clusters before endpoints and
+// listeners before routes.
+type subscriptions struct {
+	mu    sync.Mutex
+	node  *corev3.Node
+	order []string
+	types map[string]*typeSubscription
+	// since holds Envoy's requests since the last snapshot, for the
+	// control plane once it accepts the stream that snapshot opened.
+	since [][]byte
+}
+
+type typeSubscription struct {
+	wildcard bool
+	names    map[string]bool
+}
+
+func newSubscriptions() *subscriptions {
+	return &subscriptions{types: map[string]*typeSubscription{}}
+}
+
+// track records one of Envoy's requests (raw as received).
+func (s *subscriptions) track(d dialect, raw []byte, req *request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.since = append(s.since, raw)
+	if s.node == nil {
+		s.node = nodeOf(d, raw)
+	}
+	if req == nil || req.typeURL == "" {
+		return
+	}
+	t := s.types[req.typeURL]
+	if t == nil {
+		t = &typeSubscription{names: map[string]bool{}}
+		s.types[req.typeURL] = t
+		s.order = append(s.order, req.typeURL)
+		// An empty first subscription is the legacy wildcard (both
+		// dialects).
+		t.wildcard = len(req.subscribe) == 0
+	}
+	if !d.incremental() {
+		// State of the world: each request names the whole set.
+		clear(t.names)
+		t.wildcard = len(req.subscribe) == 0
+	}
+	for _, n := range req.subscribe {
+		if n == "*" {
+			t.wildcard = true
+			continue
+		}
+		t.names[n] = true
+	}
+	for _, n := range req.unsubscribe {
+		if n == "*" {
+			t.wildcard = false
+		}
+		delete(t.names, n)
+	}
+}
+
+// snapshot returns the requests that open a resumed stream, with what
+// Envoy holds now, and starts collecting Envoy's requests anew. Nil when
+// Envoy has not identified itself yet.
+func (s *subscriptions) snapshot(d dialect, held *holdings) [][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.node == nil || len(s.order) == 0 {
+		return nil
+	}
+	s.since = nil
+	out := make([][]byte, 0, len(s.order))
+	for i, typeURL := range s.order {
+		t := s.types[typeURL]
+		names := make([]string, 0, len(t.names)+1)
+		for n := range t.names {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		if t.wildcard && len(names) > 0 {
+			names = append([]string{"*"}, names...)
+		}
+		var node *corev3.Node
+		if i == 0 {
+			node = s.node
+		}
+		version, versions := held.versions(typeURL)
+		b, err := d.resumeRequest(node, typeURL, names, version, versions)
+		if err != nil {
+			return nil
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// takeSince returns Envoy's requests since the last snapshot.
+func (s *subscriptions) takeSince() [][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.since
+	s.since = nil
+	return out
+}
+
+// nodeCopy is Envoy's node, nil before its first request.
+func (s *subscriptions) nodeCopy() *corev3.Node {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.node == nil {
+		return nil
+	}
+	return proto.Clone(s.node).(*corev3.Node)
+}
+
+// nodeOf reads the node of a request, nil if it carries none.
+func nodeOf(d dialect, raw []byte) *corev3.Node {
+	var n *corev3.Node
+	if d.incremental() {
+		m := &discoveryv3.DeltaDiscoveryRequest{}
+		if proto.Unmarshal(raw, m) != nil {
+			return nil
+		}
+		n = m.GetNode()
+	} else {
+		m := &discoveryv3.DiscoveryRequest{}
+		if proto.Unmarshal(raw, m) != nil {
+			return nil
+		}
+		n = m.GetNode()
+	}
+	if n.GetId() == "" {
+		return nil
+	}
+	return n
+}
+
+// versions is what Envoy holds of typeURL: the type's version and each
+// resource's.
+func (h *holdings) versions(typeURL string) (string, map[string]string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := h.types[typeURL]
+	if t == nil {
+		return "", nil
+	}
+	out := make(map[string]string, len(t.res))
+	for name, r := range t.res {
+		if r.Version != "" {
+			out[name] = r.Version
+		}
+	}
+	return t.version, out
+}
+
+func deltaResumeRequest(node *corev3.Node, typeURL string, names []string, versions map[string]string) ([]byte, error) {
+	return proto.Marshal(&discoveryv3.DeltaDiscoveryRequest{
+		Node: node, TypeUrl: typeURL, ResourceNamesSubscribe: names, InitialResourceVersions: versions,
+	})
+}
+
+func sotwResumeRequest(node *corev3.Node, typeURL string, names []string, version string) ([]byte, error) {
+	return proto.Marshal(&discoveryv3.DiscoveryRequest{Node: node, TypeUrl: typeURL, ResourceNames: names, VersionInfo: version})
+}
