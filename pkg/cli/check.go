@@ -2,10 +2,12 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -119,6 +121,9 @@ func runChecks(ctx context.Context, w io.Writer, cfg *config.Config, running *in
 	c.checkToken(cfg)
 	c.checkControlPlane(ctx, cfg, ev)
 	c.checkCache(cfg, time.Now())
+	if running != nil {
+		c.checkRunning(ctx, cfg, running)
+	}
 	for _, l := range cfg.Dataplane().Networking.Listeners {
 		c.note("after start, /ready says NO_ZONE_LISTENER until the control plane sends %s: %s", l.EnvoyListenerName(), agent.ZoneListenerCondition(l.Type))
 	}
@@ -129,6 +134,24 @@ func runChecks(ctx context.Context, w io.Writer, cfg *config.Config, running *in
 	}
 	fmt.Fprintln(w, "all checks passed")
 	return nil
+}
+
+// checkRunning reports what the running instance of this configuration
+// says of itself: its phase and what the control plane makes of it.
+func (c *checklist) checkRunning(ctx context.Context, cfg *config.Config, running *instance) {
+	_, body, err := call(ctx, http.MethodGet, "http://"+preflight.ReadinessPort(cfg).Addr+"/status")
+	var st agent.Status
+	if err == nil {
+		err = json.Unmarshal([]byte(body), &st)
+	}
+	if err != nil {
+		c.note("the running instance (pid %d) does not say how it is: %v", running.pid, err)
+		return
+	}
+	c.note("the running instance (pid %d) is %s since %s: %s", running.pid, st.Phase, st.Since.UTC().Format(time.RFC3339), st.Detail)
+	if st.ControlPlane.State != "" {
+		c.note("the control plane's view of it (%s): %s", st.ControlPlane.State, st.ControlPlane.Says)
+	}
 }
 
 // checkPorts binds each port; one that the running instance of this

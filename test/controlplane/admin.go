@@ -42,6 +42,7 @@ func (s *Server) startAdmin() error {
 	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, r *http.Request) {
 		writeText(w, http.StatusOK, "READY")
 	})
+	s.registerLifecycleAdmin(mux)
 	s.registerPolicyAdmin(mux)
 	s.adminListener = ln
 	s.adminServer = &http.Server{
@@ -185,4 +186,56 @@ func (s *Server) adminRestart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"addr": s.Addr()})
+}
+
+// registerLifecycleAdmin serves the Dataplane store, the zone egress set
+// and the stream state of nodes.
+func (s *Server) registerLifecycleAdmin(mux *http.ServeMux) {
+	mux.HandleFunc("GET /lifecycle", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, s.Timings())
+	})
+	mux.HandleFunc("GET /meshes/{mesh}/dataplanes", func(w http.ResponseWriter, r *http.Request) {
+		items := s.Dataplanes(r.PathValue("mesh"))
+		writeJSON(w, http.StatusOK, map[string]any{"at": time.Now(), "total": len(items), "items": items})
+	})
+	mux.HandleFunc("GET /meshes/{mesh}/dataplanes/{name}", func(w http.ResponseWriter, r *http.Request) {
+		rec, ok := s.Dataplane(r.PathValue("mesh"), r.PathValue("name"))
+		if !ok {
+			writeJSON(w, http.StatusNotFound, map[string]any{"status": 404, "title": "Could not retrieve a resource", "detail": "Not found"})
+			return
+		}
+		writeJSON(w, http.StatusOK, rec)
+	})
+	mux.HandleFunc("GET /meshes/{mesh}/dataplanes/{name}/timeline", func(w http.ResponseWriter, r *http.Request) {
+		mesh, name := r.PathValue("mesh"), r.PathValue("name")
+		_, present := s.Dataplane(mesh, name)
+		writeJSON(w, http.StatusOK, map[string]any{
+			"at": time.Now(), "mesh": mesh, "name": name, "present": present,
+			"events": s.DataplaneTimeline(mesh, name),
+		})
+	})
+	mux.HandleFunc("GET /meshes/{mesh}/zone-egresses", func(w http.ResponseWriter, r *http.Request) {
+		mesh := r.PathValue("mesh")
+		now := time.Now()
+		writeJSON(w, http.StatusOK, map[string]any{
+			"at":                now,
+			"asOf":              now.Add(-s.timings.EgressPropagation),
+			"egressPropagation": s.timings.EgressPropagation.String(),
+			"mesh":              mesh,
+			"handedOut":         s.ZoneEgressesAt(mesh, now),
+			"raw":               s.StoredZoneEgresses(mesh),
+		})
+	})
+	mux.HandleFunc("GET /meshes/{mesh}/zone-egresses/timeline", func(w http.ResponseWriter, r *http.Request) {
+		mesh := r.PathValue("mesh")
+		writeJSON(w, http.StatusOK, map[string]any{
+			"at":                time.Now(),
+			"egressPropagation": s.timings.EgressPropagation.String(),
+			"mesh":              mesh,
+			"changes":           s.ZoneEgressTimeline(mesh),
+		})
+	})
+	mux.HandleFunc("GET /nodes/{nodeId}/stream", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, s.NodeStream(r.PathValue("nodeId")))
+	})
 }

@@ -66,14 +66,14 @@ func TestAdminAPI(t *testing.T) {
 	expect("POST", "/tokens/dataplane", `{"mesh":"m","validFor":"soon"}`, 400, `validFor: is invalid: time: invalid duration "soon"`)
 	expect("POST", "/tokens/dataplane", `{"mesh":"m","type":"ingress"}`, 400, "type: ingress is not a valid proxy type")
 
-	expect("PUT", "/faults", `{"bootstrapStatus":503,"bootstrapDelay":"2s","rejectADSAuth":true}`, 200,
-		`{"refuseConnections":false,"bootstrapStatus":503,"bootstrapDelay":"2s","rejectADSAuth":true}`)
+	expect("PUT", "/faults", `{"bootstrapStatus":503,"bootstrapDelay":"2s","rejectADSAuth":true,"hang":false}`, 200,
+		`{"refuseConnections":false,"bootstrapStatus":503,"bootstrapDelay":"2s","rejectADSAuth":true,"hang":false}`)
 	if f := s.currentFaults(); f.BootstrapDelay != 2*time.Second || f.BootstrapStatus != 503 || !f.RejectADSAuth {
 		t.Errorf("faults %+v", f)
 	}
-	expect("GET", "/faults", "", 200, `{"refuseConnections":false,"bootstrapStatus":503,"bootstrapDelay":"2s","rejectADSAuth":true}`)
+	expect("GET", "/faults", "", 200, `{"refuseConnections":false,"bootstrapStatus":503,"bootstrapDelay":"2s","rejectADSAuth":true,"hang":false}`)
 	expect("PUT", "/faults", `{"bootstrapDelay":"nope"}`, 400, "")
-	expect("PUT", "/faults", `{}`, 200, `{"refuseConnections":false,"bootstrapStatus":0,"bootstrapDelay":"0s","rejectADSAuth":false}`)
+	expect("PUT", "/faults", `{}`, 200, `{"refuseConnections":false,"bootstrapStatus":0,"bootstrapDelay":"0s","rejectADSAuth":false,"hang":false}`)
 
 	addr := s.Addr()
 	got := expect("POST", "/restart?down=10ms", "", 200, "")

@@ -22,9 +22,23 @@ const alreadyActiveText = "there is already an active stream from this node, try
 
 // adsStream is one delta ADS stream.
 type adsStream struct {
-	ctx        context.Context
+	ctx context.Context
+	// epochDone is s.epochDone when the stream opened: closed by a
+	// restart, after which the stream belongs to a CP process that is gone.
+	epochDone  <-chan struct{}
 	nodeID     string // set once the first node was accepted
 	registered bool   // holds s.active[nodeID]
+	upserted   dpKey  // the Dataplane its registration upserted ({} if none): closing deregisters it
+}
+
+// orphaned reports whether a restart happened since the stream opened.
+func (st *adsStream) orphaned() bool {
+	select {
+	case <-st.epochDone:
+		return true
+	default:
+		return false
+	}
 }
 
 func (s *Server) setupXDS() {
@@ -69,7 +83,11 @@ func (h *hdsService) StreamHealthCheck(stream grpc.BidiStreamingServer[healthv3.
 		return nil
 	}
 	node := first.GetHealthCheckRequest().GetNode()
-	if _, err := h.s.authenticate(stream.Context(), node); err != nil {
+	dp, err := h.s.authenticate(stream.Context(), node)
+	if err == nil {
+		err = checkProxy(node, dp)
+	}
+	if err != nil {
 		h.s.log.printf("hds: stream rejected node=%s: %v", node.GetId(), err)
 		return err
 	}
@@ -104,31 +122,102 @@ func (c *adsCallbacks) OnFetchResponse(*discoverygrpc.DiscoveryRequest, *discove
 func (c *adsCallbacks) OnDeltaStreamOpen(ctx context.Context, id int64, typeURL string) error {
 	s := c.s
 	s.mu.Lock()
-	s.streams[id] = &adsStream{ctx: ctx}
+	if s.down {
+		s.mu.Unlock()
+		return errRestarted
+	}
+	s.streams[id] = &adsStream{ctx: ctx, epochDone: s.epochDone}
 	s.mu.Unlock()
 	s.log.printf("ads: stream %d opened", id)
 	return nil
 }
 
-func (c *adsCallbacks) OnDeltaStreamClosed(id int64, node *corev3.Node) {
+// OnDeltaStreamClosed is kuma-cp's onStreamClosed: for the stream holding
+// its node it runs DataplaneLifecycle.OnProxyDisconnected (the
+// deregistration delay, inline, then the delete) BEFORE it releases the
+// node, so the node refuses new streams until then. Like kuma-cp it
+// blocks the stream's handler meanwhile.
+func (c *adsCallbacks) OnDeltaStreamClosed(id int64, _ *corev3.Node) {
 	s := c.s
 	s.mu.Lock()
 	st := s.streams[id]
 	delete(s.streams, id)
-	if st != nil && st.registered {
-		if s.active[st.nodeID] == id {
-			delete(s.active, st.nodeID)
+	if st == nil || !st.registered || st.orphaned() || s.active[st.nodeID] != id {
+		s.mu.Unlock()
+		if st != nil && st.nodeID != "" {
+			s.log.printf("ads: stream %d closed node=%s", id, st.nodeID)
+		} else {
+			s.log.printf("ads: stream %d closed", id)
 		}
-		if p := s.proxies[st.nodeID]; p != nil {
-			p.info.Connected = false
-		}
+		return
 	}
-	s.mu.Unlock()
-	if st != nil && st.nodeID != "" {
+	ns := s.nodeLocked(st.nodeID)
+	ns.connected = false
+	if p := s.proxies[st.nodeID]; p != nil {
+		p.info.Connected = false
+	}
+	if st.upserted == (dpKey{}) || s.ctx.Err() != nil {
+		// Nothing registered (no proxyInfo in kuma-cp), or a graceful
+		// shutdown: released at once, nothing deleted.
+		s.releaseLocked(st.nodeID, id)
+		s.mu.Unlock()
 		s.log.printf("ads: stream %d closed node=%s", id, st.nodeID)
-	} else {
-		s.log.printf("ads: stream %d closed", id)
+		return
 	}
+	ns.deregSince = time.Now()
+	delay := s.timings.DeregistrationDelay
+	s.mu.Unlock()
+	s.log.printf("ads: stream %d closed node=%s; the node stays active until its deregistration in %s", id, st.nodeID, delay)
+
+	if !s.pause(delay, st.epochDone) {
+		s.log.printf("ads: node=%s deregistration of stream %d dropped (control plane restarted or stopped); Dataplane kept", st.nodeID, id)
+		return
+	}
+	s.mu.Lock()
+	if st.orphaned() {
+		s.mu.Unlock()
+		s.log.printf("ads: node=%s deregistration of stream %d dropped (control plane restarted); Dataplane kept", st.nodeID, id)
+		return
+	}
+	deleted := s.deleteDataplaneLocked(st.upserted, id, "deregistered")
+	s.releaseLocked(st.nodeID, id)
+	s.mu.Unlock()
+	if deleted {
+		s.log.printf("ads: node=%s deregistered: Dataplane %s/%s deleted, node released", st.nodeID, st.upserted.mesh, st.upserted.name)
+	} else {
+		s.log.printf("ads: node=%s deregistered: Dataplane %s/%s was already gone, node released", st.nodeID, st.upserted.mesh, st.upserted.name)
+	}
+}
+
+// releaseLocked frees a node held by stream id.
+func (s *Server) releaseLocked(nodeID string, id int64) {
+	if s.active[nodeID] == id {
+		delete(s.active, nodeID)
+	}
+	ns := s.nodeLocked(nodeID)
+	if ns.stream == id {
+		ns.stream = 0
+		ns.connected = false
+		ns.deregSince = time.Time{}
+	}
+}
+
+// pause waits d like a timer of kuma-cp: a frozen CP (the Hang fault)
+// runs none, so it also waits for the thaw. False if the CP restarted
+// (epochDone) or stopped meanwhile.
+func (s *Server) pause(d time.Duration, epochDone <-chan struct{}) bool {
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-epochDone:
+			return false
+		case <-s.ctx.Done():
+			return false
+		}
+	}
+	return s.hang.wait(epochDone, s.ctx.Done())
 }
 
 func (c *adsCallbacks) OnStreamDeltaRequest(id int64, req *discoverygrpc.DeltaDiscoveryRequest) error {
@@ -191,9 +280,11 @@ func shortType(t string) string {
 	return t
 }
 
-// connect runs kuma-cp's per-stream checks in its callback order (auth,
-// one stream per node, proxy type, proxy id), registers the stream and
-// sets the node's snapshot.
+// connect runs kuma-cp's per-stream checks in its callback order: auth
+// (authCallbacks), one stream per node (DataplaneCallbacks), then
+// DataplaneLifecycle.OnProxyConnected: proxy type, proxy id, and register
+// (upsert the Dataplane, sleep CacheExpiration, count as connected). The
+// first response waits for all of it. Then the node's snapshot is set.
 func (s *Server) connect(id int64, st *adsStream, node *corev3.Node) error {
 	dp, err := s.authenticate(st.ctx, node)
 	if err != nil {
@@ -201,21 +292,65 @@ func (s *Server) connect(id int64, st *adsStream, node *corev3.Node) error {
 	}
 	nodeID := node.GetId()
 	s.mu.Lock()
+	if st.orphaned() {
+		s.mu.Unlock()
+		return errRestarted
+	}
+	ns := s.nodeLocked(nodeID)
 	if other, ok := s.active[nodeID]; ok && other != id {
+		ns.refusals++
+		ns.lastRefusal = time.Now()
 		s.mu.Unlock()
 		return errors.New(alreadyActiveText)
 	}
 	s.active[nodeID] = id
 	st.nodeID = nodeID
 	st.registered = true
+	ns.stream = id
+	ns.activeSince = time.Now()
+	ns.connected = false
+	ns.deregSince = time.Time{}
+	ns.accepted++
+	s.mu.Unlock()
+
+	if err := checkProxy(node, dp); err != nil {
+		return err
+	}
+	spec, err := dataplaneSpecJSON(node.GetMetadata().GetFields()["dataplane.resource"].GetStringValue())
+	if err != nil { // parsed once already: cannot happen
+		return errRegister(err)
+	}
+	s.mu.Lock()
 	p := s.proxies[nodeID]
 	if p == nil {
 		p = &proxyState{}
 		s.proxies[nodeID] = p
 	}
-	p.info = ProxyInfo{NodeID: nodeID, Connected: true, ConnectedAt: time.Now()}
+	p.info = ProxyInfo{NodeID: nodeID}
 	p.acked = map[string]bool{}
 	p.listeners = map[string]bool{}
+	s.mu.Unlock()
+
+	if err := s.upsertDataplane(st, id, dp, spec); err != nil {
+		return err
+	}
+	st.upserted = dpKey{dp.Mesh, dp.Name}
+	s.log.printf("ads: stream %d registered node=%s: Dataplane upserted; connected after %s", id, nodeID, s.timings.CacheExpiration)
+
+	// DataplaneLifecycle.register: time.Sleep(cacheExpirationTime), inline.
+	if !s.pause(s.timings.CacheExpiration, st.epochDone) {
+		return errRestarted
+	}
+	s.mu.Lock()
+	if st.orphaned() {
+		s.mu.Unlock()
+		return errRestarted
+	}
+	now := time.Now()
+	ns.connected = true
+	ns.connectedAt = now
+	p.info.Connected = true
+	p.info.ConnectedAt = now
 	s.mu.Unlock()
 	s.log.printf("ads: stream %d connected node=%s", id, nodeID)
 
@@ -224,8 +359,9 @@ func (s *Server) connect(id int64, st *adsStream, node *corev3.Node) error {
 	return nil
 }
 
-// authenticate checks a node like kuma-cp's auth and lifecycle callbacks
-// and returns its Dataplane.
+// authenticate checks a node like kuma-cp's auth callbacks (the
+// Dataplane from the node metadata, then the credential) and returns its
+// Dataplane.
 func (s *Server) authenticate(ctx context.Context, node *corev3.Node) (*dataplane, error) {
 	nodeID := node.GetId()
 	mesh, name, ok := strings.Cut(nodeID, ".")
@@ -247,7 +383,8 @@ func (s *Server) authenticate(ctx context.Context, node *corev3.Node) (*dataplan
 		if proxyType != "dataplane" {
 			return nil, fmt.Errorf("unsupported proxy type %q", proxyType)
 		}
-		// This CP has no store to look the Dataplane up in.
+		// kuma-cp would look the Dataplane up in its store; this CP
+		// registers Dataplanes only from node metadata.
 		return nil, fmt.Errorf("resource %q not found; create a Dataplane in Kuma CP first or pass it as an argument to kuma-dp", nodeID)
 	}
 
@@ -260,14 +397,20 @@ func (s *Server) authenticate(ctx context.Context, node *corev3.Node) (*dataplan
 			return nil, fmt.Errorf("authentication failed: %w", err)
 		}
 	}
-
-	if proxyType != "dataplane" {
-		return nil, fmt.Errorf("unsupported proxy type %q, only \"dataplane\" is supported", proxyType)
-	}
-	if want := dp.Mesh + "." + dp.Name; nodeID != want {
-		return nil, fmt.Errorf("proxyId %s does not match proxy resource %s", nodeID, want)
-	}
 	return dp, nil
+}
+
+// checkProxy is DataplaneLifecycle.OnProxyConnected's checks before it
+// registers: the proxy type, then the node id against the resource.
+func checkProxy(node *corev3.Node, dp *dataplane) error {
+	proxyType := node.GetMetadata().GetFields()["dataplane.proxyType"].GetStringValue()
+	if proxyType != "dataplane" {
+		return fmt.Errorf("unsupported proxy type %q, only \"dataplane\" is supported", proxyType)
+	}
+	if want := dp.Mesh + "." + dp.Name; node.GetId() != want {
+		return fmt.Errorf("proxyId %s does not match proxy resource %s", node.GetId(), want)
+	}
+	return nil
 }
 
 func (s *Server) checkCredential(ctx context.Context, dp *dataplane) error {

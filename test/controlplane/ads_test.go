@@ -379,11 +379,9 @@ func TestADSRejections(t *testing.T) {
 		first.collect(hasAll(resourcev3.ListenerType, "self_zoneegress_dp_ze-port"))
 		dialADS(t, s, good, node).expectError(codes.Unknown, alreadyActiveText)
 		first.cancel()
+		// The node stays active while the first stream deregisters.
 		eventually(t, "first stream released", func() bool {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			_, held := s.active[node.GetId()]
-			return !held
+			return s.NodeStream(node.GetId()).ActiveStream == 0
 		})
 		dialADS(t, s, good, node).collect(hasAll(resourcev3.ListenerType, "self_zoneegress_dp_ze-port"))
 	})

@@ -35,6 +35,28 @@ type Options struct {
 	// ECDSA P-256: its signature makes every TLS handshake about 1.4 ms
 	// longer on the 2-core bench machine.
 	RSAServerKey bool
+
+	// DeregistrationDelay is kuma-cp's xdsServer.dataplaneDeregistrationDelay
+	// (KUMA_XDS_DATAPLANE_DEREGISTRATION_DELAY): after the stream holding a
+	// node closes, the node stays active (new streams from it are refused)
+	// this long, then its Dataplane is deleted and the node released.
+	// Zero is kuma-cp's default, 10 s; negative is no delay (kuma-cp's
+	// "0s": deleted and released as the stream closes).
+	DeregistrationDelay time.Duration
+	// CacheExpiration is kuma-cp's store.cache.expirationTime
+	// (KUMA_STORE_CACHE_EXPIRATION_TIME), which DataplaneLifecycle.register
+	// sleeps after the upsert, before the proxy counts as connected: the
+	// first response on an accepted stream comes no sooner. Zero is
+	// kuma-cp's default, 1 s; negative is none.
+	CacheExpiration time.Duration
+	// EgressPropagation is how long a change of the Dataplane store takes
+	// to reach the zone's sidecars (ZoneEgresses): kuma-cp's
+	// store.cache.expirationTime twice (the read-only manager's LIST cache,
+	// then the mesh context cache) plus
+	// xdsServer.dataplaneConfigurationRefreshInterval (the sidecar
+	// watchdog's tick), at most. Zero is kuma-cp's defaults' 1+1+1 = 3 s;
+	// negative is none.
+	EgressPropagation time.Duration
 }
 
 // ProxyInfo is what the CP knows about one node id's ADS connection.
@@ -74,6 +96,14 @@ type Server struct {
 	proxies map[string]*proxyState
 	streams map[int64]*adsStream
 	active  map[string]int64 // node id -> stream id holding it
+	nodes   map[string]*nodeState
+	store   dpStore
+	// epochDone is closed by each restart (and replaced): in-memory
+	// lifecycle state of the CP process before it is gone.
+	epochDone chan struct{}
+	down      bool // restarting: streams are not opened
+	timings   Timings
+	hang      hangGate
 
 	obs observabilityState // policies attached to proxies, zone listeners withheld
 
@@ -127,6 +157,11 @@ func Start(opts Options) (*Server, error) {
 		proxies: map[string]*proxyState{},
 		streams: map[int64]*adsStream{},
 		active:  map[string]int64{},
+		nodes:   map[string]*nodeState{},
+		store:   newDPStore(),
+
+		epochDone: make(chan struct{}),
+		timings:   resolveTimings(opts),
 	}
 	for _, m := range opts.Meshes {
 		s.meshes[m] = true
@@ -146,7 +181,9 @@ func Start(opts Options) (*Server, error) {
 		_ = s.Close()
 		return nil, fmt.Errorf("controlplane: admin listen %s: %w", opts.AdminAddr, err)
 	}
-	s.log.printf("testcp started dp=%s admin=%s ca=%s auth=%s reloadableTokens=%t meshes=%v", s.URL(), s.AdminURL(), s.CACertFile(), authMode(opts.AuthDisabled), opts.ReloadableTokens, s.meshNames())
+	s.log.printf("testcp started dp=%s admin=%s ca=%s auth=%s reloadableTokens=%t meshes=%v deregistrationDelay=%s cacheExpiration=%s egressPropagation=%s",
+		s.URL(), s.AdminURL(), s.CACertFile(), authMode(opts.AuthDisabled), opts.ReloadableTokens, s.meshNames(),
+		s.timings.DeregistrationDelay, s.timings.CacheExpiration, s.timings.EgressPropagation)
 	return s, nil
 }
 
@@ -194,7 +231,8 @@ func (s *Server) createMesh(name string) bool {
 	return !existed
 }
 
-// DeleteMesh removes a mesh.
+// DeleteMesh removes a mesh and the Dataplanes in it (kuma-cp with
+// store.unsafeDelete; by default kuma-cp refuses while Dataplanes exist).
 func (s *Server) DeleteMesh(name string) { s.deleteMesh(name) }
 
 func (s *Server) deleteMesh(name string) bool {
@@ -203,7 +241,8 @@ func (s *Server) deleteMesh(name string) bool {
 	existed := s.meshes[name]
 	delete(s.meshes, name)
 	if existed {
-		s.log.printf("mesh %q deleted", name)
+		n := s.deleteMeshDataplanesLocked(name)
+		s.log.printf("mesh %q deleted with %d Dataplanes", name, n)
 	}
 	return existed
 }
@@ -237,6 +276,8 @@ func (s *Server) IssueToken(r TokenRequest) (string, error) {
 }
 
 // Proxies lists every node id that opened an authenticated ADS stream.
+// Connected is kuma-cp's: true once the registration's CacheExpiration
+// sleep ended, false from the moment the stream closed.
 func (s *Server) Proxies() []ProxyInfo {
 	s.mu.Lock()
 	defer s.mu.Unlock()

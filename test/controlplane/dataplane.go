@@ -22,6 +22,12 @@ const (
 	listenerZoneEgress  int32 = 2
 )
 
+// Listener states of Dataplane.networking.listeners[].state.
+const (
+	listenerReady    int32 = 0
+	listenerNotReady int32 = 1
+)
+
 var listenerTypeValues = map[string]int32{"Unspecified": 0, "ZoneIngress": 1, "ZoneEgress": 2}
 var listenerStateValues = map[string]int32{"Ready": 0, "NotReady": 1}
 var inboundStateValues = map[string]int32{"Ready": 0, "NotReady": 1, "Ignored": 2}
@@ -66,6 +72,7 @@ type dpListener struct {
 	Address string
 	Port    uint32
 	Name    string
+	State   int32 // listenerReady (the zero value) or listenerNotReady
 }
 
 // sectionName is the listener's name, or its port when unnamed.
@@ -232,7 +239,7 @@ func parseNetworking(raw json.RawMessage) (*dpNetworking, error) {
 		if l.Name, err = lo.str("name"); err != nil {
 			return err
 		}
-		if _, err := lo.enum("state", listenerStateValues); err != nil {
+		if l.State, err = lo.enum("state", listenerStateValues); err != nil {
 			return err
 		}
 		n.Listeners = append(n.Listeners, l)

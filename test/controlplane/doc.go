@@ -49,13 +49,118 @@
 // one filter chain for DestinationSNI with transport_protocol "tls", so
 // only a TLS ClientHello naming that SNI becomes a connection in Envoy.
 //
+// # Stream lifecycle and the Dataplane store
+//
+// Delta ADS streams follow kuma-cp's callbacks (pkg/xds/server/callbacks:
+// dataplane_callbacks.go, dataplane_lifecycle.go), in kuma-cp's order on
+// the first request that carries a node: auth (the Dataplane from the node
+// metadata dataplane.resource, then the credential), then one active
+// stream per node id (another stream from a node that is active is
+// refused with exactly "there is already an active stream from this node,
+// try again later"), then the proxy type and "proxyId … does not match
+// proxy resource …", then the registration: the Dataplane is upserted
+// into the store (created only if its mesh exists, "could not register
+// proxy passed in kuma-dp run: mesh of name <m> is not found"; an update
+// needs the stream's credential to be good for the stored Dataplane too),
+// and the callback sleeps Options.CacheExpiration
+// (store.cache.expirationTime, 1 s) inline before the proxy counts as
+// connected, so the first response on an accepted stream comes at least
+// that long after the upsert. Only then is the node's snapshot set.
+//
+// When the stream holding a node closes, the handler runs the
+// deregistration before it releases the node, as kuma-cp's onStreamClosed
+// does: the node stays active, refusing every new stream, for
+// Options.DeregistrationDelay (xdsServer.dataplaneDeregistrationDelay,
+// 10 s); then the Dataplane is deleted from the store, then the node is
+// released. A stream that registered nothing (refused by the proxy type
+// or id check, or its upsert failed) releases the node at once. The
+// lifecycle's timers do not fire while the Hang fault is set.
+//
+// Restart(down) is a CP restart: what kuma-cp holds in memory is gone (no
+// node is active; pending deregistrations are dropped without deleting,
+// as in kuma-cp's graceful-shutdown branch; streams cut by the restart
+// start none), while the store (meshes, Dataplanes, the token key)
+// persists. Close is a graceful shutdown: nothing is deleted. DeleteMesh
+// deletes the mesh's Dataplanes with it.
+//
+// Proxies() keeps its ProxyInfo per node id; Connected follows kuma-cp:
+// true once the CacheExpiration sleep ended (ConnectedAt is that moment),
+// false from the moment the stream closed (or the CP restarted).
+//
+// Zone egresses: ZoneEgresses(mesh) is what kuma-cp's
+// resolveZoneEgresses (pkg/xds/context/mesh_context_builder.go) hands the
+// mesh's sidecars: every Dataplane of the mesh, by name, with its
+// listeners of type ZoneEgress whose state is Ready (the enum's zero
+// value; NotReady is left out); online status is not looked at, so an
+// egress whose stream closed is handed out until its Dataplane is
+// deleted. It is computed over the store as it was
+// Options.EgressPropagation ago: kuma-cp's sidecars see a store change
+// through the read-only manager's LIST cache (store.cache.expirationTime,
+// 1 s), then the mesh context cache (the same TTL, 1 s), read by each
+// sidecar's watchdog every xdsServer.dataplaneConfigurationRefreshInterval
+// (1 s); the default, 3 s, is that worst case (from about 0 s when every
+// cache has just expired). StoredZoneEgresses is the set without the lag
+// and ZoneEgressTimeline each change: At (store) and EffectiveAt
+// (At+EgressPropagation, at the sidecars). No sidecar is modelled beyond
+// that.
+//
+// The store keeps every change (the newest 100000): Dataplane,
+// Dataplanes, DataplaneTimeline, and DataplaneGaps for the intervals a
+// Dataplane was absent. NodeStream(nodeID) reports the stream holding a
+// node, whether it is connected, since when a closed one deregisters, and
+// the refusals. Timings() reports the three durations in force; zero
+// Options are kuma-cp's defaults (DefaultDeregistrationDelay 10 s,
+// DefaultCacheExpiration 1 s, DefaultEgressPropagation 3 s) and negative
+// ones none. test/harness runs zones with FastLifecycle (the same ratios,
+// a fifth: 2 s, 200 ms, 600 ms); testcp has --deregistration-delay,
+// --cache-expiration and --egress-propagation.
+//
+// # The Hang fault
+//
+// Faults.Hang ("hang" in JSON) models a kuma-cp stopped with SIGSTOP.
+// The DP listener stays open and the kernel completes TCP handshakes into
+// its backlog, but the server stops calling Accept (a connection the
+// kernel handed over meanwhile is held unread); every connection's reads
+// and writes block, so no TLS handshake completes and open connections
+// get no bytes. A /bootstrap POST and a new gRPC stream hang rather than
+// fail. Deadlines that pass meanwhile take effect when it is cleared,
+// like timers of a resumed process, and everything carries on. Restart
+// and Close still drop the connections. The admin API stays up (it is
+// how a test clears the fault; a stopped kuma-cp's API would not answer).
+//
+// Where the lifecycle still differs from kuma-cp:
+//   - One CP instance: proxyConnectedToAnotherCP (the latest
+//     DataplaneInsight subscription of another instance keeping a
+//     Dataplane) is not modelled, and neither are the "reconnected to this
+//     instance" branch (unreachable on one instance) and the concurrent
+//     re-registration retry ("attempt to concurently register deleted DPP
+//     resource").
+//   - No DataplaneInsights, no watchdog, no NACK backoff; the snapshot is
+//     set once at connect (and on policy changes), not every refresh
+//     interval, and the sidecars are not modelled: the propagation lag is
+//     a fixed worst case, where kuma-cp's varies between about 0 and it.
+//   - No garbage collection of offline Dataplanes
+//     (runtime.universal.dataplaneCleanupAge, 72 h): a Dataplane whose
+//     deregistration a restart dropped stays in the store.
+//   - Dataplanes enter the store only through ADS registration: /bootstrap
+//     without dataplaneResource is 404 and ADS without dataplane.resource
+//     is refused, where kuma-cp would use a stored Dataplane. Stored
+//     Dataplanes are not validated again, and no computed labels are added.
+//   - kuma-cp refuses to delete a mesh that still has Dataplanes
+//     (store.unsafeDelete false); DeleteMesh deletes them with it.
+//   - The MeshIdentity workload-label validator is not modelled, nor the
+//     SAN of a zone egress.
+//   - A frozen (Hang) CP keeps its admin API and in-process callers
+//     (SetFaults, Restart, …) working.
+//
 // Deliberate differences from kuma-cp:
 //   - One RSA key (kid "1") is trusted for every mesh, like offline-issued
 //     tokens in dpServer.authn.dpProxy.dpToken.validator.publicKeys, so a
 //     token can be issued before its mesh exists. A token for another mesh
 //     therefore fails on its Mesh claim rather than on its signature.
-//   - There is no Dataplane store: /bootstrap without dataplaneResource is
-//     always 404, and ADS needs dataplane.resource in the node metadata.
+//   - Dataplanes are stored only as ADS registers them (see above):
+//     /bootstrap without dataplaneResource is always 404, and ADS needs
+//     dataplane.resource in the node metadata.
 //   - xDS is fixed: per listener an SNI passthrough (tcp_proxy) to a
 //     pretend MeshService "backend" (ingress, EDS) or MeshExternalService
 //     "httpbin" (egress, STATIC 127.0.0.1:8080), plus system_envoy_admin and
@@ -71,10 +176,20 @@
 //	GET    /meshes                 {"items":[{"type":"Mesh","name":…}],"next":null,"total":n}
 //	POST   /tokens/dataplane       {"mesh","name","workload","tags","type","validFor":"24h"} -> 200 text/plain JWT
 //	GET    /proxies                [ProxyInfo…]
-//	GET    /faults, PUT /faults    Faults as JSON, bootstrapDelay as "2s"
+//	GET    /faults, PUT /faults    Faults as JSON, bootstrapDelay as "2s", {"hang":true} freezes the DP server
 //	POST   /restart?down=2s        answers once the DP listener is back
 //	GET    /bootstrap-requests     {"count":n,"dropped":d,"records":[BootstrapRecord…]} (body base64; the newest 1000, d older ones let go)
 //	GET    /ready                  200 READY
+//
+// The lifecycle (times RFC3339Nano, durations as "300ms"):
+//
+//	GET    /lifecycle                               {"deregistrationDelay","cacheExpiration","egressPropagation"}
+//	GET    /meshes/{mesh}/dataplanes                {"at","total","items":[DataplaneRecord…]}
+//	GET    /meshes/{mesh}/dataplanes/{name}         DataplaneRecord {"mesh","name","labels","spec":{…},"listeners":[{"type","address","port","state","name"}],"creationTime","modificationTime","streamId"}; 404 when absent
+//	GET    /meshes/{mesh}/dataplanes/{name}/timeline {"at","mesh","name","present","events":[{"at","kind":"upserted"|"deleted","spec","listeners","streamId","reason"}…]}
+//	GET    /meshes/{mesh}/zone-egresses             {"at","asOf","egressPropagation","mesh","handedOut":[{"dataplane","address","port"}…],"raw":[…]}
+//	GET    /meshes/{mesh}/zone-egresses/timeline    {"at","egressPropagation","mesh","changes":[{"at","effectiveAt","dataplane","kind","egresses":[…]}…]}
+//	GET    /nodes/{nodeId}/stream                   NodeStreamInfo {"at","nodeId","activeStream","activeSince","connected","connectedAt","deregisteringSince","deregistrationAt","refusals","lastRefusalAt","accepted"}
 //
 // Observability policies on a zone proxy (observability*.go), by node id
 // mesh/name, attached before or after it connects; every change is pushed

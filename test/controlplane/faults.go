@@ -27,6 +27,14 @@ type Faults struct {
 	BootstrapDelay time.Duration
 	// RejectADSAuth rejects every ADS/HDS stream with an authentication error.
 	RejectADSAuth bool
+	// Hang freezes the DP server like a kuma-cp stopped with SIGSTOP until
+	// cleared: the listener stays open and the kernel completes TCP
+	// handshakes, but nothing is accepted, no TLS handshake completes and
+	// open connections get no bytes (reads and writes block); the
+	// lifecycle's timers (deregistration, cache expiration) do not fire.
+	// A /bootstrap POST or a new gRPC stream hangs rather than fails.
+	// Clearing it carries everything on. The admin API stays up.
+	Hang bool
 }
 
 // dpServerState is the state of the one TLS listener of the DP server.
@@ -39,6 +47,9 @@ type dpServerState struct {
 	restarting bool
 	closed     bool
 	restartMu  sync.Mutex // serialises Restart calls
+	// kill is closed when every connection is dropped (closeAllLocked):
+	// connections held by the Hang fault give up then.
+	kill chan struct{}
 }
 
 // SetFaults replaces the active faults.
@@ -46,8 +57,9 @@ func (s *Server) SetFaults(f Faults) {
 	s.mu.Lock()
 	s.faults = f
 	s.mu.Unlock()
-	s.log.printf("faults set refuseConnections=%t bootstrapStatus=%d bootstrapDelay=%s rejectADSAuth=%t",
-		f.RefuseConnections, f.BootstrapStatus, f.BootstrapDelay, f.RejectADSAuth)
+	s.hang.set(f.Hang)
+	s.log.printf("faults set refuseConnections=%t bootstrapStatus=%d bootstrapDelay=%s rejectADSAuth=%t hang=%t",
+		f.RefuseConnections, f.BootstrapStatus, f.BootstrapDelay, f.RejectADSAuth, f.Hang)
 	s.dp.mu.Lock()
 	defer s.dp.mu.Unlock()
 	s.dp.refusing = f.RefuseConnections
@@ -64,9 +76,13 @@ func (s *Server) currentFaults() Faults {
 
 // Restart closes the DP listener and every connection (so every ADS stream
 // ends with an error), stays down for `down`, then listens again on the
-// same port. State (meshes, tokens' key, proxies seen) is kept, like a CP
-// with a persistent store. It returns once the listener is back (or stays
-// down because RefuseConnections is set).
+// same port. State (meshes, tokens' key, proxies seen, the Dataplane
+// store) is kept, like a CP with a persistent store; what kuma-cp holds in
+// memory is not: no node is active any more and pending deregistrations
+// are dropped without deleting (kuma-cp's graceful-shutdown branch), as
+// are registrations sleeping CacheExpiration. Faults stay set. It returns
+// once the listener is back (or stays down because RefuseConnections is
+// set).
 func (s *Server) Restart(down time.Duration) error {
 	s.dp.restartMu.Lock()
 	defer s.dp.restartMu.Unlock()
@@ -77,9 +93,10 @@ func (s *Server) Restart(down time.Duration) error {
 		return errors.New("controlplane: server closed")
 	}
 	s.dp.restarting = true
+	dropped := s.newEpoch()
 	s.closeAllLocked()
 	s.dp.mu.Unlock()
-	s.log.printf("dp-server restarting: down for %s", down)
+	s.log.printf("dp-server restarting: down for %s; %d pending deregistrations dropped", down, dropped)
 
 	t := time.NewTimer(down)
 	defer t.Stop()
@@ -88,6 +105,9 @@ func (s *Server) Restart(down time.Duration) error {
 	case <-s.ctx.Done():
 	}
 
+	s.mu.Lock()
+	s.down = false
+	s.mu.Unlock()
 	s.dp.mu.Lock()
 	defer s.dp.mu.Unlock()
 	s.dp.restarting = false
@@ -113,8 +133,34 @@ func (s *Server) reconcileLocked() error {
 	return nil
 }
 
+// newEpoch forgets what kuma-cp holds in memory, as a restart does, and
+// returns how many deregistrations were pending.
+func (s *Server) newEpoch() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down = true
+	close(s.epochDone)
+	s.epochDone = make(chan struct{})
+	s.active = map[string]int64{}
+	dropped := 0
+	for _, n := range s.nodes {
+		if !n.deregSince.IsZero() {
+			dropped++
+		}
+		n.stream, n.connected, n.deregSince = 0, false, time.Time{}
+	}
+	for _, p := range s.proxies {
+		p.info.Connected = false
+	}
+	return dropped
+}
+
 // closeAllLocked closes the listener and every connection.
 func (s *Server) closeAllLocked() {
+	if s.dp.kill != nil {
+		close(s.dp.kill)
+		s.dp.kill = nil
+	}
 	if s.dp.srv != nil {
 		_ = s.dp.srv.Close()
 	}
@@ -125,11 +171,15 @@ func (s *Server) closeAllLocked() {
 }
 
 func (s *Server) listenLocked() error {
-	ln, err := net.Listen("tcp", s.addr)
+	raw, err := net.Listen("tcp", s.addr)
 	if err != nil {
 		return err
 	}
-	s.addr = ln.Addr().String()
+	s.addr = raw.Addr().String()
+	if s.dp.kill == nil {
+		s.dp.kill = make(chan struct{})
+	}
+	ln := newHangListener(raw, &s.hang, s.dp.kill)
 	srv := &http.Server{
 		Handler:           http.HandlerFunc(s.serveDP),
 		ReadHeaderTimeout: 5 * time.Second,
@@ -161,6 +211,7 @@ type faultsJSON struct {
 	RetryAfter        string `json:"bootstrapRetryAfter,omitempty"`
 	BootstrapDelay    string `json:"bootstrapDelay"`
 	RejectADSAuth     bool   `json:"rejectADSAuth"`
+	Hang              bool   `json:"hang"`
 }
 
 // MarshalJSON writes BootstrapDelay as a Go duration string ("2s").
@@ -171,6 +222,7 @@ func (f Faults) MarshalJSON() ([]byte, error) {
 		RetryAfter:        f.BootstrapRetryAfter,
 		BootstrapDelay:    f.BootstrapDelay.String(),
 		RejectADSAuth:     f.RejectADSAuth,
+		Hang:              f.Hang,
 	})
 }
 
@@ -199,6 +251,7 @@ func (f *Faults) UnmarshalJSON(data []byte) error {
 		BootstrapRetryAfter: w.RetryAfter,
 		BootstrapDelay:      d,
 		RejectADSAuth:       w.RejectADSAuth,
+		Hang:                w.Hang,
 	}
 	return nil
 }

@@ -15,11 +15,28 @@ import (
 	"github.com/zoneproxy/zoneproxy/internal/testutil"
 )
 
+// Lifecycle timings of startTestServer for the Options left zero: kuma-cp's
+// ratios, shorter still than harness.FastLifecycle.
+const (
+	testDeregistrationDelay = 300 * time.Millisecond
+	testCacheExpiration     = 50 * time.Millisecond
+	testEgressPropagation   = 100 * time.Millisecond
+)
+
 // startTestServer starts a CP with a fresh dir; logs go to t.Log.
 func startTestServer(t *testing.T, opts Options) *Server {
 	t.Helper()
 	if opts.Dir == "" {
 		opts.Dir = t.TempDir()
+	}
+	if opts.DeregistrationDelay == 0 {
+		opts.DeregistrationDelay = testDeregistrationDelay
+	}
+	if opts.CacheExpiration == 0 {
+		opts.CacheExpiration = testCacheExpiration
+	}
+	if opts.EgressPropagation == 0 {
+		opts.EgressPropagation = testEgressPropagation
 	}
 	if opts.Log == nil {
 		opts.Log = testLogWriter{t}
@@ -101,6 +118,7 @@ type listener struct {
 	Address string `json:"address,omitempty"`
 	Port    int    `json:"port,omitempty"`
 	Name    string `json:"name,omitempty"`
+	State   string `json:"state,omitempty"`
 }
 
 func dpJSON(t *testing.T, mesh, name, workload string, listeners ...listener) string {

@@ -18,16 +18,46 @@ type Zone struct {
 	Dir  string
 }
 
-// NewZone starts a test control plane with the given meshes.
+// FastLifecycle is kuma-cp's xDS stream lifecycle scaled down by 5, its
+// ratios kept: deregistration delay 10 s -> 2 s, cache expiration
+// 1 s -> 200 ms, propagation of a Dataplane change to the sidecars
+// 3 s -> 600 ms (controlplane.Default*). NewZone and NewZoneWith use it
+// for each of the three Options left zero; a test that wants kuma-cp's
+// real timings sets them (controlplane.DefaultDeregistrationDelay, …).
+var FastLifecycle = controlplane.Timings{
+	DeregistrationDelay: controlplane.DefaultDeregistrationDelay / 5,
+	CacheExpiration:     controlplane.DefaultCacheExpiration / 5,
+	EgressPropagation:   controlplane.DefaultEgressPropagation / 5,
+}
+
+// WithFastLifecycle fills the lifecycle Options left zero from
+// FastLifecycle.
+func WithFastLifecycle(opts controlplane.Options) controlplane.Options {
+	if opts.DeregistrationDelay == 0 {
+		opts.DeregistrationDelay = FastLifecycle.DeregistrationDelay
+	}
+	if opts.CacheExpiration == 0 {
+		opts.CacheExpiration = FastLifecycle.CacheExpiration
+	}
+	if opts.EgressPropagation == 0 {
+		opts.EgressPropagation = FastLifecycle.EgressPropagation
+	}
+	return opts
+}
+
+// NewZone starts a test control plane with the given meshes and the
+// FastLifecycle timings.
 func NewZone(t testing.TB, bins Binaries, meshes ...string) *Zone {
 	t.Helper()
 	return NewZoneWith(t, bins, controlplane.Options{Meshes: meshes})
 }
 
-// NewZoneWith starts a test control plane with opts; Dir is set here.
+// NewZoneWith starts a test control plane with opts; Dir is set here, and
+// lifecycle timings left zero are FastLifecycle's.
 func NewZoneWith(t testing.TB, bins Binaries, opts controlplane.Options) *Zone {
 	t.Helper()
 	dir := ShortTempDir(t)
+	opts = WithFastLifecycle(opts)
 	opts.Dir = filepath.Join(dir, "cp")
 	cp, err := controlplane.Start(opts)
 	if err != nil {

@@ -36,6 +36,9 @@ func run(args []string) int {
 	authDisabled := fs.Bool("auth-disabled", false, "accept proxies without a dataplane token (like KUMA_DP_SERVER_AUTHN_DP_PROXY_TYPE=none)")
 	reloadable := fs.Bool("reloadable-tokens", false, "with a dataplaneTokenPath, render ADS as google_grpc reading the token file (like KUMA_DP_SERVER_AUTHN_ENABLE_RELOADABLE_TOKENS=true)")
 	rsaKey := fs.Bool("rsa-server-key", false, "give the DP server an RSA 2048 key, as kuma-cp's self-signed default certificate has, instead of ECDSA P-256 (slower handshakes)")
+	deregistrationDelay := fs.Duration("deregistration-delay", 0, "how long a node stays active (refusing new streams) after its stream closed, before its Dataplane is deleted, like KUMA_XDS_DATAPLANE_DEREGISTRATION_DELAY; 0 = kuma-cp's 10s, negative = none")
+	cacheExpiration := fs.Duration("cache-expiration", 0, "sleep after registering a Dataplane before the proxy counts as connected and gets its first response, like KUMA_STORE_CACHE_EXPIRATION_TIME; 0 = kuma-cp's 1s, negative = none")
+	egressPropagation := fs.Duration("egress-propagation", 0, "how long a Dataplane change takes to reach the zone's sidecars (GET /meshes/{mesh}/zone-egresses); 0 = 3s (kuma-cp: 2 x store cache expiration + dataplane configuration refresh interval), negative = none")
 	policies := fs.String("policies", "", `JSON file of policies per zone proxy: {"<mesh>/<name>": {"meshAccessLogs": {...}, "meshMetrics": {...}, "withholdZoneListeners": false}}`)
 	var meshes meshList
 	fs.Var(&meshes, "mesh", "a mesh that exists at start (repeatable)")
@@ -61,6 +64,10 @@ func run(args []string) int {
 		Log:              os.Stderr,
 		ReloadableTokens: *reloadable,
 		RSAServerKey:     *rsaKey,
+
+		DeregistrationDelay: *deregistrationDelay,
+		CacheExpiration:     *cacheExpiration,
+		EgressPropagation:   *egressPropagation,
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "testcp: %v\n", err)

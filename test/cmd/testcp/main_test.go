@@ -13,6 +13,8 @@ func TestRunRejectsBadArguments(t *testing.T) {
 		{"--dir", t.TempDir(), "extra"},
 		{"--dir", t.TempDir(), "--mesh", ""},
 		{"--nope"},
+		{"--dir", t.TempDir(), "--deregistration-delay", "soon"},
+		{"--dir", t.TempDir(), "--cache-expiration", "1"},
 	} {
 		if got := run(args); got != 2 {
 			t.Errorf("run(%q) = %d, want 2", args, got)
