@@ -26,8 +26,10 @@ type subscriptions struct {
 	order []string
 	types map[string]*typeSubscription
 	// since holds Envoy's requests since the last snapshot, for the
-	// control plane once it accepts the stream that snapshot opened.
-	since [][]byte
+	// control plane once it accepts the stream that snapshot opened;
+	// collected only while such a stream is being opened.
+	since      [][]byte
+	collecting bool
 }
 
 type typeSubscription struct {
@@ -43,7 +45,9 @@ func newSubscriptions() *subscriptions {
 func (s *subscriptions) track(d dialect, raw []byte, req *request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.since = append(s.since, raw)
+	if s.collecting {
+		s.since = append(s.since, raw)
+	}
 	if s.node == nil {
 		s.node = nodeOf(d, raw)
 	}
@@ -88,7 +92,7 @@ func (s *subscriptions) snapshot(d dialect, held *holdings) [][]byte {
 	if s.node == nil || len(s.order) == 0 {
 		return nil
 	}
-	s.since = nil
+	s.since, s.collecting = nil, true
 	out := make([][]byte, 0, len(s.order))
 	for i, typeURL := range s.order {
 		t := s.types[typeURL]
@@ -119,7 +123,7 @@ func (s *subscriptions) takeSince() [][]byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := s.since
-	s.since = nil
+	s.since, s.collecting = nil, false
 	return out
 }
 

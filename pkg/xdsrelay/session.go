@@ -253,7 +253,9 @@ func (s *session) pumpDown(up *upstream) error {
 func (s *session) forwardDown(f *heldFrame) error {
 	f.buf.Ref() // the observer's, freed once it has copied the bytes
 	s.notes <- note{resp: f}
-	s.responded.Store(true)
+	if !s.responded.Swap(true) && s.d.exclusive() {
+		s.r.setUpstream(Connected)
+	}
 	err := s.envoy.SendMsg(f)
 	f.free()
 	if err != nil {
@@ -272,7 +274,6 @@ func (s *session) fromCache(ctx context.Context, snap *lkgcache.Snapshot, why St
 	}
 	s.r.log.Info("the control plane accepted this proxy's stream: Envoy carries on with it, without reconnecting",
 		zap.String("stream", s.d.name()))
-	s.responded.Store(true)
 	s.early = nil
 	// What Envoy asked for after the resumed stream was opened.
 	for _, raw := range s.subs.takeSince() {
@@ -382,6 +383,9 @@ func (r *Relay) open(ctx context.Context, d dialect, replay [][]byte) (*upstream
 		// Envoy left while this waited: r.active is a newer session's.
 		return nil, err
 	}
+	if r.isWithdrawn() {
+		return nil, errWithdrawn // the withdrawn Dataplane's stream holds the node
+	}
 	if r.active != nil {
 		r.active.superseded.Store(true)
 		r.active.close()
@@ -451,6 +455,9 @@ func (r *Relay) probe(ctx, streamCtx context.Context, d dialect, why StreamError
 		ocancel()
 		if ctx.Err() != nil {
 			return probeResult{err: ctx.Err()}
+		}
+		if errors.Is(err, errWithdrawn) {
+			return probeResult{err: err}
 		}
 		next = r.opts.Backoff.Delay(attempt + 1)
 		if errors.Is(err, io.EOF) {

@@ -128,13 +128,13 @@ func shutdown(agent *exec.Cmd, exited <-chan error, egress int, workDir string) 
 		say("Envoy does not count the client connection; the drain will not wait for it")
 		conn.Close()
 	} else {
-		say("a client holds a TLS connection through the egress; it leaves 3s into the drain")
+		say("a client holds a TLS connection through the egress; it leaves 3s after the stop signal")
 		time.AfterFunc(3*time.Second, func() {
 			say("the client closes its connection")
 			conn.Close()
 		})
 	}
-	say("sending SIGTERM to zoneproxy (pid %d)", agent.Process.Pid)
+	say("sending SIGTERM to zoneproxy (pid %d): the egress first leaves kuma-cp's egress set (about 14s: the control plane's 10s deregistration delay, then the sidecars' refresh), then drains", agent.Process.Pid)
 	_ = agent.Process.Signal(syscall.SIGTERM)
 	err := <-exited
 	for _, pid := range children {
