@@ -22,11 +22,39 @@ func TestServingDetailSaysWhyTheCacheServes(t *testing.T) {
 			"serving the cached configuration of 2026-11-20T08:00:00Z since 2026-11-20T09:00:00Z: the control plane is unreachable", ""},
 		{"cache, control plane refusing", &xds{cached: xdsrelay.CacheState{InUse: true, WrittenAt: at, Since: at}, streamErr: "authentication failed: token expired"},
 			"the control plane refuses the configuration stream: authentication failed: token expired", "unreachable"},
+		{"cache after a restart", &xds{cached: xdsrelay.CacheState{InUse: true, Held: true, WrittenAt: at, Since: at}, streamErr: "there is already an active stream from this node, try again later"},
+			"kuma-cp still holds the stream of this proxy's previous run (expected after a restart)", "unreachable"},
+		{"cache, another proxy with this name", &xds{cached: xdsrelay.CacheState{InUse: true, Held: true, WrittenAt: at, Since: at}, upstream: xdsrelay.Upstream{State: xdsrelay.AnotherProxy}},
+			"another zone proxy runs with this --name", "expected after a restart"},
 	}
 	for _, tt := range tests {
 		got := tt.x.servingDetail()
 		if !strings.Contains(got, tt.want) || (tt.without != "" && strings.Contains(got, tt.without)) {
 			t.Errorf("%s: %q", tt.name, got)
+		}
+	}
+}
+
+// /status says in words what kuma-cp makes of the proxy, for every state
+// the relay reports.
+func TestControlPlaneWordsForEveryState(t *testing.T) {
+	tests := []struct {
+		state   xdsrelay.UpstreamState
+		relayed bool
+		want    string
+	}{
+		{xdsrelay.Connected, true, "its Dataplane is registered"},
+		{xdsrelay.Held, true, "registers it anew from this proxy's next stream"},
+		{xdsrelay.AnotherProxy, true, "another zone proxy runs with this --name"},
+		{xdsrelay.Unreachable, true, "does not answer"},
+		{xdsrelay.Refused, true, "refused this proxy's stream: authentication failed"},
+		{xdsrelay.Withdrawn, true, "egress listener NotReady"},
+		{"", true, "no stream yet"},
+		{"", false, "--xds-relay=false"},
+	}
+	for _, tt := range tests {
+		if got := controlPlaneWords(tt.state, tt.relayed, "authentication failed"); !strings.Contains(got, tt.want) {
+			t.Errorf("%q: %q, want %q", tt.state, got, tt.want)
 		}
 	}
 }

@@ -142,12 +142,12 @@ type Acceptance struct {
 
 // CacheState says whether Envoy runs on the cached configuration.
 type CacheState struct {
-	InUse bool
+	InUse bool `json:"inUse"`
 	// Held: served because kuma-cp holds this node's previous stream (a
 	// restart), not because it is unreachable.
-	Held      bool
-	Since     time.Time // when the relay started serving it
-	WrittenAt time.Time // when that configuration was last confirmed by the control plane
+	Held      bool      `json:"held"`
+	Since     time.Time `json:"since"`     // when the relay started serving it
+	WrittenAt time.Time `json:"writtenAt"` // when that configuration was last confirmed by the control plane
 }
 
 // State is the relay's view now, for readiness and status lines.
