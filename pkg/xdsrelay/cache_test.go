@@ -330,14 +330,7 @@ func TestCacheProbeEndsThatAreNoRefusal(t *testing.T) {
 				case 2:
 					return tc.probe(s)
 				}
-				if err := s.send(mustMarshal(t, deltaResponse(t, clusterType, "2", "n2", "c"))); err != nil {
-					return nil
-				}
-				for {
-					if _, err := s.recv(); err != nil {
-						return nil
-					}
-				}
+				return s.answerAndHold(mustMarshal(t, deltaResponse(t, clusterType, "2", "n2", "c")))
 			})
 			ev := newEvents()
 			r := startRelay(t, p, cp.addr, staticToken("tok"), ev, func(o *Options) { o.Cache = cache })

@@ -17,9 +17,11 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -108,6 +110,24 @@ func startFakeCP(t testing.TB, p *pki, addr string, script func(s *cpStream) err
 	go func() { _ = cp.server.Serve(ln) }()
 	t.Cleanup(cp.server.Stop)
 	return cp
+}
+
+// answerAndHold sends one response (bytes), then reads until the stream
+// ends; the script's end.
+func (s *cpStream) answerAndHold(resp []byte) error {
+	if err := s.send(resp); err != nil {
+		return nil
+	}
+	for {
+		if _, err := s.recv(); err != nil {
+			return nil
+		}
+	}
+}
+
+// alreadyActiveStream is kuma-cp's refusal of a second stream of a node.
+func alreadyActiveStream() error {
+	return grpcstatus.Error(codes.Unknown, "there is already an active stream from this node, try again later")
 }
 
 func (cp *fakeCP) record(e string) {

@@ -171,7 +171,7 @@ func TestAlreadyActiveStreamIsRetried(t *testing.T) {
 		b, _ := s.recv()
 		firsts <- b
 		if streams.Add(1) <= 2 {
-			return grpcstatus.Error(codes.Unknown, "there is already an active stream from this node, try again later")
+			return alreadyActiveStream()
 		}
 		if err := s.send(mustMarshal(t, deltaResponse(t, listenerType, "1", "n1", "l"))); err != nil {
 			return err
@@ -213,19 +213,12 @@ func TestNewEnvoyStreamTakesOverTheNode(t *testing.T) {
 		mu.Lock()
 		if active {
 			mu.Unlock()
-			return grpcstatus.Error(codes.Unknown, "there is already an active stream from this node, try again later")
+			return alreadyActiveStream()
 		}
 		active = true
 		mu.Unlock()
 		defer func() { mu.Lock(); active = false; mu.Unlock() }()
-		if err := s.send(mustMarshal(t, deltaResponse(t, clusterType, "1", "n1", "c"))); err != nil {
-			return nil
-		}
-		for {
-			if _, err := s.recv(); err != nil {
-				return nil
-			}
-		}
+		return s.answerAndHold(mustMarshal(t, deltaResponse(t, clusterType, "1", "n1", "c")))
 	})
 	r := startRelay(t, p, cp.addr, staticToken("tok"), nil)
 	a := dialEnvoy(t, r, deltaMethod)
@@ -463,7 +456,7 @@ func TestStreamEndedDuringTheReplayDeliversNothing(t *testing.T) {
 					return nil
 				}
 			}
-			return grpcstatus.Error(codes.Unknown, "there is already an active stream from this node, try again later")
+			return alreadyActiveStream()
 		}
 		// Reading one request leaves the replay stuck behind the big one.
 		if _, err := s.recv(); err != nil {

@@ -12,9 +12,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/stats"
-	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -46,7 +44,7 @@ func startHeldCP(t *testing.T, p *pki) *heldCP {
 			return nil
 		}
 		h.firsts <- decodeDeltaRequest(t, b)
-		return grpcstatus.Error(codes.Unknown, "there is already an active stream from this node, try again later")
+		return alreadyActiveStream()
 	}, grpc.StatsHandler(&connCounter{n: &h.conns}))
 	return h
 }
@@ -201,16 +199,9 @@ func TestWithdrawReregistersTheMarkedNode(t *testing.T) {
 		n := streams.Add(1)
 		firsts <- decodeDeltaRequest(t, b)
 		if n == 2 || n == 3 { // the old stream is still being deregistered
-			return grpcstatus.Error(codes.Unknown, "there is already an active stream from this node, try again later")
+			return alreadyActiveStream()
 		}
-		if err := s.send(mustMarshal(t, deltaResponse(t, clusterType, "1", "n1", "c"))); err != nil {
-			return nil
-		}
-		for {
-			if _, err := s.recv(); err != nil {
-				return nil
-			}
-		}
+		return s.answerAndHold(mustMarshal(t, deltaResponse(t, clusterType, "1", "n1", "c")))
 	})
 	r := startRelay(t, p, cp.addr, staticToken("tok"), nil)
 	envoy := dialEnvoy(t, r, deltaMethod)
