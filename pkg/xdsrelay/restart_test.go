@@ -148,8 +148,8 @@ func TestCacheFirstServesEnvoyBeforeTryingTheControlPlane(t *testing.T) {
 	if took := time.Since(start); took > 5*time.Second {
 		t.Fatalf("the cache was served after %s", took)
 	}
-	if !r.State().Cache.InUse {
-		t.Fatal("not in the cached state")
+	if st := r.State(); !st.Cache.InUse || st.Upstream.State != Unreachable {
+		t.Fatalf("state %+v, want the cache in use and the control plane unreachable", st)
 	}
 }
 

@@ -88,6 +88,7 @@ func (s *session) run(ctx context.Context) error {
 		// Envoy was started on the cache because the control plane did not
 		// answer: its first stream need not wait for another timeout.
 		if snap := s.r.usableCache(); snap != nil {
+			s.r.setUpstream(Unreachable)
 			return s.fromCache(ctx, snap, StreamError{Code: codes.Unavailable, Message: "the control plane did not answer the bootstrap request", Unreachable: true})
 		}
 	}

@@ -63,7 +63,7 @@ func (b *bed) cachedFigure() (cachedResult, error) {
 	if err := b.fillCache(p); err != nil {
 		return r, err
 	}
-	st := lkgcache.Inspect(p.stateDir, lkgcache.Identity{Mesh: p.mesh, Name: p.name, Role: "egress", ControlPlane: b.cp.URL()}, 0, time.Now())
+	st := lkgcache.Inspect(p.stateDir, lkgcache.Identity{Mesh: p.mesh, Name: p.name, Role: "ingress", ControlPlane: b.cp.URL()}, 0, time.Now())
 	if !st.Present || st.Problem != "" {
 		return r, fmt.Errorf("the cache left by a clean stop would not be served: %s", st.Problem)
 	}

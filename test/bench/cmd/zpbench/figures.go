@@ -44,7 +44,7 @@ type proxy struct {
 	stateDir   string // --state-dir: Envoy's version and the last-known-good configuration
 	stamp      string
 	readiness  int
-	egress     int
+	zonePort   int // the ingress listener's
 	args       []string
 	env        []string // for Envoy, through the agent
 }
@@ -61,19 +61,22 @@ func (b *bed) newProxy(mesh, name string) (proxy, error) {
 	if p.readiness, err = b.ports.next(); err != nil {
 		return p, err
 	}
-	if p.egress, err = b.ports.next(); err != nil {
+	if p.zonePort, err = b.ports.next(); err != nil {
 		return p, err
 	}
 	tok, err := b.tokenFile(mesh)
 	if err != nil {
 		return p, err
 	}
+	// An ingress: a zone egress's stop first leaves kuma-cp's egress set
+	// (its own figure, about 15 s with kuma-cp's defaults), which would
+	// hide the drain SIGTERM → exit measures.
 	p.args = []string{"run",
-		"--mesh", mesh, "--role", "egress", "--address", "127.0.0.1",
+		"--mesh", mesh, "--role", "ingress", "--address", "127.0.0.1",
 		"--cp-address", b.cp.URL(), "--ca-cert-file", b.cp.CACertFile(),
 		"--dataplane-token-file", tok, "--envoy-binary", b.wrapper,
 		"--work-dir", p.workDir, "--readiness-port", strconv.Itoa(p.readiness),
-		"--egress-port", strconv.Itoa(p.egress), "--drain-time", "1s",
+		"--ingress-port", strconv.Itoa(p.zonePort), "--drain-time", "1s",
 	}
 	if name != "" {
 		p.args = append(p.args, "--name", name)
@@ -88,7 +91,7 @@ func (b *bed) tokenFile(mesh string) (string, error) {
 	if _, err := os.Stat(path); err == nil {
 		return path, nil
 	}
-	tok, err := b.cp.IssueToken(controlplane.TokenRequest{Mesh: mesh, Workload: "zone-proxy-" + mesh + "-egress", ValidFor: 24 * time.Hour})
+	tok, err := b.cp.IssueToken(controlplane.TokenRequest{Mesh: mesh, Workload: "zone-proxy-" + mesh + "-ingress", ValidFor: 24 * time.Hour})
 	if err != nil {
 		return "", err
 	}
@@ -206,7 +209,7 @@ func (b *bed) startupRun(bin string, p proxy) (startupRun, error) {
 		envoyPID = kids[0]
 	}
 	// A ClientHello passes Envoy's TLS inspector, as a real client's does.
-	conn, err := harness.DialTLSHello("127.0.0.1:"+strconv.Itoa(p.egress), controlplane.DestinationSNI(p.mesh, "egress"))
+	conn, err := harness.DialTLSHello("127.0.0.1:"+strconv.Itoa(p.zonePort), controlplane.DestinationSNI(p.mesh, "ingress"))
 	if err == nil {
 		defer conn.Close()
 		waitForDownstream(p.workDir)

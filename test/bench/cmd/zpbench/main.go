@@ -39,6 +39,9 @@ type settings struct {
 	scrapes     int // pairs of Envoy /stats GET and MeshMetric scrape
 	heavyRuns   int // startup runs of the build that links the Envoy protos and gRPC; 0 skips it
 	rsaRuns     int // warm starts against a control plane with kuma-cp's default RSA 2048 key; 0 skips them
+	restartRuns int // planned restarts of a zone egress, and as many SIGKILLs
+	hungRuns    int // restarts against a hung control plane
+	egressRate  int // sidecar connections per second while an egress stops
 	analyze     bool
 	figures     map[string]bool
 	explicitSet []string
@@ -50,13 +53,15 @@ func loadSettings() (settings, error) {
 		waiters: 50, waitRounds: 3, waitWarmup: 10 * time.Second, waitWindow: 30 * time.Second,
 		idleAgents: 3, idleWindow: 30 * time.Second, scrapes: 100,
 		heavyRuns: 5, rsaRuns: 10, analyze: true,
+		restartRuns: 3, hungRuns: 3, egressRate: 100,
 		figures: allFigures(),
 	}
 	ints := map[string]*int{
 		"ZPBENCH_RUNS": &s.runs, "ZPBENCH_COLD_RUNS": &s.coldRuns, "ZPBENCH_CACHED_RUNS": &s.cachedRuns, "ZPBENCH_MESH_RUNS": &s.meshRuns, "ZPBENCH_WAITERS": &s.waiters,
 		"ZPBENCH_WAIT_ROUNDS": &s.waitRounds,
 		"ZPBENCH_IDLE_AGENTS": &s.idleAgents, "ZPBENCH_HEAVY_RUNS": &s.heavyRuns, "ZPBENCH_SCRAPES": &s.scrapes,
-		"ZPBENCH_RSA_RUNS": &s.rsaRuns,
+		"ZPBENCH_RSA_RUNS":     &s.rsaRuns,
+		"ZPBENCH_RESTART_RUNS": &s.restartRuns, "ZPBENCH_HUNG_RUNS": &s.hungRuns, "ZPBENCH_EGRESS_RATE": &s.egressRate,
 	}
 	for k, p := range ints {
 		if v := os.Getenv(k); v != "" {
@@ -97,14 +102,15 @@ func loadSettings() (settings, error) {
 		}
 		s.explicitSet = append(s.explicitSet, "ZPBENCH_FIGURES="+v)
 	}
-	if s.waitWindow < 2*time.Second || s.idleWindow < time.Second || s.waitRounds < 1 || s.waiters < 1 || s.scrapes < 1 || s.cachedRuns < 1 {
-		return s, fmt.Errorf("ZPBENCH_WAIT_WINDOW must be ≥ 2s, ZPBENCH_IDLE_WINDOW ≥ 1s, ZPBENCH_WAITERS, ZPBENCH_WAIT_ROUNDS, ZPBENCH_SCRAPES and ZPBENCH_CACHED_RUNS ≥ 1")
+	if s.waitWindow < 2*time.Second || s.idleWindow < time.Second || s.waitRounds < 1 || s.waiters < 1 || s.scrapes < 1 || s.cachedRuns < 1 ||
+		s.restartRuns < 1 || s.hungRuns < 1 || s.egressRate < 1 {
+		return s, fmt.Errorf("ZPBENCH_WAIT_WINDOW must be ≥ 2s, ZPBENCH_IDLE_WINDOW ≥ 1s, ZPBENCH_WAITERS, ZPBENCH_WAIT_ROUNDS, ZPBENCH_SCRAPES, ZPBENCH_CACHED_RUNS, ZPBENCH_RESTART_RUNS, ZPBENCH_HUNG_RUNS and ZPBENCH_EGRESS_RATE ≥ 1")
 	}
 	return s, nil
 }
 
 // figureNames are the figures ZPBENCH_FIGURES may pick, in report order.
-var figureNames = []string{"startup", "cached", "mesh", "waiters", "idle", "scrape", "relay"}
+var figureNames = []string{"startup", "cached", "mesh", "waiters", "idle", "scrape", "relay", "restart", "hung", "egress-stop"}
 
 func allFigures() map[string]bool {
 	m := map[string]bool{}

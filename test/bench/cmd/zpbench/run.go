@@ -21,6 +21,9 @@ type measured struct {
 	waiters      []waitersResult
 	idle         []idleRun
 	scrape       *scrapeResult
+	restart      *restartResult
+	hung         []restartRun
+	egressStop   *egressStopResult
 	an           *analysis
 	errs         map[string]error
 	duration     time.Duration
@@ -68,6 +71,7 @@ func (b *bed) measure() ([]row, *measured) {
 		res, err := b.relayFigure()
 		m.relay, m.errs["relay"] = &res, err
 	}
+	b.measureRestarts(m)
 	if b.s.analyze && m.binErr == nil {
 		an := b.analyze(m.bin)
 		m.an = &an
@@ -217,7 +221,7 @@ func (m *measured) rows(s settings) []row {
 	if s.figures["relay"] {
 		rows = append(rows, m.relayRow())
 	}
-	return rows
+	return append(rows, m.restartFigureRows(s)...)
 }
 
 func (b *bed) writeReport(w io.Writer, rows []row, m *measured) {
@@ -278,6 +282,7 @@ func (b *bed) writeReport(w io.Writer, rows []row, m *measured) {
 	if m.relay != nil && m.errs["relay"] == nil {
 		writeRelayDetails(w, m.relay)
 	}
+	writeRestartFigureDetails(w, m)
 	if m.an != nil {
 		writeAnalysis(w, m.an, m.startup)
 	}

@@ -1,0 +1,53 @@
+package main
+
+import "io"
+
+// The restart, hung and egress-stop figures in the run, the table and the
+// details.
+
+func (b *bed) measureRestarts(m *measured) {
+	if b.s.figures["restart"] {
+		progress("zone egress restarts, kuma-cp's default timings: %d planned (SIGTERM) and %d SIGKILL, each followed to live configuration", b.s.restartRuns, b.s.restartRuns)
+		res, err := b.restartFigure()
+		m.restart, m.errs["restart"] = &res, err
+	}
+	if b.s.figures["hung"] {
+		progress("hung control plane, warm cache: %d SIGKILL restarts, the fault cleared once /ready is 200", b.s.hungRuns)
+		m.hung, m.errs["hung"] = b.hungFigure()
+	}
+	if b.s.figures["egress-stop"] {
+		progress("a zone egress stops under %d sidecar connections per second", b.s.egressRate)
+		res, err := b.egressStopFigure()
+		m.egressStop, m.errs["egress-stop"] = &res, err
+	}
+}
+
+func (m *measured) restartFigureRows(s settings) []row {
+	var rows []row
+	if s.figures["restart"] {
+		rows = append(rows, m.restartRows(s)...)
+	}
+	if s.figures["hung"] {
+		rows = append(rows, m.hungRows()...)
+	}
+	if s.figures["egress-stop"] {
+		rows = append(rows, m.egressStopRow())
+	}
+	return rows
+}
+
+func writeRestartFigureDetails(w io.Writer, m *measured) {
+	if r := m.restart; r != nil {
+		writeRestartDetails(w, "Zone egress restarts, kuma-cp's default timings",
+			"One zone egress of mesh payments with a warm cache; each run disrupts the agent the previous run started (SIGTERM: it withdraws, drains and exits; SIGKILL: Envoy dies with it), starts it again at once with the same work and state dirs, polls its /ready every 2 ms until 200, then every 5 ms until the answer no longer says `cached`. kuma-cp's stream state and Dataplane store are the test control plane's (10 s deregistration delay, 1 s cache expiration).",
+			append(append([]restartRun(nil), r.planned...), r.killed...))
+	}
+	if len(m.hung) > 0 {
+		writeRestartDetails(w, "Restarts against a hung control plane",
+			"The control plane hangs (Faults{Hang: true}: the kernel completes TCP handshakes, nothing is answered, its timers stop), the agent is SIGKILLed and started again; once /ready answers 200 the fault is cleared and the run follows the agent to live configuration.",
+			m.hung)
+	}
+	if r := m.egressStop; r != nil && m.errs["egress-stop"] == nil {
+		writeEgressStopDetails(w, r)
+	}
+}
