@@ -72,6 +72,8 @@ type Agent struct {
 	failingSince time.Time   // Envoy's health checks fail since: a maintenance drain
 	// egressWithdrawn: kuma-cp hands this egress to no sidecar (withdraw.go).
 	egressWithdrawn bool
+	// stateDirPath is --state-dir once opened and locked; "" for none.
+	stateDirPath string
 }
 
 // New returns an agent for a validated configuration.
@@ -112,6 +114,14 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		return err
 	}
 	defer wd.cleanup()
+	state, err := a.openStateDir()
+	if err != nil {
+		return err
+	}
+	defer state.close()
+	if state != nil {
+		a.stateDirPath = state.dir.Path()
+	}
 	if wd.leftBootstrap {
 		// Its ports would make the port check below refuse to start.
 		if left := envoy.EndLeftovers(wd.file(bootstrapFile), 5*time.Second); len(left) > 0 {
@@ -166,7 +176,10 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		return exitcode.AsConfig(err)
 	}
 
-	cache := a.openCache()
+	cache, err := a.openCache()
+	if err != nil {
+		return err
+	}
 	defer closeCache(cache)
 	// The sockets and the FIFO Envoy needs are made while the request is
 	// in flight; what Envoy's launch does not take is removed on return.
@@ -187,7 +200,7 @@ func (a *Agent) findEnvoy(ctx context.Context) (string, envoy.Version, error) {
 	if err != nil {
 		return "", envoy.Version{}, err
 	}
-	found, err := envoy.VersionCache{Dir: a.cfg.StateDir}.Read(ctx, path)
+	found, err := envoy.VersionCache{Dir: a.stateDirPath}.Read(ctx, path)
 	if err != nil {
 		return "", envoy.Version{}, err
 	}
@@ -216,7 +229,7 @@ func (a *Agent) checkEnvoyBuild(ctx context.Context, admin *envoy.Admin, path st
 	if err != nil || build == told.Build {
 		return // nothing learnt: a busy admin
 	}
-	err = envoy.VersionCache{Dir: a.cfg.StateDir}.Correct(path, build)
+	err = envoy.VersionCache{Dir: a.stateDirPath}.Correct(path, build)
 	if errors.Is(err, envoy.ErrNotABuild) {
 		return // a build the agent could not report either
 	}

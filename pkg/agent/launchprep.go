@@ -33,7 +33,7 @@ func (a *Agent) prepareLaunch(wd *workDir) *launchPrep {
 	go func() {
 		defer close(p.done)
 		if relay {
-			p.relayLn, p.relayErr = xdsrelay.Listen(wd.file(relaySocket))
+			p.relayLn, p.relayErr = xdsrelay.Listen(wd.at(relaySocket))
 		}
 		p.obs, p.obsErr = a.startObservability(wd.path, p.stats)
 		envoy.WarmUp()

@@ -10,6 +10,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
+	"github.com/zoneproxy/zoneproxy/pkg/securedir"
 )
 
 func entries(t *testing.T, dir string) []string {
@@ -57,7 +58,7 @@ func TestLaunchFailureAfterTheEarlySocketsLeavesNothing(t *testing.T) {
 		t.Errorf("the relay's socket is left while the relay is not used")
 	}
 	prep.release()
-	if got := entries(t, dir); len(got) != 1 || got[0] != lockFile {
+	if got := entries(t, dir); len(got) != 1 || got[0] != securedir.LockFile {
 		t.Errorf("left in the work dir: %v", got)
 	}
 }
@@ -70,7 +71,7 @@ func TestUnusedLaunchPrepIsRemoved(t *testing.T) {
 		t.Error("stats answered before Envoy runs")
 	}
 	prep.release()
-	if got := entries(t, dir); len(got) != 1 || got[0] != lockFile {
+	if got := entries(t, dir); len(got) != 1 || got[0] != securedir.LockFile {
 		t.Errorf("left in the work dir: %v", got)
 	}
 }

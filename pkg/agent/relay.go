@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -14,7 +17,10 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/backoff"
 	"github.com/zoneproxy/zoneproxy/pkg/bootstraprewrite"
 	"github.com/zoneproxy/zoneproxy/pkg/config"
+	"github.com/zoneproxy/zoneproxy/pkg/errtext"
+	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
+	"github.com/zoneproxy/zoneproxy/pkg/securedir"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 	"github.com/zoneproxy/zoneproxy/pkg/token"
 	"github.com/zoneproxy/zoneproxy/pkg/xdsrelay"
@@ -38,20 +44,24 @@ type xds struct {
 }
 
 // openCache opens the last-known-good cache of this identity; nil when the
-// relay or the state dir is off. A cache that cannot be opened is a warning:
-// the proxy runs without one.
-func (a *Agent) openCache() *lkgcache.Cache {
-	if !a.cfg.XDSRelay || a.cfg.StateDir == "" {
-		return nil
+// relay or the state dir is off. A cache directory another user could
+// change is the configuration's to fix (78); one that cannot be opened
+// otherwise is a warning: the proxy runs without a cache.
+func (a *Agent) openCache() (*lkgcache.Cache, error) {
+	if !a.cfg.XDSRelay || a.stateDirPath == "" {
+		return nil, nil
 	}
 	c, err := lkgcache.Open(lkgcache.Options{
-		Dir: a.cfg.StateDir, Identity: CacheIdentity(a.cfg), MaxAge: a.cfg.CacheMaxAge, Log: a.log.Named("cache"),
+		Dir: a.stateDirPath, Identity: CacheIdentity(a.cfg), MaxAge: a.cfg.CacheMaxAge, Log: a.log.Named("cache"),
 	})
+	if errors.Is(err, securedir.ErrUntrusted) {
+		return nil, exitcode.AsConfig(err)
+	}
 	if err != nil {
 		a.log.Warn("cannot keep a last-known-good configuration; running without one", zap.String("state-dir", a.cfg.StateDir), zap.Error(err))
-		return nil
+		return nil, nil
 	}
-	return c
+	return c, nil
 }
 
 // CacheIdentity is whom a last-known-good cache is for: `run` keeps it and
@@ -88,7 +98,12 @@ func (a *Agent) usableCache(c *lkgcache.Cache, wd *workDir, said *string) *lkgca
 func (a *Agent) startRelay(wd *workDir, doc []byte, fromCache *lkgcache.Snapshot, cache *lkgcache.Cache, prep *launchPrep) (*xds, []byte, error) {
 	var res *bootstraprewrite.Result
 	if fromCache != nil {
-		res = &bootstraprewrite.Result{YAML: fromCache.Bootstrap, Upstream: fromCache.Upstream}
+		up, err := a.configuredUpstream(fromCache.Upstream)
+		if err != nil {
+			prep.dropRelay()
+			return nil, nil, err
+		}
+		res = &bootstraprewrite.Result{YAML: fromCache.Bootstrap, Upstream: up}
 	} else {
 		r, err := bootstraprewrite.Rewrite(doc, wd.file(relaySocket))
 		if err != nil {
@@ -134,6 +149,31 @@ func (a *Agent) startRelay(wd *workDir, doc []byte, fromCache *lkgcache.Snapshot
 	x.relay = relay
 	a.opts.Metrics.AddSource(relay.WriteMetrics)
 	return x, res.YAML, nil
+}
+
+// configuredUpstream is where the relay goes when Envoy starts on the
+// cache: the control plane and the CA of the current configuration
+// (--cp-address, --ca-cert-file, else the system's roots), never those
+// the cache file names, so that a cache file, whoever wrote it, cannot send
+// the token elsewhere. The rest (the metadata kuma-cp asked for, its
+// message limit) is kept.
+func (a *Agent) configuredUpstream(cached bootstraprewrite.Upstream) (bootstraprewrite.Upstream, error) {
+	u, err := url.Parse(a.cfg.CPAddress)
+	if err != nil || u.Hostname() == "" {
+		return cached, exitcode.AsConfig(fmt.Errorf("--cp-address %q: not a URL with a host", a.cfg.CPAddress))
+	}
+	port := u.Port()
+	if port == "" {
+		port = "443"
+	}
+	up := cached
+	up.Address, up.ServerName, up.CAPEM = net.JoinHostPort(u.Hostname(), port), u.Hostname(), nil
+	if a.cfg.CACertFile != "" {
+		if up.CAPEM, err = os.ReadFile(a.cfg.CACertFile); err != nil {
+			return cached, classify(fmt.Errorf("--ca-cert-file: %w", errtext.PathCause(err)))
+		}
+	}
+	return up, nil
 }
 
 // readToken reads the token for each new upstream stream, so a rotated

@@ -12,10 +12,8 @@ import (
 
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/preflight"
+	"github.com/zoneproxy/zoneproxy/pkg/securedir"
 )
-
-// workDirLock is the file pkg/agent locks in its work dir, holding its pid.
-const workDirLock = "zoneproxy.lock"
 
 // instance is a running `zoneproxy run` of the configuration being checked.
 type instance struct {
@@ -52,7 +50,7 @@ func (in *instance) holds(p preflight.Port) bool {
 // and holds the lock now (/proc/locks: testing the lock by taking it could
 // make an agent starting at that moment fail).
 func workDirHolder(dir string) int {
-	path := filepath.Join(dir, workDirLock)
+	path := filepath.Join(dir, securedir.LockFile)
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return 0

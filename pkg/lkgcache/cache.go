@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zoneproxy/zoneproxy/pkg/bootstraprewrite"
+	"github.com/zoneproxy/zoneproxy/pkg/securedir"
 )
 
 // DefaultMaxAge matches the control plane's cleanup of offline Dataplanes
@@ -48,8 +50,9 @@ type Options struct {
 // state is written.
 type Cache struct {
 	opts Options
-	dir  string
-	path string
+	sub  *securedir.Dir // the state dir's SubDir, held open until the writer stops
+	dir  string         // sub, named through its descriptor
+	path string         // the cache file's path, for messages
 	log  *zap.Logger
 
 	mu        sync.Mutex
@@ -87,16 +90,16 @@ func Open(opts Options) (*Cache, error) {
 	if opts.Log == nil {
 		opts.Log = zap.NewNop()
 	}
-	dir := filepath.Join(opts.Dir, SubDir)
-	if err := ensurePrivateDir(dir); err != nil {
+	sub, err := openSubDir(opts.Dir)
+	if err != nil {
 		return nil, err
 	}
 	c := &Cache{
-		opts: opts, dir: dir, path: filepath.Join(dir, FileName), log: opts.Log,
+		opts: opts, sub: sub, dir: sub.At(""), path: sub.Join(FileName), log: opts.Log,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
 		writeOut: writeAtomic, retryEvery: writeRetry,
 	}
-	removeTemps(dir)
+	removeTemps(sub)
 	c.current = c.load()
 	if c.current != nil {
 		// Kept in every later snapshot: a start from this cache fetches no
@@ -107,37 +110,28 @@ func Open(opts Options) (*Cache, error) {
 	return c, nil
 }
 
-// ensurePrivateDir creates dir 0700, or makes an existing one 0700: the
-// cache holds the proxy's TLS keys. dir is the cache's own subdirectory,
-// so tightening it changes nothing of the user's.
-func ensurePrivateDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("--state-dir: %w", err)
-	}
-	fi, err := os.Stat(dir)
+// openSubDir opens the state dir and its SubDir as pkg/securedir trusts
+// them (this user's, nobody else's to change, up to /), making SubDir 0700:
+// the cache holds the proxy's TLS keys, and what it holds is served to
+// Envoy. The state dir itself is the operator's and keeps its mode.
+func openSubDir(stateDir string) (*securedir.Dir, error) {
+	d, err := securedir.Open(stateDir, "--state-dir", true)
 	if err != nil {
-		return fmt.Errorf("--state-dir: %w", err)
+		return nil, err
 	}
-	if !fi.IsDir() {
-		return fmt.Errorf("--state-dir: %s is not a directory; remove it", dir)
-	}
-	if fi.Mode().Perm() != 0o700 {
-		if err := os.Chmod(dir, 0o700); err != nil {
-			return fmt.Errorf("--state-dir: %s has mode %04o and cannot be made private: %w", dir, fi.Mode().Perm(), err)
-		}
-	}
-	return nil
+	defer d.Close()
+	return d.Sub(SubDir, "--state-dir", true, true)
 }
 
-func removeTemps(dir string) {
-	matches, _ := filepath.Glob(filepath.Join(dir, tempPattern))
+func removeTemps(d *securedir.Dir) {
+	matches, _ := filepath.Glob(filepath.Join(d.At(""), tempPattern))
 	for _, m := range matches {
-		_ = os.Remove(m)
+		_ = d.Remove(filepath.Base(m))
 	}
 }
 
 func (c *Cache) load() *Snapshot {
-	data, err := os.ReadFile(c.path)
+	data, err := c.readFile()
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -148,7 +142,7 @@ func (c *Cache) load() *Snapshot {
 	s, err := Decode(data)
 	if err != nil {
 		c.log.Warn("discarding a damaged xDS cache", zap.String("path", c.path), zap.Error(err))
-		_ = os.Remove(c.path)
+		_ = c.sub.Remove(FileName)
 		return nil
 	}
 	if s.Identity != c.opts.Identity {
@@ -157,6 +151,16 @@ func (c *Cache) load() *Snapshot {
 		return nil
 	}
 	return s
+}
+
+// readFile reads the cache file, never through a link.
+func (c *Cache) readFile() ([]byte, error) {
+	f, err := c.sub.OpenFile(FileName, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
 }
 
 // SetBootstrap is the rewritten (tokenless) bootstrap and the control
@@ -268,6 +272,7 @@ func (c *Cache) Close(ctx context.Context) error {
 
 func (c *Cache) writer() {
 	defer close(c.stopped)
+	defer c.sub.Close()
 	var retry <-chan time.Time
 	for {
 		select {

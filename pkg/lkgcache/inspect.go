@@ -2,10 +2,15 @@ package lkgcache
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/zoneproxy/zoneproxy/pkg/securedir"
 )
 
 // Status describes the cache in a state dir, for `zoneproxy check`.
@@ -29,7 +34,12 @@ func Inspect(dir string, id Identity, maxAge time.Duration, now time.Time) Statu
 		maxAge = DefaultMaxAge
 	}
 	st := Status{Path: filepath.Join(dir, SubDir, FileName)}
-	data, err := os.ReadFile(st.Path)
+	// What run would refuse to serve from is not judged further.
+	if _, err := securedir.Check(dir, "--state-dir"); err != nil {
+		st.Problem = err.Error()
+		return st
+	}
+	data, err := readNoFollow(filepath.Join(dir, SubDir), FileName)
 	if errors.Is(err, fs.ErrNotExist) {
 		st.Problem = "no cache yet"
 		return st
@@ -59,4 +69,20 @@ func Inspect(dir string, id Identity, maxAge time.Duration, now time.Time) Statu
 		}
 	}
 	return st
+}
+
+// readNoFollow reads name in dir, following a link in neither.
+func readNoFollow(dir, name string) ([]byte, error) {
+	d, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: dir, Err: err}
+	}
+	defer unix.Close(d)
+	fd, err := unix.Openat(d, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: filepath.Join(dir, name), Err: err}
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	return io.ReadAll(f)
 }

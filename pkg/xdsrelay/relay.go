@@ -63,9 +63,14 @@ func New(opts Options) (*Relay, error) {
 	if opts.SocketPath == "" || opts.Upstream.Address == "" || opts.Token == nil {
 		return nil, errors.New("xdsrelay: socket path, upstream address and token source are required")
 	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(opts.Upstream.CAPEM) {
-		return nil, errors.New("xdsrelay: no CA certificate for the control plane (the bootstrap's validation context or --ca-cert-file)")
+	roots, err := x509.SystemCertPool()
+	if len(opts.Upstream.CAPEM) > 0 {
+		roots = x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(opts.Upstream.CAPEM) {
+			return nil, errors.New("xdsrelay: no CA certificate in what the bootstrap's validation context or --ca-cert-file gave")
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("xdsrelay: no CA certificate for the control plane, and the system's roots cannot be read: %w", err)
 	}
 	if opts.ConnectTimeout <= 0 {
 		opts.ConnectTimeout = 3 * time.Second

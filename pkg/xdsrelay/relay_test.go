@@ -408,7 +408,8 @@ func TestSocketIsPrivateAndReplacesOnlyASocket(t *testing.T) {
 func TestNewRefusesIncompleteOptions(t *testing.T) {
 	for name, opts := range map[string]Options{
 		"no socket": {Upstream: bootstraprewrite.Upstream{Address: "a:1", CAPEM: newPKI(t).caPEM}, Token: staticToken("t")},
-		"no CA":     {SocketPath: "/x", Upstream: bootstraprewrite.Upstream{Address: "a:1"}, Token: staticToken("t")},
+		// No CA at all means the system's roots; one that is not PEM is a mistake.
+		"a CA that is no certificate": {SocketPath: "/x", Upstream: bootstraprewrite.Upstream{Address: "a:1", CAPEM: []byte("not PEM")}, Token: staticToken("t")},
 	} {
 		if _, err := New(opts); err == nil {
 			t.Errorf("%s: accepted", name)

@@ -75,6 +75,8 @@ func runExample(t *testing.T, ex exampleCase) {
 		"--dataplane-token-file", zone.TokenFile(mesh, workload),
 		"--envoy-binary", bins.Envoy,
 		"--work-dir", filepath.Join(zone.Dir, "wd"),
+		// Examples of one name run side by side: a state dir each.
+		"--state-dir", filepath.Join(zone.Dir, "state"),
 		"--address", "127.0.0.1",
 		"--readiness-port", strconv.Itoa(readiness),
 		"--admin-port", strconv.Itoa(harness.FreePort(t)),

@@ -117,15 +117,19 @@ func readiness(port int) (int, string) {
 
 // awaitReady waits for 200 READY: the agent logs "Envoy ready" when Envoy
 // is LIVE and says READY once it has seen Envoy's listeners, one admin
-// request later.
+// request later. It returns the first line: after a restart kuma-cp still
+// holds the previous run's stream, and READY's second line says Envoy is
+// served the cache meanwhile.
 func awaitReady(port int) (int, string) {
 	var code int
-	var body string
+	var word string
 	waitUntil(5*time.Second, 2*time.Millisecond, func() bool {
+		var body string
 		code, body = readiness(port)
-		return code == 200 && body == "READY"
+		word, _, _ = strings.Cut(body, "\n")
+		return code == 200 && word == "READY"
 	})
-	return code, body
+	return code, word
 }
 
 // Log messages the figures key on.
