@@ -204,8 +204,12 @@ func (x *xds) close() {
 func (x *xds) streamError(e xdsrelay.StreamError) {
 	if e.Held {
 		// Without a cache to serve, Envoy waits for kuma-cp to let go.
+		why := "no cached configuration to serve meanwhile: " + heldWords
+		if x.upstreamState().State == xdsrelay.AnotherProxy {
+			why = anotherProxyWords
+		}
 		if p := x.a.tracker.Current().Phase; p == state.EnvoyStarting || p == state.WaitingForControlPlane {
-			x.a.tracker.Set(state.WaitingForControlPlane, "no cached configuration to serve meanwhile: "+heldWords)
+			x.a.tracker.Set(state.WaitingForControlPlane, why)
 		}
 		return
 	}

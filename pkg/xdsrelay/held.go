@@ -25,12 +25,13 @@ const alreadyActive = "already an active stream"
 const (
 	heldRetryMin = 100 * time.Millisecond
 	heldRetryMax = 300 * time.Millisecond
-	// heldPatience is far past any deregistration delay an operator
-	// sets: refusals that go on longer come from another proxy holding
-	// this name's stream, not from a restart; the relay then asks at its
-	// ordinary backoff.
-	heldPatience = 30 * time.Second
 )
+
+// heldPatience is far past any deregistration delay an operator sets:
+// refusals that go on longer come from another proxy holding this name's
+// stream, not from a restart; the relay then asks at its ordinary backoff.
+// A variable for tests.
+var heldPatience = 30 * time.Second
 
 // heldRetries paces the retries of one run of refusals.
 type heldRetries struct {

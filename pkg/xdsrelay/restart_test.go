@@ -257,3 +257,30 @@ func (c *connCounter) HandleConn(_ context.Context, s stats.ConnStats) {
 		c.n.Add(1)
 	}
 }
+
+// Refusals that go on far past any deregistration delay are another
+// proxy with this name, not a restart: the relay says so, and slows down
+// to its backoff.
+func TestEndlessRefusalsAreAnotherProxyWithTheName(t *testing.T) {
+	defer func(p time.Duration) { heldPatience = p }(heldPatience)
+	heldPatience = 300 * time.Millisecond
+	p := newPKI(t)
+	cp := startFakeCP(t, p, "", func(s *cpStream) error {
+		if _, err := s.recv(); err != nil {
+			return nil
+		}
+		return alreadyActiveStream()
+	})
+	ev := newEvents()
+	r := startRelay(t, p, cp.addr, staticToken("tok"), ev, func(o *Options) {
+		o.Backoff.Initial, o.Backoff.Max = time.Second, 2*time.Second
+	})
+	envoy := dialEnvoy(t, r, deltaMethod)
+	envoy.send(&discoveryv3.DeltaDiscoveryRequest{Node: node, TypeUrl: clusterType})
+	ev.await(t, "a retry at the backoff", func(e *events) bool {
+		return len(e.errs) > 0 && e.errs[len(e.errs)-1].Next >= 250*time.Millisecond && e.errs[len(e.errs)-1].Next > heldRetryMax
+	})
+	if st := r.State().Upstream.State; st != AnotherProxy {
+		t.Fatalf("upstream %s, want %s", st, AnotherProxy)
+	}
+}
