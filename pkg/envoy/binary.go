@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -104,68 +105,24 @@ type UnparsedVersionError struct{ Err error }
 func (e *UnparsedVersionError) Error() string { return e.Err.Error() }
 func (e *UnparsedVersionError) Unwrap() error { return e.Err }
 
-// ParseVersion reads Envoy's `--version` output, e.g.
+// The shapes of `envoy --version` output, e.g.
 // "envoy  version: 50ef09…/1.39.0/Clean/RELEASE/BoringSSL".
+var (
+	versionFieldRe = regexp.MustCompile(`version:\s*(\S+)`)
+	semverish      = regexp.MustCompile(`^\d+\.\d+\.\d+([-+.][0-9A-Za-z.-]+)?$`).MatchString
+)
+
+// ParseVersion reads Envoy's `--version` output: the build after the first
+// "version:", whose second field is the x.y.z version.
 func ParseVersion(out string) (Version, error) {
-	build, ok := versionField(out)
-	if !ok {
+	m := versionFieldRe.FindStringSubmatch(out)
+	if m == nil {
 		return Version{}, fmt.Errorf("unrecognised `envoy --version` output %q", errtext.Truncate(strings.TrimSpace(out), 200))
 	}
+	build := m[1]
 	parts := strings.Split(build, "/")
 	if len(parts) < 2 || !semverish(parts[1]) {
 		return Version{}, fmt.Errorf("unrecognised Envoy build %q (want revision/x.y.z/status/type/ssl)", errtext.Truncate(build, 200))
 	}
 	return Version{Version: parts[1], Build: build}, nil
-}
-
-// versionField finds `version:\s*(\S+)`: the word after the first
-// "version:" and optional white space. Written out by hand, as are the
-// matchers below, because compiling the expressions costs every start
-// time (binary_test.go checks they agree).
-func versionField(out string) (string, bool) {
-	_, rest, found := strings.Cut(out, "version:")
-	rest = strings.TrimLeft(rest, reSpace)
-	if !found || rest == "" {
-		return "", false
-	}
-	if n := strings.IndexAny(rest, reSpace); n > 0 {
-		rest = rest[:n]
-	}
-	return rest, true
-}
-
-// reSpace is \s in Go's regular expressions.
-const reSpace = "\t\n\f\r "
-
-// semverish: ^\d+\.\d+\.\d+([-+.][0-9A-Za-z.-]+)?$
-func semverish(s string) bool {
-	for i := 0; i < 3; i++ {
-		n := 0
-		for n < len(s) && s[n] >= '0' && s[n] <= '9' {
-			n++
-		}
-		if n == 0 {
-			return false
-		}
-		s = s[n:]
-		if i < 2 {
-			if s == "" || s[0] != '.' {
-				return false
-			}
-			s = s[1:]
-		}
-	}
-	if s == "" {
-		return true
-	}
-	if s[0] != '-' && s[0] != '+' && s[0] != '.' || len(s) == 1 {
-		return false
-	}
-	for i := 1; i < len(s); i++ {
-		c := s[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '.' || c == '-') {
-			return false
-		}
-	}
-	return true
 }

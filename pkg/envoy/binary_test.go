@@ -4,29 +4,37 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"regexp"
 	"testing"
 	"time"
 )
 
-func TestVersionMatchersAgreeWithTheirExpressions(t *testing.T) {
-	versionRe := regexp.MustCompile(`version:\s*(\S+)`)
-	for _, out := range []string{
-		"", "version:", "version: ", "version:x", "envoy  version: 50ef/1.39.0/Clean/RELEASE/BoringSSL\n",
-		"\nenvoy  version: abc/1.39.0/Clean/RELEASE/BoringSSL\r\n\n", "version:\n\n  word tail", "version: \t\r\n",
-		"version:  \nversion: second", "no version here", "Version: x", "xversion:y z",
-	} {
-		got, ok := versionField(out)
-		m := versionRe.FindStringSubmatch(out)
-		if ok != (m != nil) || ok && got != m[1] {
-			t.Errorf("versionField(%q) = %q, %v; the expression finds %q", out, got, ok, m)
-		}
+func TestParseVersionReadsTheBuild(t *testing.T) {
+	tests := []struct {
+		out, version, build string
+	}{
+		{"envoy  version: 50ef/1.39.0/Clean/RELEASE/BoringSSL\n", "1.39.0", "50ef/1.39.0/Clean/RELEASE/BoringSSL"},
+		{"\nenvoy  version: abc/1.39.0-dev/Modified/DEBUG/BoringSSL\r\n\n", "1.39.0-dev", "abc/1.39.0-dev/Modified/DEBUG/BoringSSL"},
+		{"version:\n\n  abc/1.2.3+build.5/Clean tail", "1.2.3+build.5", "abc/1.2.3+build.5/Clean"},
+		{"version: abc/1.39.0.1/Clean", "1.39.0.1", "abc/1.39.0.1/Clean"},
+		{"", "", ""},
+		{"version: \t\r\n", "", ""},
+		{"no version here", "", ""},
+		{"Version: abc/1.39.0/Clean", "", ""},
+		{"version: abc/1.39/Clean", "", ""},
+		{"version: abc/v1.39.0/Clean", "", ""},
+		{"version: abc/1.39.0_x/Clean", "", ""},
+		{"version: 1.39.0", "", ""},
 	}
-	semverRe := regexp.MustCompile(`^\d+\.\d+\.\d+([-+.][0-9A-Za-z.-]+)?$`)
-	for _, s := range []string{"", "1", "1.39", "1.39.0", "1.39.0-dev", "1.39.0+build.5", "1.39.0.1", "1.39.0-",
-		"1.39.0_x", "v1.39.0", "1..0", "1.39.0-dev ", "01.2.3", "1.39.0-a/b", "1.2.3-é"} {
-		if got, want := semverish(s), semverRe.MatchString(s); got != want {
-			t.Errorf("semverish(%q) = %v, the expression says %v", s, got, want)
+	for _, tt := range tests {
+		v, err := ParseVersion(tt.out)
+		if tt.version == "" {
+			if err == nil {
+				t.Errorf("ParseVersion(%q) = %+v, want an error", tt.out, v)
+			}
+			continue
+		}
+		if err != nil || v.Version != tt.version || v.Build != tt.build {
+			t.Errorf("ParseVersion(%q) = %+v, %v; want %s %s", tt.out, v, err, tt.version, tt.build)
 		}
 	}
 }
