@@ -239,3 +239,70 @@ func TestRewriteWritesJSONThatIsTheSameAsYAML(t *testing.T) {
 		t.Errorf("read as YAML:\n%s\nread as JSON:\n%s", js, again)
 	}
 }
+
+// What yaml.v3 reads as a string reaches Envoy as that string: quoted
+// scalars, and plain ones that are no number, bool or null by yaml.v3's
+// rules, such as an Envoy build hash starting 0b or 0o. The control plane
+// (sigs.k8s.io/yaml) quotes the strings that would read otherwise.
+func TestRewriteKeepsStringsThatLookNumeric(t *testing.T) {
+	doc := string(fetchBootstrap(t, config.RoleEgress).yaml)
+	if !strings.Contains(doc, `build: ""`) {
+		t.Fatalf("no envoy build in the control plane's node metadata:\n%s", doc)
+	}
+	for _, tc := range []struct {
+		written string
+		want    any
+	}{
+		{"0b3f9e1c2d/1.33.0/Clean/RELEASE/BoringSSL", "0b3f9e1c2d/1.33.0/Clean/RELEASE/BoringSSL"},
+		{"0o7e3d/1.33.0/Clean/RELEASE/BoringSSL", "0o7e3d/1.33.0/Clean/RELEASE/BoringSSL"},
+		{"0b12", "0b12"},
+		{"0b", "0b"},
+		{"0o8", "0o8"},
+		{"0oz", "0oz"},
+		{"1.5s", "1.5s"},
+		{"127.0.0.1", "127.0.0.1"},
+		{"yes", "yes"},
+		{`"0b101"`, "0b101"},
+		{`'0o17'`, "0o17"},
+		{`"0x1F"`, "0x1F"},
+		{`"1_000"`, "1_000"},
+		{`"1e3"`, "1e3"},
+		{`"2001-12-14"`, "2001-12-14"},
+		{`"9901"`, "9901"},
+		{"9901", 9901.0}, // a number stays a number
+		{"0b101", 5.0},   // yaml.v3's binary int; the control plane writes the string quoted, as above
+		{"true", true},
+	} {
+		res, err := Rewrite([]byte(strings.Replace(doc, `build: ""`, "build: "+tc.written, 1)), "/run/zp/xds.sock")
+		if err != nil {
+			t.Fatalf("%s: %v", tc.written, err)
+		}
+		var out struct {
+			Node struct {
+				Metadata struct {
+					Version struct {
+						Envoy struct{ Build any }
+					}
+				}
+			}
+		}
+		if err := json.Unmarshal(res.YAML, &out); err != nil {
+			t.Fatal(err)
+		}
+		if got := out.Node.Metadata.Version.Envoy.Build; got != tc.want {
+			t.Errorf("build: %s reaches Envoy as %#v, want %#v", tc.written, got, tc.want)
+		}
+	}
+}
+
+// BenchmarkRewrite is what every start pays between the control plane's
+// answer and Envoy's launch, on the control plane's egress bootstrap.
+func BenchmarkRewrite(b *testing.B) {
+	doc := fetchBootstrap(b, config.RoleEgress).yaml
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Rewrite(doc, "/run/zoneproxy/zoneproxy-xds.sock"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

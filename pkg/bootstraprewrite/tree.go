@@ -16,13 +16,12 @@ import (
 
 type object = map[string]any
 
-// parse reads the control plane's YAML in one pass: the block subset it
-// writes by hand, anything else with yaml.v3 (linked for the config file
-// already).
+// parse reads the control plane's YAML in one pass with yaml.v3 (linked
+// for the config file already). Quoted scalars stay strings, and so do
+// plain ones that yaml.v3 does not resolve to a number, bool or null (an
+// Envoy build hash starting 0b or 0o, 1.5s, 127.0.0.1); render writes them
+// as JSON strings.
 func parse(doc []byte) (object, error) {
-	if m, ok := parseBlockYAML(doc); ok {
-		return m, nil
-	}
 	var root any
 	if err := yaml.Unmarshal(doc, &root); err != nil {
 		return nil, fmt.Errorf("not YAML: %w", err)
