@@ -240,10 +240,13 @@ func (a *Agent) checkEnvoyBuild(ctx context.Context, admin *envoy.Admin, path st
 	}
 }
 
-// portFailure: a port in use or refused is the configuration's to fix
-// (78); an address not on this host yet may come up, so a restart retries.
+// portFailure: a port in use may be freed (its holder, named in err, may
+// be a squatter that took it first: exiting 78 would leave it standing in
+// for the agent for good) and an address not on this host yet may come up,
+// so a restart retries (exit 1); a port refused (permission denied: below
+// 1024 without the capability) is the configuration's to fix (78).
 func portFailure(err error) error {
-	if preflight.AddressNotUpYet(err) {
+	if preflight.Transient(err) {
 		return err
 	}
 	return exitcode.AsConfig(err)

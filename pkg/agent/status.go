@@ -30,7 +30,8 @@ type ControlPlaneStatus struct {
 // Status is the agent's status now.
 func (a *Agent) Status() Status {
 	snap := a.tracker.Current()
-	st := Status{Phase: string(snap.Phase), Detail: snap.Detail, Since: snap.Since}
+	v := snap.Verdict() // /ready's word and reason: ENVOY_UNREACHABLE while a hung Envoy is READY
+	st := Status{Phase: v.Word, Detail: v.Detail, Since: snap.Since}
 	a.xdsMu.Lock()
 	x := a.xds
 	a.xdsMu.Unlock()

@@ -13,8 +13,9 @@ type Maintenance struct {
 }
 
 // HandleMaintenance serves POST /drain and POST /undrain on loopback only,
-// like /logging: they change what the proxy serves. Both answer at once;
-// /ready then says DRAINING, DRAINED, or READY again.
+// like /logging, to root and the agent's own user only (onlyOwner): they
+// change what the proxy serves. Both answer at once; /ready then says
+// DRAINING, DRAINED, or READY again.
 func (s *Server) HandleMaintenance(m Maintenance) {
 	s.mux.HandleFunc("/drain", postOnly(func(w http.ResponseWriter) {
 		if err := m.Drain(); err != nil {

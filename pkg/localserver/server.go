@@ -1,7 +1,8 @@
 // Package localserver is the agent's own HTTP server: /ready (READY only
 // while Envoy itself reports LIVE), /metrics, and the handlers the agent
 // adds (/logging, on loopback only). It observes the agent's state and
-// never drives it.
+// never drives it; its Envoy prober publishes what Envoy's admin answers
+// for every observer of the state.
 package localserver
 
 import (
@@ -10,7 +11,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/zoneproxy/zoneproxy/pkg/state"
@@ -23,7 +24,6 @@ type EnvoyProbe func(ctx context.Context) (state string, live bool, err error)
 // listener that serves /metrics alone.
 type Server struct {
 	tracker *state.Tracker
-	probe   atomic.Pointer[EnvoyProbe]
 	ln      net.Listener
 	mux     *http.ServeMux
 	srv     *http.Server
@@ -31,34 +31,23 @@ type Server struct {
 	metricsLn  net.Listener
 	metricsMux *http.ServeMux
 	metricsSrv *http.Server
+
+	proberMu sync.Mutex
+	prober   *prober
 }
 
 // New serves /ready on ln. Call Serve to start.
 func New(ln net.Listener, tracker *state.Tracker) *Server {
 	s := &Server{tracker: tracker, ln: ln, mux: http.NewServeMux(), metricsMux: http.NewServeMux()}
 	s.mux.HandleFunc("/ready", s.ready)
-	s.srv = newHTTPServer(refuseWebPages(s.mux))
+	s.srv = newHTTPServer(checkHost(loopbackHosts, refuseWebPages(onlyOwner(s.mux))))
 	return s
-}
-
-// refuseWebPages turns away changes (POST /logging, /drain, /undrain) that
-// a browser on this host makes for a web page: it sends an Origin header,
-// curl and zoneproxy's own commands do not. Loopback alone would let any
-// page the operator opens drain the proxy.
-func refuseWebPages(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Header.Get("Origin") != "" {
-			http.Error(w, "refused: a request from a web page (Origin "+r.Header.Get("Origin")+") may not change the agent", http.StatusForbidden)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
 }
 
 // Timeouts of both listeners. The metrics listener faces other hosts: a
 // client that keeps a connection idle, or asks for /metrics and never
 // reads it, must not hold a descriptor and Envoy's stats page for ever.
-// A write outlasts /metrics' own 5 s wait for Envoy's stats.
+// A write outlasts /metrics' own wait for Envoy's stats (metrics.EnvoyStatsTimeout).
 var (
 	idleTimeout  = time.Minute
 	writeTimeout = 30 * time.Second
@@ -84,11 +73,18 @@ func (s *Server) HandleMetrics(h http.Handler) {
 // /ready or /logging. Call it before Serve.
 func (s *Server) ServeMetricsOn(ln net.Listener) {
 	s.metricsLn = ln
-	s.metricsSrv = newHTTPServer(s.metricsMux)
+	s.metricsSrv = newHTTPServer(checkHost(metricsHosts, s.metricsMux))
 }
 
-// SetEnvoyProbe is called once Envoy runs.
-func (s *Server) SetEnvoyProbe(p EnvoyProbe) { s.probe.Store(&p) }
+// SetEnvoyProbe is called once Envoy runs: from then until Shutdown, a
+// prober asks Envoy's admin /ready every second and publishes the answer
+// in the tracker (see prober). A later call replaces the probe.
+func (s *Server) SetEnvoyProbe(p EnvoyProbe) {
+	s.proberMu.Lock()
+	defer s.proberMu.Unlock()
+	s.prober.stop()
+	s.prober = startProber(s.tracker, p)
+}
 
 // Serve runs every listener until Shutdown.
 func (s *Server) Serve() error {
@@ -109,8 +105,12 @@ func serve(srv *http.Server, ln net.Listener) error {
 	return nil
 }
 
-// Shutdown stops serving on every listener.
+// Shutdown stops the Envoy prober and serving on every listener.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.proberMu.Lock()
+	s.prober.stop()
+	s.prober = nil
+	s.proberMu.Unlock()
 	err := s.srv.Shutdown(ctx)
 	if s.metricsSrv != nil {
 		err = errors.Join(err, s.metricsSrv.Shutdown(ctx))
@@ -134,31 +134,24 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintln(w, body)
 }
 
-// Status is the answer /ready gives now: 200 READY, or 503 with a state
-// word on the first line (e.g. WAITING_FOR_MESH) and, when not yet ready,
-// the reason on the second.
-func (s *Server) Status(ctx context.Context) (int, string) {
-	snap := s.tracker.Current()
-	if snap.Phase != state.Ready {
-		// The word first, for probes that match it; the reason for people.
-		return http.StatusServiceUnavailable, string(snap.Phase) + "\n" + snap.Detail
+// Status is the answer /ready gives now: 200 READY, or 503 with a word on
+// the first line (e.g. WAITING_FOR_MESH, ENVOY_UNREACHABLE) and, when
+// there is one, the reason on the second. It is the tracker's verdict,
+// the one the metrics and STATUS= give too, and never waits for Envoy.
+func (s *Server) Status(context.Context) (int, string) {
+	v := s.tracker.Current().Verdict()
+	code := http.StatusServiceUnavailable
+	if v.Ready {
+		code = http.StatusOK
 	}
-	p := s.probe.Load()
-	if p == nil {
-		return http.StatusServiceUnavailable, string(state.EnvoyStarting)
+	body := v.Word
+	if v.Detail != "" && v.Detail != readyDetail {
+		// The word first, for probes that match it; the reason for people
+		// (for READY: e.g. serving the cached configuration while the
+		// control plane is away).
+		body += "\n" + v.Detail
 	}
-	word, live, err := (*p)(ctx)
-	switch {
-	case err != nil:
-		return http.StatusServiceUnavailable, "ENVOY_UNREACHABLE"
-	case !live:
-		return http.StatusServiceUnavailable, "ENVOY_" + word
-	}
-	if snap.Detail != "" && snap.Detail != readyDetail {
-		// e.g. serving the cached configuration while the control plane is away.
-		return http.StatusOK, "READY\n" + snap.Detail
-	}
-	return http.StatusOK, "READY"
+	return code, body
 }
 
 // readyDetail is the plain READY detail, which adds nothing to the word.

@@ -2,50 +2,53 @@ package localserver
 
 import (
 	"context"
-	"errors"
 	"net"
 	"net/http"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 )
 
 func TestStatus(t *testing.T) {
-	live := func(context.Context) (string, bool, error) { return "LIVE", true, nil }
-	draining := func(context.Context) (string, bool, error) { return "DRAINING", false, nil }
-	down := func(context.Context) (string, bool, error) { return "", false, errors.New("refused") }
+	live := state.EnvoyHealth{Probed: true, Word: "LIVE", Live: true}
+	draining := state.EnvoyHealth{Probed: true, Word: "DRAINING"}
+	down := state.EnvoyHealth{Probed: true, Err: "no answer within 1s (is Envoy stopped or hung?)"}
 	cases := []struct {
 		name   string
 		phase  state.Phase
 		detail string
-		probe  EnvoyProbe
+		envoy  *state.EnvoyHealth // Envoy's answer, after the phase was set
 		code   int
 		body   string
 	}{
 		{"waiting says why", state.WaitingForMesh, `waiting for mesh "payments" (attempt 2, next in 2s)`, nil, 503, "WAITING_FOR_MESH\nwaiting for mesh \"payments\" (attempt 2, next in 2s)"},
 		{"control plane down", state.WaitingForControlPlane, "cannot reach", nil, 503, "WAITING_FOR_CONTROL_PLANE\ncannot reach"},
-		{"ready and Envoy live", state.Ready, "Envoy ready", live, 200, "READY"},
-		{"ready but no probe yet", state.Ready, "", nil, 503, "ENVOY_STARTING"},
-		{"Envoy reports another state", state.Ready, "", draining, 503, "ENVOY_DRAINING"},
-		{"Envoy's admin does not answer", state.Ready, "", down, 503, "ENVOY_UNREACHABLE"},
-		{"drained for maintenance says so, never asks Envoy", state.Drained, "drained for maintenance since 2025-01-02T03:04:05Z: …; run `zoneproxy undrain` to serve again", live, 503,
+		{"ready and Envoy live", state.Ready, "Envoy ready", &live, 200, "READY"},
+		{"ready on the cache says so", state.Ready, "serving the cached configuration of …", &live, 200, "READY\nserving the cached configuration of …"},
+		{"ready, no answer from Envoy yet: the agent's READY stands", state.Ready, "Envoy ready", nil, 200, "READY"},
+		{"Envoy reports another state", state.Ready, "", &draining, 503, "ENVOY_DRAINING\nEnvoy reports DRAINING, not LIVE"},
+		{"Envoy's admin does not answer", state.Ready, "", &down, 503, "ENVOY_UNREACHABLE\nEnvoy's admin API does not answer /ready: no answer within 1s (is Envoy stopped or hung?)"},
+		{"drained for maintenance says so, whatever Envoy answers", state.Drained, "drained for maintenance since 2025-01-02T03:04:05Z: …; run `zoneproxy undrain` to serve again", &down, 503,
 			"DRAINED\ndrained for maintenance since 2025-01-02T03:04:05Z: …; run `zoneproxy undrain` to serve again"},
-		{"terminating", state.Terminating, "draining (3s left)", live, 503, "TERMINATING\ndraining (3s left)"},
+		{"terminating", state.Terminating, "draining (3s left)", &live, 503, "TERMINATING\ndraining (3s left)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := state.NewTracker()
 			tr.Set(tc.phase, tc.detail)
+			if tc.envoy != nil {
+				h := *tc.envoy
+				h.At = time.Now()
+				tr.SetEnvoy(h)
+			}
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)
 			}
 			s := New(ln, tr)
 			defer ln.Close()
-			if tc.probe != nil {
-				s.SetEnvoyProbe(tc.probe)
-			}
 			code, body := s.Status(context.Background())
 			if code != tc.code || body != tc.body {
 				t.Fatalf("got %d %q, want %d %q", code, body, tc.code, tc.body)

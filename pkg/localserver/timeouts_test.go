@@ -48,7 +48,7 @@ func TestMetricsListenerLetsGoOfIdleAndStalledClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	io.WriteString(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+	io.WriteString(c, "GET /metrics HTTP/1.1\r\nHost: 10.0.0.5:9903\r\n\r\n")
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
@@ -68,7 +68,7 @@ func TestMetricsListenerLetsGoOfIdleAndStalledClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c2.Close()
-	io.WriteString(c2, "GET /metrics?big=1 HTTP/1.1\r\nHost: x\r\n\r\n")
+	io.WriteString(c2, "GET /metrics?big=1 HTTP/1.1\r\nHost: 10.0.0.5:9903\r\n\r\n")
 	select {
 	case err := <-handlerDone:
 		if err == nil {

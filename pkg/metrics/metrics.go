@@ -117,8 +117,15 @@ func (m *Metrics) WriteAgent(w io.Writer) {
 	}
 }
 
+// EnvoyStatsTimeout bounds the wait for Envoy's /stats/prometheus in a
+// scrape: Envoy's admin answers within milliseconds when it is well, and a
+// hung Envoy must not hold every scrape (and the scraper's timeout) up.
+var EnvoyStatsTimeout = time.Second
+
 // ServeHTTP writes the agent's metrics, its process and Go runtime
-// metrics, then Envoy's /stats/prometheus.
+// metrics, then Envoy's /stats/prometheus: not asked for while Envoy's
+// admin API does not answer the prober (the state's verdict), and given up
+// after EnvoyStatsTimeout.
 func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	m.WriteAgent(w)
@@ -130,20 +137,27 @@ func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if stats == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	if why, down := m.tracker.Current().EnvoyUnreachable(); down {
+		fmt.Fprintf(w, "# Envoy stats unavailable: %s\n", oneLine(why))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), EnvoyStatsTimeout)
 	defer cancel()
 	body, err := stats(ctx)
 	if err != nil {
-		fmt.Fprintf(w, "# Envoy stats unavailable: %v\n", err)
+		fmt.Fprintf(w, "# Envoy stats unavailable: %s\n", oneLine(err.Error()))
 		return
 	}
 	io.WriteString(w, body)
 }
 
+// oneLine keeps a comment on its line.
+func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
+
 func (m *Metrics) write(w io.Writer) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	snap := m.tracker.Current()
+	v := m.tracker.Current().Verdict() // what /ready and STATUS= say too
 	gauge := func(name, help string, v float64) {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n%s %g\n", name, help, name, name, v)
 	}
@@ -163,9 +177,9 @@ func (m *Metrics) write(w io.Writer) {
 	fmt.Fprintf(w, "# HELP zoneproxy_mesh_wait_seconds_total Time spent waiting for the mesh to exist.\n# TYPE zoneproxy_mesh_wait_seconds_total counter\nzoneproxy_mesh_wait_seconds_total %g\n", m.meshWait.Seconds())
 	gauge("zoneproxy_envoy_up", "1 while Envoy runs.", b2f(m.envoyUp))
 	fmt.Fprintf(w, "# HELP zoneproxy_envoy_exits_total Times Envoy exited.\n# TYPE zoneproxy_envoy_exits_total counter\nzoneproxy_envoy_exits_total %d\n", m.envoyExits)
-	gauge("zoneproxy_ready", "1 while the agent reports READY.", b2f(snap.Phase == state.Ready))
-	fmt.Fprint(w, "# HELP zoneproxy_phase The agent's lifecycle phase.\n# TYPE zoneproxy_phase gauge\n")
-	fmt.Fprintf(w, "zoneproxy_phase{phase=\"%s\"} 1\n", LabelValue(string(snap.Phase)))
+	gauge("zoneproxy_ready", "1 while /ready answers 200 READY.", b2f(v.Ready))
+	fmt.Fprint(w, "# HELP zoneproxy_phase The agent's lifecycle phase, as /ready's first word: ENVOY_UNREACHABLE or ENVOY_<state> while Envoy is not LIVE in READY.\n# TYPE zoneproxy_phase gauge\n")
+	fmt.Fprintf(w, "zoneproxy_phase{phase=\"%s\"} 1\n", LabelValue(v.Word))
 	if len(m.listeners) > 0 {
 		fmt.Fprint(w, "# HELP zoneproxy_zone_listener_present 1 while Envoy has the zone listener the proxy is configured for.\n# TYPE zoneproxy_zone_listener_present gauge\n")
 		names := make([]string, 0, len(m.listeners))

@@ -45,10 +45,10 @@ zoneproxy_envoy_up 0
 # HELP zoneproxy_envoy_exits_total Times Envoy exited.
 # TYPE zoneproxy_envoy_exits_total counter
 zoneproxy_envoy_exits_total 0
-# HELP zoneproxy_ready 1 while the agent reports READY.
+# HELP zoneproxy_ready 1 while /ready answers 200 READY.
 # TYPE zoneproxy_ready gauge
 zoneproxy_ready 0
-# HELP zoneproxy_phase The agent's lifecycle phase.
+# HELP zoneproxy_phase The agent's lifecycle phase, as /ready's first word: ENVOY_UNREACHABLE or ENVOY_<state> while Envoy is not LIVE in READY.
 # TYPE zoneproxy_phase gauge
 zoneproxy_phase{phase="STARTING"} 1
 `
@@ -128,6 +128,34 @@ func TestPage(t *testing.T) {
 			},
 			[]string{`zoneproxy_phase{phase="READY"} 1` + "\n", "\n# Envoy stats unavailable: dial unix kuma-envoy-admin.sock: connection refused\n"},
 			[]string{"envoy_server_live"}, false},
+		// A hung Envoy (kill -STOP): /ready says ENVOY_UNREACHABLE, and so
+		// does the page, at once, without asking Envoy for its stats.
+		{"Envoy's admin API not answering the prober: not ready, and its stats are not asked for",
+			func(m *Metrics, tr *state.Tracker) {
+				m.EnvoyStarted(stats)
+				tr.Set(state.Ready, "Envoy ready")
+				tr.SetEnvoy(state.EnvoyHealth{Probed: true, Err: "no answer within 1s", At: time.Now()})
+			},
+			[]string{"\nzoneproxy_envoy_up 1\n", "\nzoneproxy_ready 0\n", `zoneproxy_phase{phase="ENVOY_UNREACHABLE"} 1` + "\n",
+				"\n# Envoy stats unavailable: Envoy's admin API does not answer /ready: no answer within 1s\n"},
+			[]string{`phase="READY"`, "envoy_server_live"}, false},
+		{"Envoy answering another state than LIVE: not ready, its stats still shown",
+			func(m *Metrics, tr *state.Tracker) {
+				m.EnvoyStarted(stats)
+				tr.Set(state.Ready, "Envoy ready")
+				tr.SetEnvoy(state.EnvoyHealth{Probed: true, Word: "DRAINING", At: time.Now()})
+			},
+			[]string{"\nzoneproxy_ready 0\n", `zoneproxy_phase{phase="ENVOY_DRAINING"} 1` + "\n", "\n" + envoyStats},
+			[]string{`phase="READY"`}, true},
+		{"Envoy live again after not answering: ready, with its stats",
+			func(m *Metrics, tr *state.Tracker) {
+				m.EnvoyStarted(stats)
+				tr.Set(state.Ready, "Envoy ready")
+				tr.SetEnvoy(state.EnvoyHealth{Probed: true, Err: "no answer within 1s", At: time.Now()})
+				tr.SetEnvoy(state.EnvoyHealth{Probed: true, Word: "LIVE", Live: true, At: time.Now()})
+			},
+			[]string{"\nzoneproxy_ready 1\n", `zoneproxy_phase{phase="READY"} 1` + "\n", "\n" + envoyStats},
+			[]string{"unavailable"}, true},
 		{"after Envoy exits, its stats are no longer asked for",
 			func(m *Metrics, tr *state.Tracker) {
 				m.EnvoyStarted(stats)
@@ -218,5 +246,38 @@ func TestSourcesAndZoneListeners(t *testing.T) {
 	}
 	if got := scrape(t, m); !strings.Contains(got, "zoneproxy_accesslog_lines_read_total 3") {
 		t.Errorf("/metrics lacks the component's metrics:\n%s", got)
+	}
+}
+
+// A hung Envoy that the prober has not caught yet costs a scrape at most
+// EnvoyStatsTimeout, not the scraper's whole timeout.
+func TestEnvoyStatsAreWaitedForBriefly(t *testing.T) {
+	old := EnvoyStatsTimeout
+	EnvoyStatsTimeout = 50 * time.Millisecond
+	t.Cleanup(func() { EnvoyStatsTimeout = old })
+	tr := state.NewTracker()
+	m := New(tr)
+	m.EnvoyStarted(func(ctx context.Context) (string, error) {
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(time.Minute): // a stopped Envoy never answers
+			return envoyStats, nil
+		}
+	})
+	tr.Set(state.Ready, "Envoy ready")
+	done := make(chan string, 1)
+	start := time.Now()
+	go func() { done <- scrape(t, m) }()
+	select {
+	case page := <-done:
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("the scrape took %s, want about EnvoyStatsTimeout (%s)", took, EnvoyStatsTimeout)
+		}
+		if !strings.Contains(page, "\n# Envoy stats unavailable: context deadline exceeded\n") {
+			t.Errorf("the page does not say Envoy's stats are unavailable:\n%s", page)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the scrape waits on Envoy's stats for ever")
 	}
 }

@@ -111,15 +111,45 @@ func PortError(p Port, err error) error {
 	if p.Flag != "readiness-port" && p.Flag != "metrics-address" {
 		hint += " (and check --address is an IP of this host)"
 	}
-	if errors.Is(cause, syscall.EADDRNOTAVAIL) {
+	switch {
+	case errors.Is(cause, syscall.EADDRNOTAVAIL):
 		hint += "; a restart tries again, as the address may not be up yet (a VIP, an IPv6 address still tentative)"
+	case errors.Is(cause, syscall.EADDRINUSE):
+		hint += "; " + holderOf(p.Addr) + "; a restart tries again, as the port may be freed"
 	}
 	return fmt.Errorf("cannot bind %s for --%s (%w): %s", p.Addr, p.Flag, cause, hint)
 }
 
 // AddressNotUpYet reports whether a bind failed because the address is not
-// (yet) on this host: a restart may get past it, unlike a port in use.
+// (yet) on this host.
 func AddressNotUpYet(err error) bool { return errors.Is(err, syscall.EADDRNOTAVAIL) }
+
+// PortInUse reports whether a bind failed because something else holds
+// the port.
+func PortInUse(err error) bool { return errors.Is(err, syscall.EADDRINUSE) }
+
+// Transient reports whether a restart may get past every failed bind in
+// err (one PortError, or CheckFree's list of them): a port in use, which
+// its holder may free (a squatter that took the port before the agent
+// must not stop it for good, nor stand in for it), or an address not on
+// this host yet. A port refused for want of the capability (permission
+// denied) is the configuration's to fix, and decides for the whole list.
+func Transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	errs := []error{err}
+	var merr *multierror.Error
+	if errors.As(err, &merr) {
+		errs = merr.Errors
+	}
+	for _, e := range errs {
+		if !PortInUse(e) && !AddressNotUpYet(e) {
+			return false
+		}
+	}
+	return len(errs) > 0
+}
 
 // FoundEnvoy is the Envoy binary and what is known of its version.
 type FoundEnvoy struct {

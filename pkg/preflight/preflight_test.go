@@ -145,6 +145,9 @@ func TestCheckFreeReleasesWhatItBinds(t *testing.T) {
 }
 
 func TestPortErrorText(t *testing.T) {
+	old := holderOf
+	holderOf = func(addr string) string { return "it is held by pid 4242 (python3) of uid 1001 (alice)" }
+	t.Cleanup(func() { holderOf = old })
 	inUse := &net.OpError{Op: "listen", Net: "tcp", Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 10002},
 		Err: os.NewSyscallError("bind", syscall.EADDRINUSE)}
 	notHere := &net.OpError{Op: "listen", Net: "tcp", Err: os.NewSyscallError("bind", syscall.EADDRNOTAVAIL)}
@@ -156,7 +159,8 @@ func TestPortErrorText(t *testing.T) {
 	}{
 		{"a zone listener port in use", Port{"egress-port", "127.0.0.1:10002"}, inUse,
 			"cannot bind 127.0.0.1:10002 for --egress-port (bind: address already in use): " +
-				"free the port or set --egress-port to another one (and check --address is an IP of this host)"},
+				"free the port or set --egress-port to another one (and check --address is an IP of this host); " +
+				"it is held by pid 4242 (python3) of uid 1001 (alice); a restart tries again, as the port may be freed"},
 		{"an address not on this host", Port{"ingress-port", "10.9.9.9:10001"}, notHere,
 			"cannot bind 10.9.9.9:10001 for --ingress-port (bind: cannot assign requested address): " +
 				"free the port or set --ingress-port to another one (and check --address is an IP of this host); " +
@@ -164,7 +168,8 @@ func TestPortErrorText(t *testing.T) {
 		// The readiness port is always loopback: --address is beside the point.
 		{"the readiness port in use", Port{"readiness-port", "127.0.0.1:9902"}, inUse,
 			"cannot bind 127.0.0.1:9902 for --readiness-port (bind: address already in use): " +
-				"free the port or set --readiness-port to another one"},
+				"free the port or set --readiness-port to another one; " +
+				"it is held by pid 4242 (python3) of uid 1001 (alice); a restart tries again, as the port may be freed"},
 		{"an error that is not from the network", Port{"admin-port", "10.0.0.5:9901"}, errors.New("permission denied"),
 			"cannot bind 10.0.0.5:9901 for --admin-port (permission denied): " +
 				"free the port or set --admin-port to another one (and check --address is an IP of this host)"},

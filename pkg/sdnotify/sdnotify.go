@@ -77,6 +77,7 @@ func Run(ctx context.Context, tr *state.Tracker, opts Options) error {
 
 	sub := tr.Subscribe()
 	readySent := false
+	var last state.Snapshot // the last one reported
 	var (
 		draining  bool
 		drainSnap state.Snapshot // the latest TERMINATING snapshot
@@ -94,6 +95,11 @@ func Run(ctx context.Context, tr *state.Tracker, opts Options) error {
 
 	// handle reports one snapshot; true means the agent is done.
 	handle := func(s state.Snapshot) bool {
+		prev := last
+		last = s
+		if envoyOnly(prev, s) && prev.Verdict() == s.Verdict() {
+			return false // what Envoy answered changed, not what the unit says
+		}
 		if s.Phase == state.EnvoyStarting || s.Phase == state.Ready {
 			envoyStarted.Store(true)
 		}
@@ -120,7 +126,10 @@ func Run(ctx context.Context, tr *state.Tracker, opts Options) error {
 			n.send("STATUS=" + statusOr(s.Detail, strings.ToLower(string(s.Phase))))
 			return true
 		default:
-			msg := "STATUS=" + statusOr(s.Detail, fallbackStatus(s.Phase))
+			// The verdict /ready and the metrics give: READY with a hung
+			// Envoy says so.
+			v := s.Verdict()
+			msg := "STATUS=" + statusOr(v.Detail, fallbackStatus(v.Word))
 			if !readySent && settled(s.Phase) {
 				readySent = true
 				msg = daemon.SdNotifyReady + "\n" + msg
@@ -171,11 +180,17 @@ func settled(p state.Phase) bool {
 	return false
 }
 
-func fallbackStatus(p state.Phase) string {
-	if p == state.Ready {
+func fallbackStatus(word string) string {
+	if word == string(state.Ready) {
 		return "Envoy ready"
 	}
-	return strings.ToLower(string(p))
+	return strings.ToLower(word)
+}
+
+// envoyOnly: s differs from prev only in what Envoy's admin answered.
+func envoyOnly(prev, s state.Snapshot) bool {
+	return s.Phase == prev.Phase && s.Detail == prev.Detail && s.Since.Equal(prev.Since) &&
+		s.DrainDeadline.Equal(prev.DrainDeadline) && s.Envoy != prev.Envoy
 }
 
 // stopMessage is the progress line sent while terminating: how long systemd

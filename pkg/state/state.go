@@ -1,5 +1,8 @@
 // Package state holds the agent's lifecycle state: the one source of truth
-// that readiness, sd_notify and metrics observe. Only the agent writes it.
+// that readiness, sd_notify and metrics observe. Only the agent writes its
+// phase; the Envoy prober (pkg/localserver) writes what Envoy's admin API
+// last answered. Snapshot.Verdict joins the two into what every observer
+// says.
 package state
 
 import (
@@ -42,6 +45,9 @@ type Snapshot struct {
 	Since time.Time
 	// DrainDeadline is set while terminating with a drain wait.
 	DrainDeadline time.Time
+	// Envoy is what Envoy's admin /ready last answered, kept across
+	// changes of phase.
+	Envoy EnvoyHealth
 }
 
 // Tracker publishes snapshots to any number of observers.
@@ -96,7 +102,24 @@ func (t *Tracker) setLocked(p Phase, detail string, deadline time.Time) {
 	if p != t.current.Phase {
 		since = t.now()
 	}
-	t.current = Snapshot{Phase: p, Detail: detail, Since: since, DrainDeadline: deadline}
+	t.current = Snapshot{Phase: p, Detail: detail, Since: since, DrainDeadline: deadline, Envoy: t.current.Envoy}
+	t.notifyLocked()
+}
+
+// SetEnvoy records what Envoy's admin /ready answered. Observers are told
+// only when the answer differs from the last in kind (another state word,
+// reachable or not, another reason); a repeated answer only refreshes At.
+func (t *Tracker) SetEnvoy(h EnvoyHealth) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	changed := !t.current.Envoy.sameAnswer(h)
+	t.current.Envoy = h
+	if changed {
+		t.notifyLocked()
+	}
+}
+
+func (t *Tracker) notifyLocked() {
 	for _, c := range t.subs {
 		// Observers only need the latest snapshot: drop a stale one first.
 		select {
