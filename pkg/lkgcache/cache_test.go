@@ -332,6 +332,13 @@ func TestInspect(t *testing.T) {
 	if st := Inspect(dir, testID, time.Hour, now); !strings.Contains(st.Problem, "older than --cache-max-age 1h0m0s") {
 		t.Fatalf("max age 1h: %+v", st)
 	}
+	// What another user could have written is not judged as a cache.
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if st := Inspect(dir, testID, 0, now); st.Present || st.IdentityMatch || !strings.Contains(st.Problem, "writable by other users") {
+		t.Fatalf("a state dir others may write: %+v", st)
+	}
 }
 
 // A start from the cache fetches no bootstrap: the snapshots written after
