@@ -49,9 +49,6 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// OnEnvoy is called once Envoy runs, with its admin client and process.
 	OnEnvoy func(*envoy.Admin, *envoy.Process)
-	// Client is the control plane's, already dialling, closed by the
-	// caller; nil: Run makes and closes one.
-	Client *bootstrap.Client
 }
 
 // Agent runs one zone proxy.
@@ -74,6 +71,7 @@ type Agent struct {
 	egressWithdrawn bool
 	// stateDirPath is --state-dir once opened and locked; "" for none.
 	stateDirPath string
+	binds        bindFailures // zone listeners Envoy could not bind (bindfailure.go)
 }
 
 // New returns an agent for a validated configuration.
@@ -100,15 +98,11 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		}
 	}()
 
-	// The control plane's TLS handshake overlaps the preflight below.
-	client := a.opts.Client
-	if client == nil {
-		var err error
-		if client, err = bootstrap.DialAhead(ctx, a.cfg); err != nil {
-			return err
-		}
-		defer client.Close() // the caller closes the one it made
+	client, err := bootstrap.NewClientFor(a.cfg)
+	if err != nil {
+		return err
 	}
+	defer client.Close()
 	wd, err := openWorkDir(a.cfg.WorkDir)
 	if err != nil {
 		return err

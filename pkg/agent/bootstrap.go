@@ -75,7 +75,9 @@ func (a *Agent) bootstrap(ctx context.Context, wd *workDir, ev envoy.Version, ca
 	loop.OnWait = func(w bootstrap.Wait) {
 		a.logWait(w)
 		// Unreachable or busy, never a refusal (mesh missing, token, 4xx
-		// of its own): then the cached configuration serves meanwhile.
+		// of its own) nor a local failure (the token file): then the cached
+		// configuration serves meanwhile. Exactly Retryable, not "not
+		// Permanent".
 		if w.Err.Kind == bootstrap.Retryable {
 			if cached = a.usableCache(cache, wd, &said); cached != nil {
 				stopLoop()

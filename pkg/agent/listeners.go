@@ -3,9 +3,12 @@ package agent
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -25,14 +28,17 @@ const listenerCheckEvery = time.Second
 // zoneListener is one listener the control plane should send.
 type zoneListener struct {
 	name string // Envoy's listener name, e.g. self_zoneegress_dp_ze-port
-	addr string
+	addr string // host:port
+	host string
+	port uint32
 	why  string // when the control plane sends it, for the operator
 }
 
 func expectedListeners(cfg *config.Config) []zoneListener {
 	var out []zoneListener
 	for _, l := range cfg.Dataplane().Networking.Listeners {
-		zl := zoneListener{name: l.EnvoyListenerName(), addr: fmt.Sprintf("%s:%d", l.Address, l.Port)}
+		zl := zoneListener{name: l.EnvoyListenerName(), host: l.Address, port: l.Port,
+			addr: net.JoinHostPort(l.Address, strconv.FormatUint(uint64(l.Port), 10))}
 		zl.why = ZoneListenerCondition(l.Type)
 		out = append(out, zl)
 	}
@@ -67,6 +73,15 @@ type listenerWatch struct {
 	envoyPID  int               // whose sockets are ours, for the port-sharing check
 	shared    map[string]string // metrics listener address → what was last warned
 	lastShare time.Time
+
+	detail string // what NO_ZONE_LISTENER last said
+	// A rejected zone listener's port is free: the serve loop restarts
+	// Envoy (bindfailure.go).
+	rebindOnce         sync.Once
+	rebind             chan struct{}
+	rebindAsked        bool
+	pacedLogged        bool
+	unconfiguredLogged bool
 }
 
 // check asks Envoy once and publishes the result when it changed. An
@@ -84,32 +99,41 @@ func (w *listenerWatch) check(ctx context.Context) {
 	}
 	w.checkSharedMetricsPorts(have)
 	var missing []zoneListener
-	var names []string
+	var names, present []string
 	for _, zl := range w.want {
-		present := slices.ContainsFunc(have, func(l envoy.Listener) bool { return l.Name == zl.name })
-		w.a.opts.Metrics.ZoneListener(zl.name, present)
-		if !present {
+		in := slices.ContainsFunc(have, func(l envoy.Listener) bool { return l.Name == zl.name })
+		w.a.opts.Metrics.ZoneListener(zl.name, in)
+		if in {
+			present = append(present, zl.name)
+		} else {
 			missing = append(missing, zl)
 			names = append(names, zl.name)
 		}
 	}
-	if w.checked && slices.Equal(names, w.missing) {
+	w.a.bindState().settle(present, len(missing) == 0)
+	w.checkBindFailures(missing)
+	var b strings.Builder
+	for i, zl := range missing {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		// A listener Envoy could not bind is no matter of the control plane's.
+		if why, ok := w.bindDetail(zl); ok {
+			b.WriteString(why)
+			continue
+		}
+		fmt.Fprintf(&b, "Envoy has no listener %s (%s): %s", zl.name, zl.addr, zl.why)
+	}
+	if w.checked && slices.Equal(names, w.missing) && b.String() == w.detail {
 		return
 	}
-	w.checked, w.missing = true, names
+	w.checked, w.missing, w.detail = true, names, b.String()
 	if len(missing) == 0 {
 		w.a.tracker.Set(state.Ready, w.a.xds.servingDetail())
 		if len(w.want) > 0 {
 			w.a.log.Info("zone listeners present", zap.Strings("listeners", listenerNames(w.want)))
 		}
 		return
-	}
-	var b strings.Builder
-	for i, zl := range missing {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		fmt.Fprintf(&b, "Envoy has no listener %s (%s): %s", zl.name, zl.addr, zl.why)
 	}
 	w.a.tracker.Set(state.NoZoneListener, b.String())
 	w.a.log.Warn("Envoy is live but serves nothing: "+b.String(), zap.Strings("missing", names))

@@ -91,6 +91,11 @@ func (a *Agent) serve(ctx context.Context, e *supervised) error {
 		switch end {
 		case endExited:
 			return a.envoyExited(ctx, e.proc)
+		case endRebind:
+			if err := a.restartForBind(ctx, e); err != nil || ctx.Err() != nil {
+				return err
+			}
+			continue
 		case endStop:
 			if !a.egressWithdrawn {
 				a.tracker.SetDraining(withdrawingWords("draining"), time.Now().Add(WithdrawTime+a.cfg.DrainTime))
@@ -130,6 +135,9 @@ func (a *Agent) watchListeners(ctx context.Context, e *supervised) serveEnd {
 		case <-ctx.Done():
 			return endStop
 		case <-a.maint.kick:
+		case <-watch.rebindDue():
+			// A zone listener Envoy rejected can be bound now (bindfailure.go).
+			return endRebind
 		}
 	}
 }
@@ -224,11 +232,19 @@ func maintenanceDetail(deadline time.Time) string {
 // plane. It returns once the new one is LIVE, or nil on a stop meanwhile.
 func (a *Agent) restartEnvoy(ctx context.Context, e *supervised) error {
 	a.log.Info("undrain: restarting Envoy, since a drained Envoy never accepts connections again", zap.Int("pid", e.proc.PID()))
-	a.tracker.Set(state.EnvoyStarting, "undraining: restarting Envoy")
+	a.failingSince = time.Time{}
+	return a.restartInPlace(ctx, e, "undraining: restarting Envoy", "after the undrain", func() { a.bindState().restarted(time.Now()) })
+}
+
+// restartInPlace stops Envoy and starts a new one from the same bootstrap
+// (detail says why, in the tracker), then awaits it LIVE; between the two,
+// stopped runs. done names the reason in the ready line.
+func (a *Agent) restartInPlace(ctx context.Context, e *supervised, detail, done string, stopped func()) error {
+	a.tracker.Set(state.EnvoyStarting, detail)
 	if e.proc.Stop(StopGrace) {
 		a.log.Warn("Envoy ignored SIGTERM; killed it", zap.Duration("after", StopGrace))
 	}
-	a.failingSince = time.Time{}
+	stopped()
 	proc, err := e.start()
 	if err != nil {
 		return err
@@ -242,6 +258,6 @@ func (a *Agent) restartEnvoy(ctx context.Context, e *supervised) error {
 		a.stop(proc, "stopped before Envoy was ready")
 		return nil
 	}
-	a.log.Info("Envoy ready again after the undrain", zap.Duration("after", time.Since(started).Round(time.Millisecond)))
+	a.log.Info("Envoy ready again "+done, zap.Duration("after", time.Since(started).Round(time.Millisecond)))
 	return nil
 }

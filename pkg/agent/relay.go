@@ -130,8 +130,11 @@ func (a *Agent) startRelay(wd *workDir, doc []byte, fromCache *lkgcache.Snapshot
 		CacheFirst: fromCache != nil,
 		Events: xdsrelay.Events{
 			StreamError:  x.streamError,
-			CachedConfig: x.cachedConfig, // rejections: the relay logs and counts them
+			CachedConfig: x.cachedConfig,
 			Upstream:     x.upstreamChanged,
+			// The relay logs and counts rejections; a zone listener Envoy
+			// could not bind is the listener check's to explain and retry.
+			Rejected: a.envoyRejected,
 		},
 	})
 	if err != nil {
@@ -178,15 +181,19 @@ func (a *Agent) configuredUpstream(cached bootstraprewrite.Upstream) (bootstrapr
 
 // readToken reads the token for each new upstream stream, so a rotated
 // file applies at the next reconnect whatever the control plane's setting.
+// The file is read as at start (token.ReadFile: a regular file of a
+// token's size only, never blocking on a pipe nor reading a device); what
+// goes wrong while it runs is a rotation under way, retried by the relay,
+// which reports it as local: the control plane was not asked.
 func (a *Agent) readToken() (string, error) {
 	tok := strings.TrimSpace(a.cfg.DataplaneToken)
-	if a.cfg.DataplaneTokenFile != "" {
+	if path := a.cfg.DataplaneTokenFile; path != "" {
 		var err error
-		if tok, err = token.ReadFile(a.cfg.DataplaneTokenFile); err != nil {
+		if tok, err = token.ReadFile(path); err != nil {
 			if errors.Is(err, token.ErrEmpty) {
-				return "", fmt.Errorf("--dataplane-token-file %s is empty (is it being rotated?)", a.cfg.DataplaneTokenFile)
+				return "", fmt.Errorf("--dataplane-token-file %s is empty (is it being rotated?)", errtext.Value(path))
 			}
-			return "", fmt.Errorf("--dataplane-token-file: %w", err)
+			return "", fmt.Errorf("--dataplane-token-file: cannot read %s (is it being rotated?): %w", errtext.Value(path), errtext.PathCause(err))
 		}
 	}
 	a.setToken(tok)

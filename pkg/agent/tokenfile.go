@@ -2,9 +2,10 @@ package agent
 
 import (
 	"bytes"
-	"os"
 
 	"go.uber.org/zap"
+
+	"github.com/zoneproxy/zoneproxy/pkg/token"
 )
 
 // fileCredential is what a bootstrap names when Envoy is to read the token
@@ -20,7 +21,7 @@ func (a *Agent) warnIfEnvoyReadsUntrimmedToken(doc []byte) {
 	if a.xds != nil || path == "" || !bytes.Contains(doc, fileCredential) {
 		return
 	}
-	raw, err := os.ReadFile(path)
+	raw, err := token.ReadRaw(path) // bounded, and never blocks on a pipe
 	if err != nil || len(bytes.TrimSpace(raw)) == len(raw) {
 		return
 	}

@@ -1,7 +1,6 @@
 package bootstrap
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -30,14 +29,12 @@ const maxBody = 16 << 20
 type Client struct {
 	cpAddress string
 	caPEM     []byte // handed to Envoy through the request, "" for the system store
+	trust     trust  // names --ca-cert-file when a certificate in it is what fails
 	endpoint  string
 	http      *http.Client
 	tr        *http.Transport
 	now       func() time.Time
 	clock     timesync.Checker // is the system clock synchronised?
-
-	early      *EarlyConn
-	earlyTried bool // the first attempt has had its chance at early
 }
 
 // NewClient verifies the control plane with caPEM when given, else with
@@ -78,16 +75,11 @@ func clientTLS(caPEM []byte) (*tls.Config, error) {
 	return tlsCfg, nil
 }
 
-// UseEarly lets the first attempt go over e, dialled ahead with the same
-// verification. Any other attempt goes through the transport.
-func (c *Client) UseEarly(e *EarlyConn) { c.early = e }
-
-// Close drops idle connections and a connection dialled ahead.
+// Close drops idle connections.
 func (c *Client) Close() {
 	if c == nil {
 		return
 	}
-	c.early.Close()
 	c.http.CloseIdleConnections()
 }
 
@@ -97,10 +89,7 @@ func (c *Client) Fetch(ctx context.Context, req *Request) ([]byte, error) {
 	if err != nil {
 		return nil, &Error{Kind: Permanent, Msg: "cannot encode the bootstrap request", Err: err}
 	}
-	resp, err := c.postEarly(ctx, body)
-	if resp == nil && err == nil {
-		resp, err = c.post(ctx, body)
-	}
+	resp, err := c.post(ctx, body)
 	if err != nil {
 		var pe *Error
 		if errors.As(err, &pe) {
@@ -109,7 +98,7 @@ func (c *Client) Fetch(ctx context.Context, req *Request) ([]byte, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, classifyTransport(err, c.cpAddress, c.now(), c.clock)
+		return nil, classifyTransport(err, c.cpAddress, c.trust, c.now(), c.clock)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
@@ -147,73 +136,6 @@ func (c *Client) post(ctx context.Context, body []byte) (*http.Response, error) 
 	hreq.Header.Set("Accept", "application/json")
 	hreq.Header.Set("Content-Type", "application/json")
 	return c.http.Do(hreq)
-}
-
-// postEarly sends the first attempt's request over the connection dialled
-// ahead. Nil and no error: there is none to use, or it was closed under the
-// request; the caller then goes through the transport, as without it. A
-// dial or an answer that timed out is the attempt's error: sending the
-// request again would double both the wait and the control plane's work.
-func (c *Client) postEarly(ctx context.Context, body []byte) (*http.Response, error) {
-	if c.early == nil || c.earlyTried {
-		return nil, nil
-	}
-	c.earlyTried = true
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, bytes.NewReader(body))
-	if err != nil {
-		return nil, nil // post says why
-	}
-	hreq.Header.Set("Accept", "application/json")
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Close = true // one request: the transport makes the next connections
-	var raw bytes.Buffer
-	if err := hreq.Write(&raw); err != nil {
-		return nil, nil
-	}
-	conn, dialErr := c.early.send(ctx, hostPort(hreq.URL), raw.Bytes())
-	if conn == nil {
-		if ctx.Err() == nil && isTimeout(dialErr) {
-			return nil, dialErr
-		}
-		return nil, ctx.Err()
-	}
-	deadline := time.Now().Add(c.http.Timeout) // AttemptTimeout, as the transport's
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	_ = conn.SetDeadline(deadline)
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
-	resp, err := http.ReadResponse(bufio.NewReader(conn), hreq)
-	if err == nil && resp.StatusCode == http.StatusRequestTimeout {
-		// A proxy in front of the control plane gave up on the connection
-		// while it waited for the request, and said so before closing it:
-		// not an answer to the request.
-		err = errors.New("408 on the connection dialled ahead")
-	}
-	if err != nil {
-		stop()
-		conn.Close()
-		if ctx.Err() == nil && isTimeout(err) {
-			return nil, err
-		}
-		return nil, ctx.Err()
-	}
-	// The TLS close (an alert, then the socket) is left to a goroutine: it
-	// would otherwise sit between the answer and Envoy's launch.
-	resp.Body = &connBody{ReadCloser: resp.Body, close: func() { stop(); go conn.Close() }}
-	return resp, nil
-}
-
-// connBody closes the early connection with the answer's body.
-type connBody struct {
-	io.ReadCloser
-	close func()
-}
-
-func (b *connBody) Close() error {
-	err := b.ReadCloser.Close()
-	b.close()
-	return err
 }
 
 // retryAfter reads Retry-After, seconds or an HTTP date; 0 if absent or unusable.

@@ -49,20 +49,23 @@ func NewFetcher(cfg *config.Config, workDir, tokenPath string, ev envoy.Version)
 	return client.Fetcher(cfg, workDir, tokenPath, ev), nil
 }
 
-// NewClientFor reads cfg's CA file once, for the early dial and the
-// requests alike.
+// NewClientFor reads cfg's CA file once (a regular file of a bounded size,
+// as validation does), for every request.
 func NewClientFor(cfg *config.Config) (*Client, error) {
 	var caPEM []byte
 	if cfg.CACertFile != "" {
-		b, err := os.ReadFile(cfg.CACertFile)
+		f, err := config.ReadCAFile(cfg.CACertFile)
 		if err != nil {
 			return nil, exitcode.AsConfig(fmt.Errorf("--ca-cert-file: cannot read %s: %v", cfg.CACertFile, errtext.PathCause(err)))
 		}
-		caPEM = b
+		caPEM = f.PEM
 	}
 	client, err := NewClient(cfg.CPAddress, caPEM)
 	if err != nil {
 		return nil, exitcode.AsConfig(fmt.Errorf("--ca-cert-file %s: %w", cfg.CACertFile, err))
+	}
+	if cfg.CACertFile != "" {
+		client.trust = trust{caFile: cfg.CACertFile, certs: config.ParseCAFile(caPEM).Certs}
 	}
 	return client, nil
 }
@@ -96,17 +99,20 @@ func (f *Fetcher) Attempt(ctx context.Context) ([]byte, error) {
 }
 
 // readToken reads the token file each time, so a rotated token is picked
-// up. Validation found it usable at start-up: missing or empty now, it is
-// being replaced (not atomically), so the attempt is retried.
+// up. Validation found it usable at start-up: missing, empty or no
+// regular file now, it is being replaced (not atomically), so the attempt
+// is retried. The error is Local: no request was made, and the control
+// plane is not to be taken for unreachable because of it.
 func (f *Fetcher) readToken() (string, error) {
 	tok, err := token.ReadFile(f.tokenPath)
+	path := errtext.Value(f.tokenPath)
 	switch {
 	case errors.Is(err, token.ErrEmpty):
-		return "", &Error{Kind: Retryable,
-			Msg: fmt.Sprintf("--dataplane-token-file: %s is empty (is it being rotated?); retrying once it holds the token", f.tokenPath)}
+		return "", &Error{Kind: Local,
+			Msg: fmt.Sprintf("--dataplane-token-file: %s is empty (is it being rotated?); retrying once it holds the token", path)}
 	case err != nil:
-		return "", &Error{Kind: Retryable, Err: errtext.PathCause(err),
-			Msg: fmt.Sprintf("--dataplane-token-file: cannot read %s (is it being rotated?); retrying", f.tokenPath)}
+		return "", &Error{Kind: Local, Err: errtext.PathCause(err),
+			Msg: fmt.Sprintf("--dataplane-token-file: cannot read %s (is it being rotated?); retrying", path)}
 	}
 	return tok, nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/errtext"
 	"github.com/zoneproxy/zoneproxy/pkg/timesync"
 )
@@ -24,6 +25,11 @@ const (
 	MeshNotFound
 	// Permanent: retrying cannot help; exit 78 with the message.
 	Permanent
+	// Local: the agent could not make the request (its token file is
+	// being rotated, say); nothing was asked of the control plane, so
+	// this says nothing of it: retried, but never taken for the control
+	// plane being unreachable.
+	Local
 )
 
 func (k Kind) String() string {
@@ -32,6 +38,8 @@ func (k Kind) String() string {
 		return "mesh_not_found"
 	case Permanent:
 		return "permanent"
+	case Local:
+		return "local"
 	}
 	return "retryable"
 }
@@ -129,9 +137,29 @@ func quoteBody(b string) string {
 	return fmt.Sprintf(" %q", errtext.Truncate(b, 200))
 }
 
+// trust is what verifies the control plane: --ca-cert-file's path and
+// certificates, or none for the system trust store.
+type trust struct {
+	caFile string
+	certs  []*x509.Certificate
+}
+
+// inCAFile: c is one of --ca-cert-file's certificates.
+func (tr trust) inCAFile(c *x509.Certificate) bool {
+	if c == nil {
+		return false
+	}
+	for _, ca := range tr.certs {
+		if ca.Equal(c) {
+			return true
+		}
+	}
+	return false
+}
+
 // classifyTransport decides whether a failed round trip is worth retrying.
 // clock is asked only when a certificate looks expired.
-func classifyTransport(err error, cpAddress string, now time.Time, clock timesync.Checker) *Error {
+func classifyTransport(err error, cpAddress string, tr trust, now time.Time, clock timesync.Checker) *Error {
 	var (
 		unknownCA x509.UnknownAuthorityError // a value, as crypto/x509 returns it
 		hostErr   x509.HostnameError
@@ -145,6 +173,10 @@ func classifyTransport(err error, cpAddress string, now time.Time, clock timesyn
 			"the control plane's certificate is not valid for the host in --cp-address %s (%s): use a host name or IP in its SANs", cpAddress, sanList(hostErr.Certificate))}
 	case errors.As(err, &unknownCA):
 		return &Error{Kind: Permanent, Err: err, Msg: "the control plane's certificate is not signed by a trusted CA: set --ca-cert-file to the control plane's CA certificate"}
+	case errors.As(err, &invalid) && invalid.Reason == x509.Expired && tr.inCAFile(invalid.Cert):
+		// Go checks the validity of the root it chains to: this is the
+		// configured CA certificate's, not the control plane's.
+		return caTime(err, tr.caFile, invalid.Cert, now, clock)
 	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
 		return certTime(err, invalid.Cert, now, clock)
 	case errors.As(err, &invalid):
@@ -175,6 +207,27 @@ func certTime(err error, cert *x509.Certificate, now time.Time, clock timesync.C
 		return &Error{Kind: Retryable, Err: err, Msg: p + "; " + expired + ": zoneproxy retries until the clock is right"}
 	}
 	return &Error{Kind: Permanent, Err: err, Msg: expired + ": renew the control plane's TLS certificate"}
+}
+
+// caTime: the CA certificate of --ca-cert-file is not valid at now. Not
+// valid yet, it becomes valid with time; expired, the file must be
+// replaced (exit 78), unless this host's clock may be what is wrong.
+func caTime(err error, path string, ca *x509.Certificate, now time.Time, clock timesync.Checker) *Error {
+	te := config.CertTime(ca, now)
+	if te == nil { // expired by Go's clock, not quite by ours
+		te = &config.CATimeError{Cert: ca, Now: now}
+	}
+	msg := fmt.Sprintf("--ca-cert-file %s: %v", errtext.Value(path), te)
+	p := clock().Problem()
+	switch {
+	case te.NotYetValid && p != "":
+		return &Error{Kind: Retryable, Err: err, Msg: p + "; " + msg + ": zoneproxy retries until it is valid"}
+	case te.NotYetValid:
+		return &Error{Kind: Retryable, Err: err, Msg: msg + ": zoneproxy retries until it is valid"}
+	case p != "":
+		return &Error{Kind: Retryable, Err: err, Msg: p + "; " + msg + ": zoneproxy retries until the clock is right"}
+	}
+	return &Error{Kind: Permanent, Err: err, Msg: msg + ": the control plane's certificate cannot be verified with it; give the control plane's current CA certificate (the control plane's own certificate is not what expired)"}
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }

@@ -19,6 +19,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/bootstrap"
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
+	"github.com/zoneproxy/zoneproxy/pkg/errtext"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
 	"github.com/zoneproxy/zoneproxy/pkg/preflight"
@@ -119,6 +120,7 @@ func runChecks(ctx context.Context, w io.Writer, cfg *config.Config, running *in
 	c.checkPorts(append(preflight.AgentPorts(cfg), preflight.Ports(cfg)...), running)
 
 	c.checkToken(cfg)
+	c.checkCAFile(cfg, time.Now(), timesync.Check)
 	c.checkControlPlane(ctx, cfg, ev)
 	c.checkCache(cfg, time.Now())
 	if running != nil {
@@ -204,6 +206,42 @@ func (c *checklist) checkToken(cfg *config.Config) {
 	c.ok("dataplane token is a JWT %s", desc)
 }
 
+// checkCAFile says until when --ca-cert-file's CA certificate is valid;
+// one expired or not valid yet fails, named with its dates, so that it is
+// not taken for the control plane's own certificate. (Expired on a
+// synchronised clock, validation refused it already.)
+func (c *checklist) checkCAFile(cfg *config.Config, now time.Time, clock timesync.Checker) {
+	if cfg.CACertFile == "" {
+		return
+	}
+	ca, err := config.ReadCAFile(cfg.CACertFile)
+	if err != nil {
+		c.fail("CA certificate file "+errtext.Value(cfg.CACertFile), fmt.Errorf("cannot read it: %v", errtext.PathCause(err)))
+		return
+	}
+	if te := ca.Time(now); te != nil {
+		what := "renew it: give the control plane's current CA certificate"
+		if te.NotYetValid {
+			what = "run would keep retrying until it is valid"
+		}
+		if p := clock().Problem(); p != "" {
+			what = strings.TrimSuffix(p, ".") + ": the clock may be what is wrong; run would keep retrying"
+		}
+		c.fail("CA certificate file "+errtext.Value(cfg.CACertFile)+" is valid now", fmt.Errorf("--ca-cert-file: %v\n(%s)", te, what))
+		return
+	}
+	var until time.Time
+	name := ""
+	for _, cert := range ca.Certs {
+		if config.CertTime(cert, now) == nil && cert.NotAfter.After(until) {
+			until, name = cert.NotAfter, config.CertName(cert)
+		}
+	}
+	if !until.IsZero() {
+		c.ok("CA certificate file %s: CA certificate %s valid until %s", errtext.Value(cfg.CACertFile), name, until.UTC().Format(time.RFC3339))
+	}
+}
+
 func (c *checklist) checkControlPlane(ctx context.Context, cfg *config.Config, ev envoy.Version) {
 	_, err := fetchOnce(ctx, cfg, ev)
 	var setup setupError
@@ -222,6 +260,8 @@ func (c *checklist) checkControlPlane(ctx context.Context, cfg *config.Config, e
 	case kind == bootstrap.MeshNotFound:
 		c.ok("control plane %s reachable, %s", cfg.CPAddress, tlsNote)
 		c.fail(fmt.Sprintf("mesh %q exists", cfg.Mesh), err)
+	case kind == bootstrap.Local:
+		c.fail("dataplane token file", err)
 	case kind == bootstrap.Retryable:
 		c.fail(fmt.Sprintf("control plane %s reachable", cfg.CPAddress), fmt.Errorf("%v\n(run would keep retrying; check the address, the port (5678) and firewalls)", err))
 	default:

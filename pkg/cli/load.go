@@ -153,7 +153,7 @@ func (s *source) decode(name string, dst any) error {
 	var err error
 	switch d := dst.(type) {
 	case *string:
-		*d = toText(v)
+		*d, err = toString(v)
 	case *int:
 		*d, err = toInt(v)
 	case *time.Duration:
@@ -218,7 +218,7 @@ func (s *source) unknownKeys() []error {
 	var out []error
 	for _, k := range slices.Sorted(maps.Keys(s.file)) {
 		if _, ok := lookupSetting(k); !ok || k == "config" {
-			out = append(out, config.Problem{Key: "config", Message: fmt.Sprintf("unknown key %q in %s%s", k, s.path, suggest(k))})
+			out = append(out, config.Problem{Key: "config", Message: fmt.Sprintf("unknown key %q in %s%s", errtext.Value(k), s.path, suggest(k))})
 		}
 	}
 	return out
@@ -251,6 +251,24 @@ func toText(v any) string {
 	return strings.TrimSpace(fmt.Sprint(v))
 }
 
+// isCollection: v is a map or a list, a YAML value where one was expected.
+func isCollection(v any) bool {
+	switch v.(type) {
+	case map[string]any, []any:
+		return true
+	}
+	return false
+}
+
+// toString is a text setting's value. A map or a list is refused: Go
+// would print it as map[a:1] and the setting would take that as its value.
+func toString(v any) (string, error) {
+	if isCollection(v) {
+		return "", fmt.Errorf("%s is not one value: give text, e.g. key: value", errtext.Show(v))
+	}
+	return toText(v), nil
+}
+
 func toInt(v any) (int, error) {
 	switch x := v.(type) {
 	case int:
@@ -268,7 +286,7 @@ func toInt(v any) (int, error) {
 			return n, nil
 		}
 	}
-	return 0, fmt.Errorf("%v is not a whole number", v)
+	return 0, fmt.Errorf("%s is not a whole number", errtext.Show(v))
 }
 
 func toBool(v any) (bool, error) {
@@ -279,9 +297,9 @@ func toBool(v any) (bool, error) {
 		if b, err := strconv.ParseBool(strings.TrimSpace(x)); err == nil {
 			return b, nil
 		}
-		return false, fmt.Errorf("%q is not true or false", x)
+		return false, fmt.Errorf("%q is not true or false", errtext.Value(x))
 	}
-	return false, fmt.Errorf("%v is not true or false", v)
+	return false, fmt.Errorf("%s is not true or false", errtext.Show(v))
 }
 
 // toDuration accepts Go durations ("30s", "1m30s"); a bare number is
@@ -301,7 +319,10 @@ func toDuration(v any) (time.Duration, error) {
 	case int, int64, float64:
 		return 0, fmt.Errorf("%v has no unit: write a duration such as %vs", v, v)
 	}
-	return 0, fmt.Errorf("%q is not a duration: write e.g. 30s, 1m or 500ms", fmt.Sprint(v))
+	if isCollection(v) {
+		return 0, fmt.Errorf("%s is not a duration: write e.g. 30s, 1m or 500ms", errtext.Show(v))
+	}
+	return 0, fmt.Errorf("%q is not a duration: write e.g. 30s, 1m or 500ms", errtext.Value(fmt.Sprint(v)))
 }
 
 // toLabels accepts repeated k=v flags, "k=v,k2=v2" from env, or a YAML
@@ -318,23 +339,29 @@ func toLabels(v any) (map[string]string, error) {
 		}
 	case []any:
 		for _, e := range x {
+			if isCollection(e) {
+				return nil, fmt.Errorf("%s is not key=value: give one key=value string per item", errtext.Show(e))
+			}
 			pairs = append(pairs, fmt.Sprint(e))
 		}
 	case map[string]any:
 		out := make(map[string]string, len(x))
 		for k, val := range x {
-			out[k] = fmt.Sprint(val)
+			if isCollection(val) {
+				return nil, fmt.Errorf("%s: %s is not one value: give a label value, e.g. %s: payments", errtext.Value(k), errtext.Show(val), errtext.Arg(k))
+			}
+			out[k] = toText(val)
 		}
 		return out, nil
 	default:
-		return nil, fmt.Errorf("labels must be key=value pairs, got %v", v)
+		return nil, fmt.Errorf("labels must be key=value pairs, got %s", errtext.Show(v))
 	}
 	out := map[string]string{}
 	var bad []string
 	for _, p := range pairs {
 		k, val, ok := strings.Cut(strings.TrimSpace(p), "=")
 		if !ok || k == "" {
-			bad = append(bad, fmt.Sprintf("%q", p))
+			bad = append(bad, fmt.Sprintf("%q", errtext.Value(p)))
 			continue
 		}
 		out[k] = val
@@ -358,15 +385,14 @@ func toArgs(v any) ([]string, error) {
 	case []any:
 		out := make([]string, 0, len(x))
 		for _, e := range x {
-			switch e.(type) {
-			case map[string]any, []any:
-				return nil, fmt.Errorf("%v is not an argument: give one string per argument", e)
+			if isCollection(e) {
+				return nil, fmt.Errorf("%s is not an argument: give one string per argument", errtext.Show(e))
 			}
 			out = append(out, fmt.Sprint(e))
 		}
 		return out, nil
 	}
-	return nil, fmt.Errorf("%v is not a list of arguments: give one string per argument", v)
+	return nil, fmt.Errorf("%s is not a list of arguments: give one string per argument", errtext.Show(v))
 }
 
 // envPrefix starts every environment variable zoneproxy reads.
@@ -406,6 +432,9 @@ func settingNames() []string {
 // closest is the candidate at most three edits from name, or one that
 // starts with it or that it starts with ("mesh-name": "mesh"), or "".
 func closest(name string, candidates []string) string {
+	if len(name) > 64 { // no setting is this long: not a typo of one
+		return ""
+	}
 	best, bestD := "", 4
 	for _, c := range candidates {
 		d := editDistance(name, c)

@@ -232,8 +232,8 @@ func TestEnvoyArgForms(t *testing.T) {
 		{name: "flag over env", env: map[string]string{"ZONEPROXY_ENVOY_ARG": "--from-env"}, args: []string{"--envoy-arg", "--from-flag"},
 			want: []string{"--from-flag"}},
 		{name: "empty env clears the file", file: "envoy-arg: [--x]\n", env: map[string]string{"ZONEPROXY_ENVOY_ARG": ""}, want: []string{}},
-		{name: "file nested list", file: "envoy-arg: [[--x]]\n", err: "--envoy-arg: [--x] is not an argument"},
-		{name: "file map", file: "envoy-arg: {a: b}\n", err: "--envoy-arg: map[a:b] is not a list of arguments"},
+		{name: "file nested list", file: "envoy-arg: [[--x]]\n", err: `--envoy-arg: a list (["--x"]) is not an argument`},
+		{name: "file map", file: "envoy-arg: {a: b}\n", err: `--envoy-arg: a map ({"a":"b"}) is not a list of arguments`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,7 +11,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zoneproxy/zoneproxy/pkg/agent"
-	"github.com/zoneproxy/zoneproxy/pkg/bootstrap"
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
@@ -47,14 +46,12 @@ permanent refusal that a restart cannot fix.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			sigs := listenForSignals()
-			var cp *bootstrap.Client
-			defer func() { cp.Close() }()
-			p, err := prepare(cmd, dialAheadThen(fullCheck, &cp))
+			p, err := prepare(cmd, fullCheck)
 			if err != nil {
 				return err
 			}
 			defer func() { _ = p.log.Sync() }()
-			return runAgent(p.cfg, p.log, p.logLevel, cp, sigs)
+			return runAgent(p.cfg, p.log, p.logLevel, sigs)
 		},
 	}
 	addFlags(cmd.Flags(), runFlags...)
@@ -89,47 +86,25 @@ func stopSignals() []os.Signal {
 	return sigs
 }
 
-// dialAheadThen starts the control plane's TLS handshake as soon as the
-// configuration is loaded, so that it overlaps the validation and the
-// agent's own set-up (about 0.6 ms sooner at start-up), then validates.
-// A client that cannot be made is left to the agent, which says why.
-func dialAheadThen(validate validation, cp **bootstrap.Client) validation {
-	return func(cfg *config.Config, src *source) ([]config.Warning, error) {
-		if c, err := bootstrap.DialAhead(context.Background(), cfg); err == nil {
-			*cp = c
-		}
-		return validate(cfg, src)
-	}
-}
-
 // signalSet is the agent's signals, caught from the start of `run`.
 type signalSet struct {
 	stop, usr2 chan os.Signal
-	ready      chan struct{} // closed once every handler is in place
 }
 
-// listenForSignals installs the agent's signal handling beside the
-// configuration's loading: each signal the runtime starts catching is a
-// round trip to its signal thread, about 1 ms at start-up on a busy
-// machine that the configuration's loading and the agent's set-up now
-// hide. A signal that arrives meanwhile waits in its channel for runAgent.
+// listenForSignals installs the agent's signal handling before anything
+// else: a signal that arrives meanwhile waits in its channel for runAgent.
 func listenForSignals() *signalSet {
 	// A journald restart breaks stderr; without this the next log line
-	// would kill the agent (and so Envoy) with SIGPIPE. Ignoring is one
-	// system call, so it is done before any line is written.
+	// would kill the agent (and so Envoy) with SIGPIPE.
 	signal.Ignore(syscall.SIGPIPE)
-	s := &signalSet{stop: make(chan os.Signal, 2), usr2: make(chan os.Signal, 1), ready: make(chan struct{})}
-	go func() {
-		defer close(s.ready)
-		signal.Notify(s.stop, stopSignals()...)
-		signal.Notify(s.usr2, syscall.SIGUSR2)
-	}()
+	s := &signalSet{stop: make(chan os.Signal, 2), usr2: make(chan os.Signal, 1)}
+	signal.Notify(s.stop, stopSignals()...)
+	signal.Notify(s.usr2, syscall.SIGUSR2)
 	return s
 }
 
-// runAgent runs the agent; cp is the control plane's client dialled
-// ahead, or nil.
-func runAgent(cfg *config.Config, log *zap.Logger, level zap.AtomicLevel, cp *bootstrap.Client, sigs *signalSet) error {
+// runAgent runs the agent.
+func runAgent(cfg *config.Config, log *zap.Logger, level zap.AtomicLevel, sigs *signalSet) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	hurry := make(chan struct{})
@@ -159,7 +134,7 @@ func runAgent(cfg *config.Config, log *zap.Logger, level zap.AtomicLevel, cp *bo
 	m := metrics.New(tracker)
 	var ag *agent.Agent
 	ag = agent.New(agent.Options{
-		Config: cfg, Log: log, Tracker: tracker, Hurry: hurry, Metrics: m, Client: cp,
+		Config: cfg, Log: log, Tracker: tracker, Hurry: hurry, Metrics: m,
 		OnReadiness: func(rs *localserver.Server) {
 			rs.HandleMetrics(m)
 			rs.Handle("/logging", loggingHandler(level, &running, log))
@@ -168,10 +143,6 @@ func runAgent(cfg *config.Config, log *zap.Logger, level zap.AtomicLevel, cp *bo
 		OnEnvoy: func(a *envoy.Admin, p *envoy.Process) { running.Store(&runningEnvoy{a, p}) },
 	})
 	drainOnSIGUSR2(ctx, sigs.usr2, ag, log)
-	// Only Run makes what a stop must clean up (the work dir, sockets,
-	// Envoy): the handlers need to be in place from there, and the
-	// lines above run while the runtime installs them.
-	<-sigs.ready
 	err := ag.Run(ctx)
 	<-notified // the last STATUS= line reaches systemd before exit
 	if err != nil {

@@ -1,20 +1,17 @@
 package config
 
 import (
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
+	"math"
 	"net"
 	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-multierror"
@@ -54,12 +51,41 @@ func OnlyTransient(err error) bool {
 	return true
 }
 
+// Error names the setting. A message made without cutting the values it
+// quotes (a value read from the environment or a file can be a whole
+// file's worth) is cut here: an over-long value is never echoed whole,
+// and a control character in one (a line break) is escaped.
 func (p Problem) Error() string {
 	if strings.HasPrefix(p.Key, "ZONEPROXY_") { // an environment variable, not a flag
-		return p.Key + ": " + p.Message
+		return p.Key + ": " + errtext.OneLine(errtext.Message(p.Message))
 	}
-	return "--" + p.Key + ": " + p.Message
+	return "--" + p.Key + ": " + errtext.OneLine(errtext.Message(p.Message))
 }
+
+// premade is a message argument already made to be shown: it is not cut.
+type premade string
+
+// shown cuts over-long values among a message's arguments (errtext.Values);
+// premade ones are kept whole.
+func shown(args []any) []any {
+	out := errtext.Values(args)
+	for i, a := range args {
+		if p, ok := a.(premade); ok {
+			out[i] = string(p)
+		}
+	}
+	return out
+}
+
+// MaxDrainTime is the longest drain Envoy accepts: its --drain-time-s is
+// a 32-bit count of seconds (TCLAP::ValueArg<uint32_t> in Envoy's
+// source/server/options_impl.cc), and the agent passes the duration
+// rounded up to whole seconds (pkg/envoy Args).
+const MaxDrainTime = math.MaxUint32 * time.Second
+
+// MaxConcurrency is the most worker threads Envoy's --concurrency, also a
+// uint32_t, accepts.
+const MaxConcurrency = math.MaxUint32
 
 // Warning is something allowed but worth an operator's attention.
 type Warning = Problem
@@ -79,14 +105,15 @@ func (c *Config) ValidateResource() error {
 
 func (c *Config) validate(now time.Time, files bool) (warnings []Warning, err error) {
 	var errs *multierror.Error
+	// Every value a message quotes is cut if over-long (errtext.Value).
 	add := func(key, format string, args ...any) {
-		errs = multierror.Append(errs, Problem{Key: key, Message: fmt.Sprintf(format, args...)})
+		errs = multierror.Append(errs, Problem{Key: key, Message: errtext.OneLine(fmt.Sprintf(format, shown(args)...))})
 	}
 	warn := func(key, format string, args ...any) {
-		warnings = append(warnings, Problem{Key: key, Message: fmt.Sprintf(format, args...)})
+		warnings = append(warnings, Problem{Key: key, Message: errtext.OneLine(fmt.Sprintf(format, shown(args)...))})
 	}
 	transient := func(key, format string, args ...any) {
-		errs = multierror.Append(errs, Problem{Key: key, Message: fmt.Sprintf(format, args...), Transient: true})
+		errs = multierror.Append(errs, Problem{Key: key, Message: errtext.OneLine(fmt.Sprintf(format, shown(args)...)), Transient: true})
 	}
 
 	if c.Mesh == "" {
@@ -157,7 +184,7 @@ func (c *Config) validate(now time.Time, files bool) (warnings []Warning, err er
 	}
 
 	if files {
-		c.validateControlPlane(add, warn)
+		c.validateControlPlane(now, add, warn)
 		c.validateToken(now, add, transient, warn)
 	}
 
@@ -171,8 +198,11 @@ func (c *Config) validate(now time.Time, files bool) (warnings []Warning, err er
 			add("work-dir", "%q is %d characters; Envoy's admin socket path must stay short, use at most %d", c.WorkDir, len(c.WorkDir), MaxWorkDirLen)
 		}
 	}
-	if c.DrainTime < 0 {
+	switch {
+	case c.DrainTime < 0:
 		add("drain-time", "%s is negative: use a duration such as 30s", c.DrainTime)
+	case c.DrainTime > MaxDrainTime:
+		add("drain-time", "%s is longer than Envoy accepts: its --drain-time-s is at most %d seconds (%s); use a duration such as 30s", c.DrainTime, uint64(MaxDrainTime/time.Second), MaxDrainTime)
 	}
 	switch {
 	case c.CacheMaxAge < 0:
@@ -189,8 +219,11 @@ func (c *Config) validate(now time.Time, files bool) (warnings []Warning, err er
 	if !slices.Contains(EnvoyLogLevels, c.EnvoyLogLevel) {
 		add("envoy-log-level", "%q is not an Envoy log level: use one of %s", c.EnvoyLogLevel, strings.Join(EnvoyLogLevels, ", "))
 	}
-	if c.Concurrency < 0 {
+	switch {
+	case c.Concurrency < 0:
 		add("concurrency", "%d is negative: use 0 for one worker per usable CPU or a number of worker threads", c.Concurrency)
+	case uint64(c.Concurrency) > MaxConcurrency:
+		add("concurrency", "%d is more than Envoy's --concurrency accepts (at most %d): use 0 for one worker per usable CPU or a number of worker threads", c.Concurrency, uint64(MaxConcurrency))
 	}
 	c.validateEnvoyCommandLine(add)
 	if c.RetryInitial <= 0 {
@@ -241,7 +274,8 @@ func (c *Config) dataplaneProblems() []Problem {
 	dp := c.Dataplane()
 	var out []Problem
 	for _, fe := range append(dp.ValidateMeta(), dp.Validate()...) {
-		out = append(out, Problem{Key: flagFor(fe.Field, dp), Message: fe.Message + " (Dataplane " + fe.Field + ")"})
+		// The rules quote the value as it is: cut it if over-long.
+		out = append(out, Problem{Key: flagFor(fe.Field, dp), Message: errtext.Message(fe.Message) + " (Dataplane " + fe.Field + ")"})
 	}
 	return out
 }
@@ -267,7 +301,33 @@ func flagFor(field string, dp dataplane.Dataplane) string {
 	return "config"
 }
 
-func (c *Config) validateControlPlane(add, warn func(key, format string, args ...any)) {
+func (c *Config) validateControlPlane(now time.Time, add, warn func(key, format string, args ...any)) {
+	c.validateCPAddress(add)
+	if c.CACertFile == "" {
+		return
+	}
+	ca, err := ReadCAFile(c.CACertFile)
+	switch {
+	case errors.Is(err, token.ErrNotRegular) || errors.Is(err, token.ErrTooLarge):
+		add("ca-cert-file", "%s: %v: give the control plane's CA certificate file (kuma-cp.crt), a regular file", c.CACertFile, errtext.PathCause(err))
+		return
+	case err != nil:
+		add("ca-cert-file", "cannot read %s: %v", c.CACertFile, errtext.PathCause(err))
+		return
+	}
+	if len(ca.Certs) == 0 {
+		add("ca-cert-file", "%s holds no PEM certificate: give the control plane's CA certificate (kuma-cp.crt)", c.CACertFile)
+	}
+	if ca.Keys > 0 {
+		warn("ca-cert-file", "%s holds a private key too: zoneproxy sends the control plane only the certificates, but a CA file needs no key; keep it elsewhere", c.CACertFile)
+	}
+	if te := ca.Time(now); te != nil {
+		caTime(c.CACertFile, te, add, warn)
+	}
+}
+
+// validateCPAddress checks --cp-address without the network.
+func (c *Config) validateCPAddress(add func(key, format string, args ...any)) {
 	u, err := url.Parse(c.CPAddress)
 	switch {
 	case c.CPAddress == "":
@@ -280,6 +340,10 @@ func (c *Config) validateControlPlane(add, warn func(key, format string, args ..
 		add("cp-address", "%q must start with https:// (the control plane's DP server on port 5678 only speaks TLS)", c.CPAddress)
 	case u.Hostname() == "":
 		add("cp-address", "%q has no host", c.CPAddress)
+	case strings.HasSuffix(u.Host, ":") && u.Port() == "":
+		add("cp-address", "%q has an empty port: give https://host:port, the DP server's port (5678 by default)", c.CPAddress)
+	case u.Port() != "" && !validPort(u.Port()):
+		add("cp-address", "%q: %s is not a port: use 1-65535, the DP server's port (5678 by default)", c.CPAddress, u.Port())
 	case u.Path != "" && u.Path != "/":
 		add("cp-address", "%q must not have a path: give only https://host:port", c.CPAddress)
 	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(c.CPAddress, "#"):
@@ -292,41 +356,12 @@ func (c *Config) validateControlPlane(add, warn func(key, format string, args ..
 			add("cp-address", "%q is a wildcard address: use the control plane's host name or IP", c.CPAddress)
 		}
 	}
-	if c.CACertFile == "" {
-		return
-	}
-	b, err := os.ReadFile(c.CACertFile)
-	if err != nil {
-		add("ca-cert-file", "cannot read %s: %v", c.CACertFile, errtext.PathCause(err))
-		return
-	}
-	n, keys := countCerts(b)
-	if n == 0 {
-		add("ca-cert-file", "%s holds no PEM certificate: give the control plane's CA certificate (kuma-cp.crt)", c.CACertFile)
-	}
-	if keys > 0 {
-		warn("ca-cert-file", "%s holds a private key too: zoneproxy sends the control plane only the certificates, but a CA file needs no key; keep it elsewhere", c.CACertFile)
-	}
 }
 
-// countCerts counts the parseable certificates and the private keys of a
-// PEM file.
-func countCerts(b []byte) (certs, keys int) {
-	for {
-		var blk *pem.Block
-		blk, b = pem.Decode(b)
-		if blk == nil {
-			return certs, keys
-		}
-		switch {
-		case blk.Type == "CERTIFICATE":
-			if _, err := x509.ParseCertificate(blk.Bytes); err == nil {
-				certs++
-			}
-		case strings.HasSuffix(blk.Type, "PRIVATE KEY"):
-			keys++
-		}
-	}
+// validPort: p is a TCP port a dial can use, 1-65535.
+func validPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 1 && n <= 65535
 }
 
 // An empty or missing token file is transient: a provisioner may not
@@ -346,22 +381,32 @@ func (c *Config) validateToken(now time.Time, add, transient, warn func(key, for
 		warn("dataplane-token-file", "no dataplane token given; the control plane will refuse to bootstrap unless its dataplane authentication is off")
 		return
 	}
-	tok, err := token.Load(c.DataplaneToken, c.DataplaneTokenFile)
-	if tok.Mode&0o077 != 0 {
-		warn(key, "%s has mode %04o: other users can read this credential; chmod 600 it", c.DataplaneTokenFile, tok.Mode)
+	if c.DataplaneTokenFile != "" {
+		where = "the token in " + errtext.Value(c.DataplaneTokenFile)
 	}
+	tok, err := token.Load(c.DataplaneToken, c.DataplaneTokenFile)
+	for _, m := range TokenFileExposure(c.DataplaneTokenFile, tok.File) {
+		warn(key, "%s", premade(m))
+	}
+	var notRegular *token.NotRegularError
 	switch {
 	case errors.Is(err, token.ErrNotJWT):
-		add(key, "%s is %v; generate one with `kumactl generate dataplane-token --mesh %s`", where, err, c.Mesh)
+		add(key, "%s is %v; generate one with `kumactl generate dataplane-token --mesh %s`", premade(where), err, errtext.Arg(c.Mesh))
 		return
 	case errors.Is(err, token.ErrEmpty):
 		transient(key, "%s is empty: write the token from `kumactl generate dataplane-token` into it (exit 1: a restart reads it again)", c.DataplaneTokenFile)
 		return
+	case errors.As(err, &notRegular):
+		// Read once (a pipe), never ending (/dev/zero) or blocking: the
+		// agent reads the file again for every connection.
+		add(key, "%s is %s, not a regular file: the token file must be a regular file, which the agent reads again at every reconnection; write the token into one (mode 0600) and give its path",
+			c.DataplaneTokenFile, token.Kind(notRegular.Mode))
+		return
+	case errors.Is(err, token.ErrTooLarge):
+		add(key, "%s: %v: give the file that holds only the token from `kumactl generate dataplane-token`", c.DataplaneTokenFile, errtext.PathCause(err))
+		return
 	case errors.Is(err, fs.ErrNotExist) && !token.LooksLikeJWT(filepath.Base(c.DataplaneTokenFile)):
 		transient(key, "%s does not exist: write the token from `kumactl generate dataplane-token` there, or fix the path (exit 1: a restart looks again)", c.DataplaneTokenFile)
-		return
-	case errors.Is(err, syscall.EISDIR):
-		add(key, "%s is a directory: give the token file", c.DataplaneTokenFile)
 		return
 	case err != nil && token.LooksLikeJWT(filepath.Base(c.DataplaneTokenFile)):
 		// The token itself given as the path: never echoed.
@@ -372,7 +417,7 @@ func (c *Config) validateToken(now time.Time, add, transient, warn func(key, for
 		return
 	}
 	if err := tok.Claims.Check(c.Mesh, c.Name, c.Workload, c.Dataplane().Labels, func(k string) bool { return reservedLabels[k] }); err != nil {
-		add(key, "%s cannot be used: %v", where, err)
+		add(key, "%s cannot be used: %v", premade(where), err)
 	}
 	if te := tok.Claims.CheckTime(now); te != nil {
 		tokenTime(key, where, te, add, warn)

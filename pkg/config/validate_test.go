@@ -97,7 +97,7 @@ func TestValidate(t *testing.T) {
 			c.DataplaneTokenFile = p
 		}, []string{"is empty"}, nil},
 		{"token file is a directory", func(t *testing.T, c *Config) { c.DataplaneTokenFile = t.TempDir() },
-			[]string{"is a directory: give the token file"}, nil},
+			[]string{"is a directory, not a regular file: the token file must be a regular file", "write the token into one (mode 0600) and give its path"}, nil},
 		{"token file not a JWT", func(t *testing.T, c *Config) { c.DataplaneTokenFile = tokenFileRaw(t, "garbage", 0o600) },
 			[]string{"--dataplane-token-file: the token in", "is not a JWT (expected three dot-separated parts); generate one with `kumactl generate dataplane-token --mesh payments`"}, nil},
 		{"token for another mesh", func(t *testing.T, c *Config) { c.DataplaneTokenFile = tokenFile(t, `{"Mesh":"billing"}`, 0o600) },

@@ -247,7 +247,9 @@ func Judge(s *Snapshot, now time.Time, maxAge time.Duration) error {
 	case age < -time.Minute:
 		return fmt.Errorf("the cached configuration is dated %s, in the future (was the clock changed?)", s.WrittenAt.UTC().Format(time.RFC3339))
 	case age > maxAge:
-		return fmt.Errorf("the cached configuration is %s old, older than --cache-max-age %s", age.Round(time.Second), maxAge)
+		// No age in the text: it is the reason the agent logs once, and
+		// says again only when it changes.
+		return fmt.Errorf("the cached configuration is older than --cache-max-age %s (it was written at %s)", maxAge, s.WrittenAt.UTC().Format(time.RFC3339))
 	}
 	na, err := s.EarliestNotAfter()
 	if err != nil {

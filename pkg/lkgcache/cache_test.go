@@ -185,6 +185,21 @@ func TestJudge(t *testing.T) {
 	}
 }
 
+// Why a cache too old is not served reads the same at every attempt, so
+// that the agent, which logs the reason when it changes, says it once.
+func TestJudgeTooOldReadsTheSameEveryTime(t *testing.T) {
+	written := time.Date(2030, 6, 1, 12, 0, 0, 0, time.UTC)
+	s := &Snapshot{Identity: testID, WrittenAt: written, Types: listenerTypes()}
+	first := Judge(s, written.Add(73*time.Hour), DefaultMaxAge)
+	later := Judge(s, written.Add(73*time.Hour+7*time.Second), DefaultMaxAge)
+	if first == nil || later == nil || first.Error() != later.Error() {
+		t.Fatalf("%v, then %v", first, later)
+	}
+	if want := "the cached configuration is older than --cache-max-age 72h0m0s (it was written at 2030-06-01T12:00:00Z)"; first.Error() != want {
+		t.Errorf("%q, want %q", first, want)
+	}
+}
+
 // A stuck disk never holds Store up; once it moves, the latest state is
 // the one on disk.
 func TestStoreNeverWaitsForTheDisk(t *testing.T) {

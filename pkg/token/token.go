@@ -10,8 +10,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/zoneproxy/zoneproxy/pkg/errtext"
 )
 
 // Claims are the parts of a dataplane token the agent checks.
@@ -80,26 +83,40 @@ func decodeSegment(seg string, v any) error {
 // control plane. A tag the control plane itself sets as a label (zone,
 // origin) is left for it to judge.
 func (c Claims) Check(mesh, name, workload string, labels map[string]string, setByControlPlane func(string) bool) error {
+	// Values are quoted where they are shown and given as they would be
+	// typed where a fix names them (errtext.Arg): a line break in a claim
+	// must not break the message, nor the command it suggests.
+	q := func(s string) string { return strconv.Quote(errtext.Value(s)) }
 	if c.Mesh != "" && c.Mesh != mesh {
-		return fmt.Errorf("token is for mesh %q, not %q; issue one with --mesh %s", c.Mesh, mesh, mesh)
+		return fmt.Errorf("token is for mesh %s, not %s; issue one with --mesh %s", q(c.Mesh), q(mesh), errtext.Arg(mesh))
 	}
 	if c.Name != "" && c.Name != name {
-		return fmt.Errorf("token is bound to name %q, but this proxy is %q; set --name %s or issue a token without --name", c.Name, name, c.Name)
+		return fmt.Errorf("token is bound to name %s, but this proxy is %s; set --name %s or issue a token without --name", q(c.Name), q(name), errtext.Arg(c.Name))
 	}
 	for _, k := range slices.Sorted(maps.Keys(c.Tags)) {
 		v, ok := labels[k]
 		switch {
 		case setByControlPlane != nil && setByControlPlane(k):
 		case !ok:
-			return fmt.Errorf("token requires the label %s (one of %q), which this proxy does not have; add --label %s=<value> or issue a token without --tag %s", k, c.Tags[k], k, k)
+			return fmt.Errorf("token requires the label %s (one of %s), which this proxy does not have; add --label %s=<value> or issue a token without --tag %s", errtext.Arg(k), quoteAll(c.Tags[k]), errtext.Arg(k), errtext.Arg(k))
 		case !slices.Contains(c.Tags[k], v):
-			return fmt.Errorf("token allows label %s only as one of %q, but this proxy has %s=%s; change the label or issue a token for it", k, c.Tags[k], k, v)
+			return fmt.Errorf("token allows label %s only as one of %s, but this proxy has %s=%s; change the label or issue a token for it", errtext.Arg(k), quoteAll(c.Tags[k]), errtext.Arg(k), errtext.Arg(v))
 		}
 	}
 	if c.Workload != "" && c.Workload != workload {
-		return fmt.Errorf("token is bound to workload %q, but this proxy's workload is %q; set --workload %s or issue a token for this workload", c.Workload, workload, c.Workload)
+		return fmt.Errorf("token is bound to workload %s, but this proxy's workload is %s; set --workload %s or issue a token for this workload", q(c.Workload), q(workload), errtext.Arg(c.Workload))
 	}
 	return nil
+}
+
+// quoteAll shows a claim's list of values as Go quotes a list, each value
+// and the list cut if over-long.
+func quoteAll(vs []string) string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = strconv.Quote(errtext.Value(v))
+	}
+	return errtext.Value("[" + strings.Join(out, " ") + "]")
 }
 
 // TimeError says the token is not valid at the time the local clock gives,

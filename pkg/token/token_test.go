@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -90,7 +89,7 @@ func TestLoad(t *testing.T) {
 		{name: "the file wins", inline: "ignored", path: write("ok2", good, 0o600), mesh: "payments", mode: 0o600},
 		{name: "empty file", path: write("empty", " \n", 0o600), mode: 0o600, err: ErrEmpty},
 		{name: "not a JWT", path: write("bad", "garbage", 0o600), mode: 0o600, err: ErrNotJWT},
-		{name: "directory", path: dir, err: syscall.EISDIR},
+		{name: "directory", path: dir, err: ErrNotRegular},
 		{name: "missing", path: filepath.Join(dir, "none"), err: fs.ErrNotExist},
 	}
 	for _, tc := range cases {

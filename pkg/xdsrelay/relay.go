@@ -51,6 +51,7 @@ type Relay struct {
 	unreachableWarn throttle.Throttle // guarded by mu
 	upstream        Upstream
 	heldSince       time.Time // the current run of "already an active stream"
+	cacheRefusal    string    // why the cache could not be served, as last said
 	cacheFirst      bool      // Options.CacheFirst, until the first ADS session takes it
 	subs            *subscriptions
 

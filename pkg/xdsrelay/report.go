@@ -118,14 +118,26 @@ func (r *Relay) setUpstream(state UpstreamState) {
 	}
 }
 
-// usableCache is the snapshot Envoy may be served now, nil if none.
-func (r *Relay) usableCache() *lkgcache.Snapshot {
+// usableCache is the snapshot Envoy may be served now, nil if none; why
+// Envoy would be served it. Why not is said once per reason: the relay
+// asks every few hundred milliseconds while kuma-cp holds the stream.
+func (r *Relay) usableCache(why StreamError) *lkgcache.Snapshot {
 	if r.opts.Cache == nil {
 		return nil
 	}
 	s, err := r.opts.Cache.Usable()
 	if err != nil {
-		r.log.Warn("the control plane is unreachable and the cached configuration cannot be used", zap.String("reason", err.Error()))
+		msg := "the control plane is unreachable and the cached configuration cannot be used"
+		if why.Held {
+			msg = "kuma-cp still holds this proxy's previous stream and the cached configuration cannot be served meanwhile"
+		}
+		r.mu.Lock()
+		said := r.cacheRefusal == msg+err.Error()
+		r.cacheRefusal = msg + err.Error()
+		r.mu.Unlock()
+		if !said {
+			r.log.Warn(msg, zap.String("reason", err.Error()))
+		}
 		return nil
 	}
 	return s

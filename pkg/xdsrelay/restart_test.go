@@ -11,6 +11,8 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"go.uber.org/zap"
+	zapobserver "go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/protobuf/proto"
@@ -282,5 +284,31 @@ func TestEndlessRefusalsAreAnotherProxyWithTheName(t *testing.T) {
 	})
 	if st := r.State().Upstream.State; st != AnotherProxy {
 		t.Fatalf("upstream %s, want %s", st, AnotherProxy)
+	}
+}
+
+// While kuma-cp holds the stream and no cache may be served, the relay
+// asks again every few hundred milliseconds but says why not once.
+func TestHeldWithoutACacheIsSaidOnce(t *testing.T) {
+	p := newPKI(t)
+	cp := startHeldCP(t, p)
+	core, logs := zapobserver.New(zap.InfoLevel)
+	cache := openCache(t, t.TempDir()) // empty: nothing to serve
+	t.Cleanup(func() { _ = cache.Close(context.Background()) })
+	r := startRelay(t, p, cp.addr, staticToken("tok"), nil, func(o *Options) { o.Cache, o.Log = cache, zap.New(core) })
+	envoy := dialEnvoy(t, r, deltaMethod)
+	envoy.send(&discoveryv3.DeltaDiscoveryRequest{Node: node, TypeUrl: clusterType})
+	for range 4 {
+		<-cp.firsts
+	}
+	close(cp.release)
+	if resp := envoy.recvDelta(); resp.GetTypeUrl() != clusterType {
+		t.Fatalf("Envoy got %v", resp)
+	}
+	if n := logs.FilterMessageSnippet("cannot be served meanwhile").Len(); n != 1 {
+		t.Fatalf("said %d times why the cache is not served, want once", n)
+	}
+	if n := logs.FilterMessageSnippet("unreachable").Len(); n != 0 {
+		t.Fatalf("a held stream was called unreachable %d times", n)
 	}
 }

@@ -87,7 +87,7 @@ func (s *session) run(ctx context.Context) error {
 	if s.d.cacheable() && s.r.takeCacheFirst() {
 		// Envoy was started on the cache because the control plane did not
 		// answer: its first stream need not wait for another timeout.
-		if snap := s.r.usableCache(); snap != nil {
+		if snap := s.r.usableCache(StreamError{Unreachable: true}); snap != nil {
 			s.r.setUpstream(Unreachable)
 			return s.fromCache(ctx, snap, StreamError{Code: codes.Unavailable, Message: "the control plane did not answer the bootstrap request", Unreachable: true})
 		}
@@ -131,7 +131,7 @@ func (s *session) run(ctx context.Context) error {
 			// kuma-cp holds the stream of this node's previous run (a
 			// restart), or cannot be reached: Envoy serves its last-known-good
 			// configuration meanwhile, if it may.
-			if snap := s.r.usableCache(); snap != nil {
+			if snap := s.r.usableCache(se); snap != nil {
 				return s.fromCache(ctx, snap, se)
 			}
 		}

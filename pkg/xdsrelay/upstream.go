@@ -232,6 +232,8 @@ func (r *Relay) newConn(u *upstream) (*grpc.ClientConn, error) {
 			return d.DialContext(ctx, "tcp", addr)
 		}),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: r.opts.ConnectTimeout}),
+		// HTTP/2 pings show a control plane that stopped answering (keepalive.go).
+		grpc.WithKeepaliveParams(upstreamKeepalive),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecv), grpc.ForceCodecV2(rawCodec{})),
 		// Large windows: a snapshot of megabytes arrives in one round trip.
 		grpc.WithInitialWindowSize(16<<20), grpc.WithInitialConnWindowSize(16<<20),
