@@ -6,18 +6,16 @@ import (
 	"net"
 	"time"
 
+	collectorpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/zoneproxy/zoneproxy/pkg/meshmetric"
 	"github.com/zoneproxy/zoneproxy/pkg/throttle"
 	"github.com/zoneproxy/zoneproxy/pkg/version"
 )
-
-const exportMethod = "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export"
 
 // warnEvery keeps a missing collector from filling the log.
 const warnEvery = time.Minute
@@ -28,11 +26,10 @@ type backend struct {
 	name   string
 	p      *Pusher
 	conn   *grpc.ClientConn
+	client collectorpb.MetricsServiceClient
 	cancel context.CancelFunc
 	done   chan struct{}
 	warn   throttle.Throttle
-	enc    encoder
-	req    []byte // the last request's buffer, reused
 	epoch  envoyEpoch
 }
 
@@ -56,7 +53,8 @@ func (p *Pusher) start(name string, t target) (*backend, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &backend{target: t, name: name, p: p, conn: conn, cancel: cancel, done: make(chan struct{}), warn: throttle.Throttle{Every: warnEvery}}
+	b := &backend{target: t, name: name, p: p, conn: conn, client: collectorpb.NewMetricsServiceClient(conn),
+		cancel: cancel, done: make(chan struct{}), warn: throttle.Throttle{Every: warnEvery}}
 	go b.run(ctx)
 	return b, nil
 }
@@ -112,16 +110,15 @@ func (b *backend) push(ctx context.Context) error {
 	if len(fams) == 0 {
 		return nil
 	}
-	b.enc.points = newPoints(cfg.ExtraLabels, now, start)
-	b.req = b.enc.request(b.req[:0], resource(), "kuma", version.Version, fams)
-	var resp []byte
-	if err := b.conn.Invoke(ctx, exportMethod, &b.req, &resp, grpc.WaitForReady(true), grpc.ForceCodec(rawCodec{})); err != nil {
+	req := newConverter(cfg.ExtraLabels, now, start).request(resource(), "kuma", version.Version, fams)
+	resp, err := b.client.Export(ctx, req, grpc.WaitForReady(true))
+	if err != nil {
 		return err
 	}
 	b.p.counted(b.name, true)
-	if rejected, msg := partialSuccess(resp); rejected > 0 || msg != "" {
-		b.warn.Warn(b.p.log, "OpenTelemetry backend rejected part of the metrics",
-			zap.String("backend", b.name), zap.Int64("rejected_data_points", rejected), zap.String("message", msg))
+	if ps := resp.GetPartialSuccess(); ps.GetRejectedDataPoints() > 0 || ps.GetErrorMessage() != "" {
+		b.warn.Warn(b.p.log, "OpenTelemetry backend rejected part of the metrics", zap.String("backend", b.name),
+			zap.Int64("rejected_data_points", ps.GetRejectedDataPoints()), zap.String("message", ps.GetErrorMessage()))
 	}
 	return nil
 }
@@ -139,18 +136,6 @@ func statsQuery(cfg *meshmetric.Config) string {
 func resource() []meshmetric.Label {
 	return []meshmetric.Label{{Name: "service.name", Value: "zoneproxy"}, {Name: "service.version", Value: version.Version}}
 }
-
-// rawCodec sends the encoded request as it is and keeps the reply's bytes.
-type rawCodec struct{}
-
-func (rawCodec) Marshal(v any) ([]byte, error) { return *v.(*[]byte), nil }
-
-func (rawCodec) Unmarshal(data []byte, v any) error {
-	*v.(*[]byte) = append([]byte(nil), data...)
-	return nil
-}
-
-func (rawCodec) Name() string { return "proto" }
 
 // envoyEpoch is when the running Envoy's counters began, kept from push
 // to push. OTLP reads a cumulative series whose start time changes as a
@@ -187,45 +172,4 @@ func envoyStart(fams []meshmetric.Family, now time.Time) time.Time {
 		}
 	}
 	return time.Time{}
-}
-
-// partialSuccess reads ExportMetricsServiceResponse.partial_success
-// (field 1: rejected_data_points = 1, error_message = 2) from the reply's
-// raw bytes.
-func partialSuccess(raw []byte) (rejected int64, msg string) {
-	eachField(raw, func(num protowire.Number, typ protowire.Type, v []byte) {
-		if num != 1 || typ != protowire.BytesType {
-			return
-		}
-		inner, _ := protowire.ConsumeBytes(v)
-		eachField(inner, func(num protowire.Number, typ protowire.Type, v []byte) {
-			switch {
-			case num == 1 && typ == protowire.VarintType:
-				n, _ := protowire.ConsumeVarint(v)
-				rejected = int64(n)
-			case num == 2 && typ == protowire.BytesType:
-				s, _ := protowire.ConsumeBytes(v)
-				msg = string(s)
-			}
-		})
-	})
-	return rejected, msg
-}
-
-// eachField calls f with every field's number, type and encoded value,
-// stopping at the first malformed one.
-func eachField(raw []byte, f func(protowire.Number, protowire.Type, []byte)) {
-	for len(raw) > 0 {
-		num, typ, n := protowire.ConsumeTag(raw)
-		if n < 0 {
-			return
-		}
-		raw = raw[n:]
-		m := protowire.ConsumeFieldValue(num, typ, raw)
-		if m < 0 {
-			return
-		}
-		f(num, typ, raw[:m])
-		raw = raw[m:]
-	}
 }

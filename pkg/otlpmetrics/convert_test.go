@@ -1,14 +1,13 @@
 package otlpmetrics
 
 import (
-	"math"
 	"reflect"
 	"testing"
 	"time"
 
+	collectorpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	metricspb "go.opentelemetry.io/proto/otlp/metrics/v1"
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/zoneproxy/zoneproxy/pkg/meshmetric"
@@ -28,20 +27,24 @@ func flat(kvs []*commonpb.KeyValue) []string {
 	return out
 }
 
-// encode encodes a request and decodes it with the generated OTLP types.
-func encode(t *testing.T, text string) *metricspb.MetricsData {
+// encode builds a request, encodes it as the push does and decodes the
+// bytes into the generated request, as a collector would.
+func encode(t *testing.T, text string) *collectorpb.ExportMetricsServiceRequest {
 	t.Helper()
 	fams, err := meshmetric.ParseText(text)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := encoder{points: newPoints(map[string]string{"mesh": "payments", "kuma.proxy_role": "zone-egress"}, scrapeAt, startAt)}
-	raw := e.request(nil, resource(), "kuma", "1.2.3", fams)
-	var md metricspb.MetricsData
-	if err := proto.Unmarshal(raw, &md); err != nil {
-		t.Fatalf("the request does not decode as OTLP MetricsData: %v", err)
+	c := newConverter(map[string]string{"mesh": "payments", "kuma.proxy_role": "zone-egress"}, scrapeAt, startAt)
+	raw, err := proto.Marshal(c.request(resource(), "kuma", "1.2.3", fams))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return &md
+	var req collectorpb.ExportMetricsServiceRequest
+	if err := proto.Unmarshal(raw, &req); err != nil {
+		t.Fatalf("the request does not decode as an OTLP export: %v", err)
+	}
+	return &req
 }
 
 func convertOne(t *testing.T, text string) *metricspb.Metric {
@@ -50,9 +53,6 @@ func convertOne(t *testing.T, text string) *metricspb.Metric {
 	ms := md.ResourceMetrics[0].ScopeMetrics[0].Metrics
 	if len(ms) != 1 {
 		t.Fatalf("got %d metrics; want 1", len(ms))
-	}
-	if len(ms[0].ProtoReflect().GetUnknown()) > 0 {
-		t.Fatalf("metric has fields OTLP does not define: %v", ms[0])
 	}
 	return ms[0]
 }
@@ -287,34 +287,5 @@ func TestEnvoyStartStaysPutAcrossPushes(t *testing.T) {
 	}
 	if got := e.start(nil, scrapeAt.Add(2*time.Minute)); !got.IsZero() {
 		t.Errorf("without uptime: start %v, want zero", got)
-	}
-}
-
-func TestPartialSuccessIsRead(t *testing.T) {
-	inner := protowire.AppendTag(nil, 1, protowire.VarintType)
-	inner = protowire.AppendVarint(inner, 3)
-	inner = protowire.AppendTag(inner, 2, protowire.BytesType)
-	inner = protowire.AppendString(inner, "bad name")
-	raw := protowire.AppendTag(nil, 7, protowire.Fixed64Type) // unknown field first
-	raw = protowire.AppendFixed64(raw, math.Float64bits(1))
-	raw = protowire.AppendTag(raw, 1, protowire.BytesType)
-	raw = protowire.AppendBytes(raw, inner)
-	tests := []struct {
-		name     string
-		raw      []byte
-		rejected int64
-		msg      string
-	}{
-		{"empty reply", nil, 0, ""},
-		{"partial success", raw, 3, "bad name"},
-		{"truncated", raw[:len(raw)-3], 0, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r, m := partialSuccess(tt.raw)
-			if r != tt.rejected || m != tt.msg {
-				t.Errorf("got %d %q; want %d %q", r, m, tt.rejected, tt.msg)
-			}
-		})
 	}
 }

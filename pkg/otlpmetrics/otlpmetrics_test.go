@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
+	collectorpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	metricspb "go.opentelemetry.io/proto/otlp/metrics/v1"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/zoneproxy/zoneproxy/pkg/meshmetric"
 )
@@ -43,10 +43,18 @@ envoy_cluster_upstream_rq_time_sum{envoy_cluster_name="httpbin_80"} 21.5
 envoy_cluster_upstream_rq_time_count{envoy_cluster_name="httpbin_80"} 4
 `
 
-// collector stands in for Envoy's direct-mode OTLP listener.
+// collector stands in for Envoy's direct-mode OTLP listener: the generated
+// MetricsService server, which decodes each push into the generated request.
 type collector struct {
+	collectorpb.UnimplementedMetricsServiceServer
 	socket string
-	pushes chan *metricspb.MetricsData
+	pushes chan *collectorpb.ExportMetricsServiceRequest
+	reply  *collectorpb.ExportMetricsServiceResponse
+}
+
+func (c *collector) Export(_ context.Context, req *collectorpb.ExportMetricsServiceRequest) (*collectorpb.ExportMetricsServiceResponse, error) {
+	c.pushes <- req
+	return c.reply, nil
 }
 
 func shortDir(t *testing.T) string {
@@ -60,30 +68,25 @@ func shortDir(t *testing.T) string {
 
 func startCollector(t *testing.T, socket string) *collector {
 	t.Helper()
-	c := &collector{socket: socket, pushes: make(chan *metricspb.MetricsData, 1000)}
+	return startCollectorReplying(t, socket, &collectorpb.ExportMetricsServiceResponse{})
+}
+
+// startCollectorReplying answers every push with reply.
+func startCollectorReplying(t *testing.T, socket string, reply *collectorpb.ExportMetricsServiceResponse) *collector {
+	t.Helper()
+	c := &collector{socket: socket, pushes: make(chan *collectorpb.ExportMetricsServiceRequest, 1000), reply: reply}
 	ln, err := net.Listen("unix", socket)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := grpc.NewServer()
-	s.RegisterService(&grpc.ServiceDesc{
-		ServiceName: "opentelemetry.proto.collector.metrics.v1.MetricsService",
-		HandlerType: (*any)(nil),
-		Methods: []grpc.MethodDesc{{MethodName: "Export", Handler: func(_ any, _ context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
-			var req metricspb.MetricsData
-			if err := dec(&req); err != nil {
-				return nil, err
-			}
-			c.pushes <- &req
-			return &emptypb.Empty{}, nil
-		}}},
-	}, nil)
+	collectorpb.RegisterMetricsServiceServer(s, c)
 	go s.Serve(ln)
 	t.Cleanup(s.Stop)
 	return c
 }
 
-func (c *collector) await(t *testing.T) *metricspb.MetricsData {
+func (c *collector) await(t *testing.T) *collectorpb.ExportMetricsServiceRequest {
 	t.Helper()
 	select {
 	case m := <-c.pushes:
@@ -327,6 +330,31 @@ func TestMissingSocketIsRetriedEveryIntervalAndWarnedRateLimited(t *testing.T) {
 
 	c := startCollector(t, socket)
 	c.await(t)
+}
+
+// A collector that takes the push but rejects some points: the push counts
+// as an export, and the rejection is warned with the collector's figures.
+func TestPartialSuccessIsWarned(t *testing.T) {
+	c := startCollectorReplying(t, filepath.Join(shortDir(t), "c.sock"), &collectorpb.ExportMetricsServiceResponse{
+		PartialSuccess: &collectorpb.ExportMetricsPartialSuccess{RejectedDataPoints: 3, ErrorMessage: "bad name"},
+	})
+	core, logs := observer.New(zapcore.WarnLevel)
+	p := newPusher(t, newEnvoy(), zap.New(core))
+	p.Apply(config(t, "20ms", map[string]string{"c": c.socket}))
+	c.await(t)
+	c.await(t) // the first push has read its reply
+
+	warned := logs.FilterMessage("OpenTelemetry backend rejected part of the metrics").
+		FilterField(zap.Int64("rejected_data_points", 3)).FilterField(zap.String("message", "bad name"))
+	if warned.Len() != 1 {
+		t.Fatalf("warnings %v; want one naming 3 rejected points and the collector's message", logs.All())
+	}
+	var out strings.Builder
+	p.WriteMetrics(&out)
+	if !strings.Contains(out.String(), `zoneproxy_otlp_exports_total{backend="c",outcome="failure"} 0`) ||
+		strings.Contains(out.String(), `outcome="success"} 0`) {
+		t.Errorf("a partial success is an export:\n%s", out.String())
+	}
 }
 
 func TestNewNeedsStats(t *testing.T) {
