@@ -201,7 +201,7 @@ func (c *checklist) checkToken(cfg *config.Config) {
 		desc += fmt.Sprintf(", workload %q", claims.Workload)
 	}
 	if claims.ExpiresAt != nil {
-		desc += ", expires " + time.Unix(*claims.ExpiresAt, 0).UTC().Format(time.RFC3339)
+		desc += ", expires " + claims.ExpiresAt.UTC().Format(time.RFC3339)
 	}
 	c.ok("dataplane token is a JWT %s", desc)
 }

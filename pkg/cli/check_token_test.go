@@ -14,7 +14,7 @@ import (
 // check describes the token run would send, from the file or inline.
 func TestCheckToken(t *testing.T) {
 	enc := base64.RawURLEncoding.EncodeToString
-	tok := enc([]byte(`{"alg":"RS256"}`)) + "." + enc([]byte(`{"Mesh":"payments","Workload":"zp","exp":1900000000}`)) + ".s3cr3tsig"
+	tok := enc([]byte(`{"alg":"RS256"}`)) + "." + enc([]byte(`{"Mesh":"payments","Workload":"zp","exp":1900000000}`)) + ".czNjcjN0c2ln"
 	file := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(file, []byte(tok+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -37,7 +37,7 @@ func TestCheckToken(t *testing.T) {
 			if !strings.HasPrefix(out.String(), tc.want) {
 				t.Errorf("check says %q, want %q", out.String(), tc.want)
 			}
-			if strings.Contains(out.String(), "s3cr3tsig") {
+			if strings.Contains(out.String(), "czNjcjN0c2ln") {
 				t.Error("the token is printed")
 			}
 		})

@@ -28,7 +28,7 @@ func valid() Config {
 
 func tokenFileContent(claims string) string {
 	enc := base64.RawURLEncoding.EncodeToString
-	return enc([]byte(`{"alg":"RS256","kid":"1"}`)) + "." + enc([]byte(claims)) + ".sig"
+	return enc([]byte(`{"alg":"RS256","kid":"1"}`)) + "." + enc([]byte(claims)) + ".c2ln"
 }
 
 func tokenFile(t *testing.T, claims string, mode os.FileMode) string {
@@ -122,7 +122,7 @@ func TestValidate(t *testing.T) {
 			nil, []string{"mode 0644"}},
 		{"inline token warns", func(t *testing.T, c *Config) {
 			enc := base64.RawURLEncoding.EncodeToString
-			c.DataplaneToken = enc([]byte(`{"alg":"RS256"}`)) + "." + enc([]byte(`{}`)) + ".s"
+			c.DataplaneToken = enc([]byte(`{"alg":"RS256"}`)) + "." + enc([]byte(`{}`)) + ".c2ln"
 		}, nil, []string{"process list"}},
 		{"address is a host name", func(_ *testing.T, c *Config) { c.Address = "zp1.example.internal" },
 			[]string{`--address: "zp1.example.internal" is not an IP address`}, nil},

@@ -17,7 +17,7 @@ import (
 // being read, whatever waits or never ends behind it.
 func TestReadFileRefusesWhatIsNoTokenFile(t *testing.T) {
 	dir := t.TempDir()
-	good := jwt(`{"Mesh":"payments"}`)
+	good := fakeJWT(`{"Mesh":"payments"}`)
 	regular := filepath.Join(dir, "token")
 	if err := os.WriteFile(regular, []byte(good+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -129,7 +129,7 @@ func TestReadRaw(t *testing.T) {
 // else can read it.
 func TestLoadReportsOwnership(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(path, []byte(jwt(`{}`)), 0o640); err != nil {
+	if err := os.WriteFile(path, []byte(fakeJWT(`{}`)), 0o640); err != nil {
 		t.Fatal(err)
 	}
 	c, err := Load("", path)
@@ -146,7 +146,7 @@ func TestLoadReportsOwnership(t *testing.T) {
 // up nor is read; one that grows after its size was taken is read no
 // further than the cap.
 func TestReadFileRechecksWhatItOpened(t *testing.T) {
-	good := jwt(`{"Mesh":"payments"}`)
+	good := fakeJWT(`{"Mesh":"payments"}`)
 	cases := []struct {
 		name string
 		at   string

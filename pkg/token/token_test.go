@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-func jwt(claims string) string {
+func fakeJWT(claims string) string {
 	enc := base64.RawURLEncoding.EncodeToString
 	return enc([]byte(`{"alg":"RS256","kid":"1","typ":"JWT"}`)) + "." + enc([]byte(claims)) + ".c2ln"
 }
@@ -21,23 +21,25 @@ func TestCheck(t *testing.T) {
 	cases := []struct {
 		name, raw, want string
 	}{
-		{"mesh-wide token", jwt(`{"Mesh":"payments","exp":1900000000,"nbf":1700000000}`), ""},
-		{"workload-bound", jwt(`{"Mesh":"payments","Workload":"zp-egress"}`), ""},
-		{"unbound", jwt(`{}`), ""},
-		{"expired", jwt(`{"Mesh":"payments","exp":1700000000}`), "token expired at 2023-11-14T22:13:20Z (the clock says 2027-01-15T08:00:00Z)"},
-		{"expires this second", jwt(`{"exp":1800000000}`), "expired"},
-		{"not yet valid", jwt(`{"Mesh":"payments","nbf":1800000001}`), "not valid before 2027-01-15T08:00:01Z"},
-		{"other mesh", jwt(`{"Mesh":"billing"}`), `for mesh "billing"`},
-		{"other workload", jwt(`{"Workload":"zp-ingress"}`), `workload "zp-ingress"`},
-		{"other name", jwt(`{"Name":"other"}`), `name "other"`},
-		{"tag the proxy has", jwt(`{"Mesh":"payments","Tags":{"team":["payments","core"]}}`), ""},
-		{"tag the proxy lacks", jwt(`{"Tags":{"kuma.io/service":["legacy"]}}`), "token requires the label kuma.io/service"},
-		{"tag with a value not allowed", jwt(`{"Tags":{"team":["billing"]}}`), `allows label team only as one of ["billing"], but this proxy has team=payments`},
-		{"tag the control plane sets", jwt(`{"Tags":{"kuma.io/zone":["zone-1"]}}`), ""},
-		{"token wrapped over lines", jwt(`{"Mesh":"payments"}`)[:30] + "\n" + jwt(`{"Mesh":"payments"}`)[30:], "line break"},
+		{"mesh-wide token", fakeJWT(`{"Mesh":"payments","exp":1900000000,"nbf":1700000000}`), ""},
+		{"workload-bound", fakeJWT(`{"Mesh":"payments","Workload":"zp-egress"}`), ""},
+		{"unbound", fakeJWT(`{}`), ""},
+		{"expired", fakeJWT(`{"Mesh":"payments","exp":1700000000}`), "token expired at 2023-11-14T22:13:20Z (the clock says 2027-01-15T08:00:00Z)"},
+		{"expires this second", fakeJWT(`{"exp":1800000000}`), "expired"},
+		{"a fractional expiry, still valid", fakeJWT(`{"Mesh":"payments","exp":1900000000.5}`), ""},
+		{"a fractional expiry, past", fakeJWT(`{"Mesh":"payments","exp":1700000000.25}`), "token expired at 2023-11-14T22:13:20Z"},
+		{"not yet valid", fakeJWT(`{"Mesh":"payments","nbf":1800000001}`), "not valid before 2027-01-15T08:00:01Z"},
+		{"other mesh", fakeJWT(`{"Mesh":"billing"}`), `for mesh "billing"`},
+		{"other workload", fakeJWT(`{"Workload":"zp-ingress"}`), `workload "zp-ingress"`},
+		{"other name", fakeJWT(`{"Name":"other"}`), `name "other"`},
+		{"tag the proxy has", fakeJWT(`{"Mesh":"payments","Tags":{"team":["payments","core"]}}`), ""},
+		{"tag the proxy lacks", fakeJWT(`{"Tags":{"kuma.io/service":["legacy"]}}`), "token requires the label kuma.io/service"},
+		{"tag with a value not allowed", fakeJWT(`{"Tags":{"team":["billing"]}}`), `allows label team only as one of ["billing"], but this proxy has team=payments`},
+		{"tag the control plane sets", fakeJWT(`{"Tags":{"kuma.io/zone":["zone-1"]}}`), ""},
+		{"token wrapped over lines", fakeJWT(`{"Mesh":"payments"}`)[:30] + "\n" + fakeJWT(`{"Mesh":"payments"}`)[30:], "line break"},
 		{"not a JWT", "garbage", "not a JWT"},
-		{"header without alg", base64.RawURLEncoding.EncodeToString([]byte(`{}`)) + ".e30.x", "no alg"},
-		{"claims not JSON", jwt(`nope`), "claims"},
+		{"header without alg", base64.RawURLEncoding.EncodeToString([]byte(`{}`)) + ".e30.x", "alg"},
+		{"claims not JSON", fakeJWT(`nope`), "claim"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -77,7 +79,7 @@ func TestLoad(t *testing.T) {
 		}
 		return path
 	}
-	good := jwt(`{"Mesh":"payments"}`)
+	good := fakeJWT(`{"Mesh":"payments"}`)
 	cases := []struct {
 		name, inline, path string
 		mesh               string
