@@ -88,7 +88,27 @@ func New(o Options) *Agent {
 }
 
 // Run blocks until the zone proxy stops. Cancelling ctx is the stop
-// signal. The error's exit code is exitcode.Of(err).
+// signal. The error's exit code is exitcode.Of(err). Every way out:
+//
+//  1. A stop (ctx cancelled: SIGTERM, SIGINT, SIGHUP) while waiting for the
+//     mesh, the control plane or `envoy --version`: nil, at once.
+//  2. A stop while Envoy starts: Envoy is stopped without a drain; nil.
+//  3. A stop while serving: a zone egress first leaves kuma-cp's egress set
+//     (withdraw.go), then Envoy fails its health checks and drains
+//     (--drain-min to --drain-time; a second signal, Options.Hurry, cuts
+//     both short), then Envoy is stopped (SIGTERM, SIGKILL after
+//     StopGrace) and the cache written; nil. So also during DRAINED.
+//  4. Envoy exits by itself while serving: ErrEnvoyExited (exit 1), so the
+//     supervisor restarts both; during a stop it is a clean stop (nil).
+//  5. A configuration the control plane refuses for good, an untrusted or
+//     shared work or state dir, a port refused, a broken --envoy-binary:
+//     exit 78, before Envoy starts.
+//  6. What a restart may cure before Envoy starts (a port in use, an
+//     address not up yet, a full disk, --bootstrap-timeout, Envoy failing
+//     to start): exit 1.
+//
+// A drain (`zoneproxy drain`), an undrain and a zone port freed after a
+// failed bind restart Envoy in place; none of them ends Run.
 func (a *Agent) Run(ctx context.Context) (err error) {
 	defer func() {
 		if err != nil {
