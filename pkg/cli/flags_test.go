@@ -42,7 +42,7 @@ func TestEachCommandTakesOnlyTheFlagsItUses(t *testing.T) {
 		// check validates everything run would: it takes run's flags.
 		{path: []string{"run"}, exactly: runFlags},
 		{path: []string{"check"}, exactly: runFlags},
-		{path: []string{"version"}, exactly: []string{}},
+		{path: []string{"version"}, exactly: []string{"output"}},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.path, " "), func(t *testing.T) {

@@ -4,6 +4,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -32,19 +33,37 @@ readiness, and drains Envoy gracefully on stop.`,
 			return usageError{"which command? " + strings.Join(commandNames(cmd), ", ")}
 		},
 	}
+	// --version is `zoneproxy version`, as other tools have it.
+	root.Version = version.Version
+	root.SetVersionTemplate(version.String() + "\n")
 	root.AddCommand(newRunCommand(), newCheckCommand(), newDrainCommand(), newUndrainCommand(), newRenderCommand(), newBootstrapCommand(), newVersionCommand())
 	return root
 }
 
 func newVersionCommand() *cobra.Command {
-	return &cobra.Command{
+	var output string
+	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the version and commit",
-		Args:  noArgs,
-		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintln(cmd.OutOrStdout(), version.String())
+		Long: `Print the version and commit. -o json prints an object with the stable
+fields version, commit, buildDate, kuma and envoy.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch output {
+			case "", "text":
+				fmt.Fprintln(cmd.OutOrStdout(), version.String())
+			case "json":
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(version.Current())
+			default:
+				return usageError{fmt.Sprintf("--output %q: use text or json", output)}
+			}
+			return nil
 		},
 	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	return cmd
 }
 
 // Main runs the command line and returns the process exit code.

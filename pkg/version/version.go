@@ -29,6 +29,21 @@ func String() string {
 	return fmt.Sprintf("zoneproxy %s (commit %s, built %s; for Kuma %s, Envoy %s)", Version, Commit, BuildDate, Kuma, minor(Envoy)+".x")
 }
 
+// Info is the build as `zoneproxy version -o json` prints it; its field
+// names are stable.
+type Info struct {
+	Version   string `json:"version"`
+	Commit    string `json:"commit"`
+	BuildDate string `json:"buildDate"`
+	Kuma      string `json:"kuma"`  // the Kuma release it speaks for
+	Envoy     string `json:"envoy"` // the Envoy releases that Kuma release is tested with, e.g. 1.39.x
+}
+
+// Current is this build's Info.
+func Current() Info {
+	return Info{Version: Version, Commit: Commit, BuildDate: BuildDate, Kuma: Kuma, Envoy: ExpectedEnvoy()}
+}
+
 // EnvoyCompatible reports whether an Envoy of version v is the minor
 // release Kuma expects (kuma-dp's `~<expected>` constraint).
 func EnvoyCompatible(v string) bool {
