@@ -87,6 +87,9 @@ func runChecks(ctx context.Context, w io.Writer, cfg *config.Config, running *in
 	c := &checklist{w: w}
 	fmt.Fprintf(w, "zoneproxy check: mesh %q, role %s, Dataplane %q\n", cfg.Mesh, cfg.Role, cfg.Name)
 	c.ok("configuration is valid")
+	if cfg.AddressChosen != "" {
+		c.note("address %s: %s (set --address to choose another)", cfg.Address, cfg.AddressChosen)
+	}
 
 	found, err := preflight.Envoy(ctx, cfg.EnvoyBinary, cfg.StateDir)
 	ev := found.Version

@@ -52,7 +52,7 @@ var settings = []setting{
 	{"name", text, "", "Dataplane name (default zone-proxy-<mesh>-<role>-<short hostname>)"},
 	{"workload", text, "", "kuma.io/workload label (default zone-proxy-<mesh>-<role>)"},
 	{"label", list, "", "extra Dataplane label key=value (repeatable; k=v,k2=v2 in the environment)"},
-	{"address", text, "", "IP zone peers reach this proxy on; Envoy binds it (default: the host's first non-loopback IPv4)"},
+	{"address", text, "", "IP zone peers reach this proxy on; Envoy binds it (default: the IPv4 address of the interface the default route leaves through)"},
 	{"ingress-port", number, itoa(config.DefaultIngressPort), "ZoneIngress listener port"},
 	{"egress-port", number, itoa(config.DefaultEgressPort), "ZoneEgress listener port"},
 	{"admin-port", number, itoa(config.DefaultAdminPort), "port the control plane exposes Envoy's admin/readiness on at --address; distinct per zone proxy on a host"},

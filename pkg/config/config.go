@@ -31,10 +31,13 @@ type Config struct {
 	Workload string
 	Labels   map[string]string
 
-	Address     string
-	IngressPort int
-	EgressPort  int
-	AdminPort   int
+	Address string
+	// AddressChosen says why Address is what it is when it was not given
+	// (e.g. the interface of the default route); "" when it was.
+	AddressChosen string
+	IngressPort   int
+	EgressPort    int
+	AdminPort     int
 
 	CPAddress          string
 	CACertFile         string

@@ -13,11 +13,11 @@ import (
 // Host is what defaults are derived from; tests pass their own.
 type Host struct {
 	Hostname         string
-	FirstIPv4        string        // first non-loopback IPv4, "" if none
-	lookupIPv4       func() string // reads FirstIPv4 when needed: the interface table costs 0.2 ms
-	RuntimeDirectory string        // $RUNTIME_DIRECTORY, set by systemd
-	StateDirectory   string        // $STATE_DIRECTORY, set by systemd
-	XDGStateHome     string        // $XDG_STATE_HOME, else ~/.local/state
+	FirstIPv4        string                           // the default address, "" if none
+	lookupIPv4       func() (address, because string) // finds the default address when needed
+	RuntimeDirectory string                           // $RUNTIME_DIRECTORY, set by systemd
+	StateDirectory   string                           // $STATE_DIRECTORY, set by systemd
+	XDGStateHome     string                           // $XDG_STATE_HOME, else ~/.local/state
 }
 
 // LocalHost reads the running machine.
@@ -32,25 +32,65 @@ func LocalHost() Host {
 	// systemd lists several directories separated by ":" when the unit
 	// names several; the first is this instance's.
 	stateDir, _, _ := strings.Cut(os.Getenv("STATE_DIRECTORY"), ":")
-	return Host{Hostname: h, lookupIPv4: firstIPv4, RuntimeDirectory: os.Getenv("RUNTIME_DIRECTORY"),
+	return Host{Hostname: h, lookupIPv4: defaultAddress, RuntimeDirectory: os.Getenv("RUNTIME_DIRECTORY"),
 		StateDirectory: stateDir, XDGStateHome: state}
 }
 
-func firstIPv4() string {
+// defaultAddress is the IPv4 address of the interface the default route
+// leaves through (the lowest metric in /proc/net/route), the source address
+// other hosts see; without a default route, the first one up in interface
+// order. Interface order alone is a guess on a host with several NICs.
+func defaultAddress() (string, string) {
+	if route, err := os.ReadFile("/proc/net/route"); err == nil {
+		if name := defaultRouteInterface(string(route)); name != "" {
+			if ifc, err := net.InterfaceByName(name); err == nil {
+				if ip := firstGlobalIPv4(ifc); ip != "" {
+					return ip, "the address of " + name + ", the interface of the default route"
+				}
+			}
+		}
+	}
 	ifaces, err := net.Interfaces()
 	if err != nil {
-		return ""
+		return "", ""
 	}
 	for _, ifc := range ifaces {
 		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
 			continue
 		}
-		addrs, _ := ifc.Addrs()
-		for _, a := range addrs {
-			if ipn, ok := a.(*net.IPNet); ok {
-				if ip4 := ipn.IP.To4(); ip4 != nil && !ip4.IsLoopback() && !ip4.IsLinkLocalUnicast() {
-					return ip4.String()
-				}
+		if ip := firstGlobalIPv4(&ifc); ip != "" {
+			return ip, "the first address of " + ifc.Name + ": there is no default route"
+		}
+	}
+	return "", ""
+}
+
+// defaultRouteInterface reads /proc/net/route: the interface of the
+// default route (destination and mask 0) with the lowest metric.
+func defaultRouteInterface(table string) string {
+	best, bestMetric := "", -1
+	for _, line := range strings.Split(table, "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 8 || f[1] != "00000000" || f[7] != "00000000" {
+			continue
+		}
+		var metric int
+		if _, err := fmt.Sscan(f[6], &metric); err != nil {
+			continue
+		}
+		if bestMetric < 0 || metric < bestMetric {
+			best, bestMetric = f[0], metric
+		}
+	}
+	return best
+}
+
+func firstGlobalIPv4(ifc *net.Interface) string {
+	addrs, _ := ifc.Addrs()
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok {
+			if ip4 := ipn.IP.To4(); ip4 != nil && !ip4.IsLoopback() && !ip4.IsLinkLocalUnicast() {
+				return ip4.String()
 			}
 		}
 	}
@@ -68,9 +108,9 @@ func (c *Config) Complete(h Host) {
 		c.Workload = keepingTail(dataplane.SanitizeLabel, 63, "zone-proxy-"+c.Mesh, "-"+string(c.Role))
 	}
 	if c.Address == "" {
-		c.Address = h.FirstIPv4
+		c.Address, c.AddressChosen = h.FirstIPv4, "the host's default"
 		if c.Address == "" && h.lookupIPv4 != nil {
-			c.Address = h.lookupIPv4()
+			c.Address, c.AddressChosen = h.lookupIPv4()
 		}
 	}
 	if c.WorkDir == "" {

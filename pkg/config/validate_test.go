@@ -207,7 +207,7 @@ func TestValidEnvoyLoggerNameAgreesWithItsExpression(t *testing.T) {
 // The interface table is read only when --address is not given.
 func TestCompleteLooksUpTheAddressOnlyWhenNeeded(t *testing.T) {
 	looked := 0
-	h := Host{Hostname: "vm", lookupIPv4: func() string { looked++; return "10.0.0.7" }}
+	h := Host{Hostname: "vm", lookupIPv4: func() (string, string) { looked++; return "10.0.0.7", "the address of eth0" }}
 	given := Config{Mesh: "m", Role: RoleEgress, Address: "192.0.2.1"}
 	given.Complete(h)
 	if looked != 0 || given.Address != "192.0.2.1" {
@@ -241,6 +241,26 @@ func TestDerivedNamesKeepTheRole(t *testing.T) {
 				t.Errorf("mesh of %d: %s and %s share the name %q", len(mesh), other, role, c.Name)
 			}
 			workloads[c.Workload], names[c.Name] = role, role
+		}
+	}
+}
+
+// The default address is the default route's interface's, the one with the
+// lowest metric, not the first interface in the kernel's order.
+func TestDefaultRouteInterface(t *testing.T) {
+	const head = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n"
+	tests := []struct {
+		name, table, want string
+	}{
+		{"one default route", head + "eth0\t00000000\t010200C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\neth0\t000200C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n", "eth0"},
+		{"the lowest metric wins", head + "eth0\t00000000\t0100000A\t0003\t0\t0\t600\t00000000\t0\t0\t0\neth1\t00000000\t010010AC\t0003\t0\t0\t100\t00000000\t0\t0\t0\n", "eth1"},
+		{"no default route", head + "eth0\t000200C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n", ""},
+		{"a host route to 0.0.0.0/32 is no default", head + "eth0\t00000000\t00000000\t0005\t0\t0\t0\tFFFFFFFF\t0\t0\t0\n", ""},
+		{"empty", "", ""},
+	}
+	for _, tt := range tests {
+		if got := defaultRouteInterface(tt.table); got != tt.want {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
 		}
 	}
 }
