@@ -14,6 +14,8 @@ import (
 	"time"
 	"unsafe"
 
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/expfmt"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -59,11 +61,15 @@ func startStreamer(t *testing.T, opts Options) *Streamer {
 	return s
 }
 
-// metric is the value of one sample of s's metrics, "" if absent.
+// metric is the value of one sample of s's metrics as a scrape shows it,
+// "" if absent.
 func metric(s *Streamer, sample string) string {
-	var buf bytes.Buffer
-	s.WriteMetrics(&buf)
-	sc := bufio.NewScanner(&buf)
+	name, _, _ := strings.Cut(sample, "{")
+	page, err := promtest.CollectAndFormat(s.Metrics(), expfmt.TypeTextPlain, name)
+	if err != nil {
+		panic(err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(page))
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), sample+" "); ok {
 			return v

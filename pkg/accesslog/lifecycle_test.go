@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -201,32 +202,30 @@ func TestMetricsNameEveryBackendOnceUnderOneHeader(t *testing.T) {
 		return metric(s, `zoneproxy_accesslog_backend_connected{backend="`+first+`"}`) == "1" &&
 			metric(s, `zoneproxy_accesslog_backend_connected{backend="`+second+`"}`) == "1"
 	})
-	var out bytes.Buffer
-	s.WriteMetrics(&out)
-	want := `# HELP zoneproxy_accesslog_lines_read_total Lines read from the access-log FIFO.
-# TYPE zoneproxy_accesslog_lines_read_total counter
-zoneproxy_accesslog_lines_read_total 3
-# HELP zoneproxy_accesslog_lines_forwarded_total Lines written to an access-log backend.
-# TYPE zoneproxy_accesslog_lines_forwarded_total counter
-zoneproxy_accesslog_lines_forwarded_total{backend="FIRST"} 1
-zoneproxy_accesslog_lines_forwarded_total{backend="SECOND"} 1
+	want := `# HELP zoneproxy_accesslog_backend_connected 1 while a connection to the access-log backend is open.
+# TYPE zoneproxy_accesslog_backend_connected gauge
+zoneproxy_accesslog_backend_connected{backend="FIRST"} 1
+zoneproxy_accesslog_backend_connected{backend="SECOND"} 1
 # HELP zoneproxy_accesslog_lines_dropped_total Lines dropped, by backend ("" when the line could not be parsed or its backend was closed as idle) and reason.
 # TYPE zoneproxy_accesslog_lines_dropped_total counter
+zoneproxy_accesslog_lines_dropped_total{backend="",reason="idle"} 0
 zoneproxy_accesslog_lines_dropped_total{backend="",reason="invalid"} 1
 zoneproxy_accesslog_lines_dropped_total{backend="",reason="too_long"} 0
-zoneproxy_accesslog_lines_dropped_total{backend="",reason="idle"} 0
 zoneproxy_accesslog_lines_dropped_total{backend="FIRST",reason="queue_full"} 0
 zoneproxy_accesslog_lines_dropped_total{backend="FIRST",reason="write_failed"} 0
 zoneproxy_accesslog_lines_dropped_total{backend="SECOND",reason="queue_full"} 0
 zoneproxy_accesslog_lines_dropped_total{backend="SECOND",reason="write_failed"} 0
-# HELP zoneproxy_accesslog_backend_connected 1 while a connection to the access-log backend is open.
-# TYPE zoneproxy_accesslog_backend_connected gauge
-zoneproxy_accesslog_backend_connected{backend="FIRST"} 1
-zoneproxy_accesslog_backend_connected{backend="SECOND"} 1
+# HELP zoneproxy_accesslog_lines_forwarded_total Lines written to an access-log backend.
+# TYPE zoneproxy_accesslog_lines_forwarded_total counter
+zoneproxy_accesslog_lines_forwarded_total{backend="FIRST"} 1
+zoneproxy_accesslog_lines_forwarded_total{backend="SECOND"} 1
+# HELP zoneproxy_accesslog_lines_read_total Lines read from the access-log FIFO.
+# TYPE zoneproxy_accesslog_lines_read_total counter
+zoneproxy_accesslog_lines_read_total 3
 `
 	want = strings.NewReplacer("FIRST", first, "SECOND", second).Replace(want)
-	if out.String() != want {
-		t.Errorf("metrics:\n%s\nwant:\n%s", out.String(), want)
+	if err := promtest.CollectAndCompare(s.Metrics(), strings.NewReader(want)); err != nil {
+		t.Error(err)
 	}
 }
 

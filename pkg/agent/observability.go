@@ -3,8 +3,8 @@ package agent
 import (
 	"context"
 	"fmt"
-	"io"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/zoneproxy/zoneproxy/pkg/accesslog"
@@ -21,7 +21,7 @@ import (
 // configuration that tells both (and the OTLP pusher) the policy in force.
 type observability struct {
 	log       *zap.Logger
-	metrics   interface{ AddSource(func(io.Writer)) }
+	metrics   interface{ Register(prometheus.Collector) }
 	accessLog *accesslog.Streamer
 	hijacker  *meshmetric.Server
 	pusher    *otlpmetrics.Pusher
@@ -68,8 +68,8 @@ func (a *Agent) startObservability(workDir string, stats func(ctx context.Contex
 // register adds the access log's and the pusher's counters to /metrics,
 // once Envoy is launched on them.
 func (o *observability) register() {
-	o.metrics.AddSource(o.accessLog.WriteMetrics)
-	o.metrics.AddSource(o.pusher.WriteMetrics)
+	o.metrics.Register(o.accessLog.Metrics())
+	o.metrics.Register(o.pusher.Metrics())
 }
 
 // poll follows Envoy's dynamic configuration listener until close.
@@ -82,7 +82,7 @@ func (o *observability) poll(workDir string) error {
 	if err != nil {
 		return err
 	}
-	o.metrics.AddSource(p.WriteMetrics)
+	o.metrics.Register(p.Metrics())
 	ctx, cancel := context.WithCancel(context.Background())
 	o.stopPoll, o.polled = cancel, make(chan struct{})
 	go func() {

@@ -150,7 +150,7 @@ func (a *Agent) startRelay(wd *workDir, doc []byte, fromCache *lkgcache.Snapshot
 		return nil, nil, classify(fmt.Errorf("cannot serve Envoy's xDS on %s: %w", wd.file(relaySocket), listenErr))
 	}
 	x.relay = relay
-	a.opts.Metrics.AddSource(relay.WriteMetrics)
+	a.opts.Metrics.Register(relay.Metrics())
 	return x, res.YAML, nil
 }
 

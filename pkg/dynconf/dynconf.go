@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/zoneproxy/zoneproxy/pkg/metrics"
@@ -238,20 +239,35 @@ func (p *Poller) count(c *uint64) {
 	p.mu.Unlock()
 }
 
-// WriteMetrics writes the poller's counters in Prometheus text format.
-func (p *Poller) WriteMetrics(w io.Writer) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	family := func(name, help string, value func(*pathState) uint64) {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n", name, help, name)
-		for _, ps := range p.paths {
-			fmt.Fprintf(w, "%s{path=\"%s\"} %d\n", name, metrics.LabelValue(ps.path), value(ps))
-		}
+// The poller's counters by path, read at each scrape.
+var (
+	handlerCallsDesc = prometheus.NewDesc("zoneproxy_dynconf_handler_calls_total",
+		"Dynamic config changes handed to a handler, by path.", []string{"path"}, nil)
+	handlerErrorsDesc = prometheus.NewDesc("zoneproxy_dynconf_handler_errors_total",
+		"Dynamic config changes a handler rejected, by path.", []string{"path"}, nil)
+	fetchErrorsDesc = prometheus.NewDesc("zoneproxy_dynconf_fetch_errors_total",
+		"Polls that failed for a reason other than a missing listener, by path.", []string{"path"}, nil)
+)
+
+// Metrics returns the poller's counters, for the agent's registry
+// (metrics.Metrics.Register).
+func (p *Poller) Metrics() prometheus.Collector { return pollerMetrics{p} }
+
+type pollerMetrics struct{ p *Poller }
+
+func (pollerMetrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- handlerCallsDesc
+	ch <- handlerErrorsDesc
+	ch <- fetchErrorsDesc
+}
+
+func (c pollerMetrics) Collect(ch chan<- prometheus.Metric) {
+	c.p.mu.Lock()
+	defer c.p.mu.Unlock()
+	for _, ps := range c.p.paths {
+		path := metrics.LabelValue(ps.path)
+		ch <- prometheus.MustNewConstMetric(handlerCallsDesc, prometheus.CounterValue, float64(ps.calls), path)
+		ch <- prometheus.MustNewConstMetric(handlerErrorsDesc, prometheus.CounterValue, float64(ps.handlerErrors), path)
+		ch <- prometheus.MustNewConstMetric(fetchErrorsDesc, prometheus.CounterValue, float64(ps.fetchErrors), path)
 	}
-	family("zoneproxy_dynconf_handler_calls_total", "Dynamic config changes handed to a handler, by path.",
-		func(ps *pathState) uint64 { return ps.calls })
-	family("zoneproxy_dynconf_handler_errors_total", "Dynamic config changes a handler rejected, by path.",
-		func(ps *pathState) uint64 { return ps.handlerErrors })
-	family("zoneproxy_dynconf_fetch_errors_total", "Polls that failed for a reason other than a missing listener, by path.",
-		func(ps *pathState) uint64 { return ps.fetchErrors })
 }

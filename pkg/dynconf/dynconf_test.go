@@ -358,8 +358,7 @@ func TestRejectedBodyKeepsTheLastAcceptedETag(t *testing.T) {
 	if r := l.awaitRequest("/meshmetric"); r.ifNoneMatch != etagOf("good") {
 		t.Fatalf("If-None-Match %q after a rejected body; want the accepted one %q", r.ifNoneMatch, etagOf("good"))
 	}
-	var out strings.Builder
-	p.WriteMetrics(&out)
+	out := metricsPage(t, p)
 	if !strings.Contains(out.String(), `zoneproxy_dynconf_handler_errors_total{path="/meshmetric"} `) ||
 		strings.Contains(out.String(), `zoneproxy_dynconf_handler_errors_total{path="/meshmetric"} 0`) {
 		t.Fatalf("handler errors not counted:\n%s", out.String())
@@ -382,8 +381,7 @@ func TestBrokenListenerKeepsTheConfigAndWarnsRateLimited(t *testing.T) {
 	}
 	// Polls run one after another: the fourth connection means the first
 	// three failures are counted.
-	var out strings.Builder
-	p.WriteMetrics(&out)
+	out := metricsPage(t, p)
 	const sample = `zoneproxy_dynconf_fetch_errors_total{path="/meshmetric"} `
 	i := strings.Index(out.String(), sample)
 	if i < 0 {
@@ -436,14 +434,13 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	}
 }
 
-func TestWriteMetricsEscapesLabelValues(t *testing.T) {
+func TestMetricsEscapeLabelValues(t *testing.T) {
 	h := func([]byte) error { return nil }
 	p, err := New(Options{Socket: "s", Handlers: map[string]Handler{"/a\"b\\c\nd": h}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out strings.Builder
-	p.WriteMetrics(&out)
+	out := metricsPage(t, p)
 	want := `zoneproxy_dynconf_handler_calls_total{path="/a\"b\\c\nd"} 0`
 	if !strings.Contains(out.String(), want+"\n") {
 		t.Fatalf("metrics lack %s:\n%s", want, out.String())

@@ -7,24 +7,13 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protowire"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"google.golang.org/protobuf/proto"
 )
 
 // SecretType is the type URL of SDS secrets.
 const SecretType = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
-
-// Field numbers of envoy.extensions.transport_sockets.tls.v3.Secret and the
-// messages below it: read by hand so the product does not link Envoy's TLS
-// protos for one field.
-const (
-	secretTLSCertificate    = 2 // Secret.tls_certificate
-	secretValidationContext = 4 // Secret.validation_context
-	tlsCertificateChain     = 1 // TlsCertificate.certificate_chain
-	validationTrustedCA     = 1 // CertificateValidationContext.trusted_ca
-	dataSourceFilename      = 1 // DataSource.filename
-	dataSourceBytes         = 2 // DataSource.inline_bytes
-	dataSourceString        = 3 // DataSource.inline_string
-)
 
 // EarliestNotAfter is the earliest expiry among the certificates of the
 // snapshot's SDS secrets; zero if it holds none.
@@ -52,13 +41,14 @@ func (s *Snapshot) EarliestNotAfter() (time.Time, error) {
 // (validation_context), the latest of its CAs', as one valid CA still
 // verifies peers while another is being rotated out. Zero for secrets that
 // hold no inline certificate (files Envoy reads itself, other kinds).
-func certificateNotAfter(secret []byte) (time.Time, error) {
-	tlsCert, err := field(secret, secretTLSCertificate)
-	if err != nil {
+func certificateNotAfter(body []byte) (time.Time, error) {
+	secret := &tlsv3.Secret{}
+	if err := proto.Unmarshal(body, secret); err != nil {
 		return time.Time{}, err
 	}
-	if tlsCert != nil {
-		certs, err := inlineCertificates(tlsCert, tlsCertificateChain)
+	switch s := secret.GetType().(type) {
+	case *tlsv3.Secret_TlsCertificate:
+		certs, err := inlineCertificates(s.TlsCertificate.GetCertificateChain())
 		if err != nil || certs == nil {
 			return time.Time{}, err
 		}
@@ -72,37 +62,30 @@ func certificateNotAfter(secret []byte) (time.Time, error) {
 			}
 		}
 		return earliest, nil
-	}
-	vc, err := field(secret, secretValidationContext)
-	if err != nil || vc == nil {
-		return time.Time{}, err
-	}
-	certs, err := inlineCertificates(vc, validationTrustedCA)
-	var latest time.Time
-	for _, c := range certs {
-		if c.NotAfter.After(latest) {
-			latest = c.NotAfter
+	case *tlsv3.Secret_ValidationContext:
+		certs, err := inlineCertificates(s.ValidationContext.GetTrustedCa())
+		var latest time.Time
+		for _, c := range certs {
+			if c.NotAfter.After(latest) {
+				latest = c.NotAfter
+			}
 		}
+		return latest, err
 	}
-	return latest, err
+	return time.Time{}, nil
 }
 
-// inlineCertificates parses the PEM certificates of msg's DataSource field
-// num; nil when it is absent or a file.
-func inlineCertificates(msg []byte, num protowire.Number) ([]*x509.Certificate, error) {
-	src, err := field(msg, num)
-	if err != nil || src == nil {
-		return nil, err
-	}
-	if f, _ := field(src, dataSourceFilename); f != nil {
+// inlineCertificates parses the PEM certificates of src; nil when it is
+// absent or not inline (a file, an environment variable).
+func inlineCertificates(src *corev3.DataSource) ([]*x509.Certificate, error) {
+	var pemData []byte
+	switch s := src.GetSpecifier().(type) {
+	case *corev3.DataSource_InlineBytes:
+		pemData = s.InlineBytes
+	case *corev3.DataSource_InlineString:
+		pemData = []byte(s.InlineString)
+	default:
 		return nil, nil
-	}
-	pemData, err := field(src, dataSourceBytes)
-	if err == nil && pemData == nil {
-		pemData, err = field(src, dataSourceString)
-	}
-	if err != nil || pemData == nil {
-		return nil, err
 	}
 	certs := []*x509.Certificate{}
 	for {
@@ -120,27 +103,4 @@ func inlineCertificates(msg []byte, num protowire.Number) ([]*x509.Certificate, 
 		}
 		certs = append(certs, cert)
 	}
-}
-
-// field returns the last length-delimited field num of a message (proto's
-// last-one-wins), nil if absent.
-func field(msg []byte, num protowire.Number) ([]byte, error) {
-	var out []byte
-	for len(msg) > 0 {
-		n, typ, l := protowire.ConsumeTag(msg)
-		if l < 0 {
-			return nil, protowire.ParseError(l)
-		}
-		msg = msg[l:]
-		l = protowire.ConsumeFieldValue(n, typ, msg)
-		if l < 0 {
-			return nil, protowire.ParseError(l)
-		}
-		if n == num && typ == protowire.BytesType {
-			v, _ := protowire.ConsumeBytes(msg)
-			out = v
-		}
-		msg = msg[l:]
-	}
-	return out, nil
 }

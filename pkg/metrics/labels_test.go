@@ -3,6 +3,7 @@ package metrics
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/zoneproxy/zoneproxy/pkg/meshmetric"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
@@ -44,6 +45,43 @@ func TestLabelValuesSurviveAScrape(t *testing.T) {
 			}
 			if !hasLabel(fams, tc.family, tc.label, odd) {
 				t.Errorf("no %s sample with %s=%q after parsing:\n%s", tc.family, tc.label, odd, page)
+			}
+		})
+	}
+}
+
+// Invalid UTF-8, which the client library refuses (it would panic), may
+// come from Envoy (its /ready word makes the phase) or the build: it
+// becomes U+FFFD, and the page is still served and valid.
+func TestInvalidUTF8LabelValues(t *testing.T) {
+	const bad, fixed = "v\xff1", "v\ufffd1"
+	cases := []struct {
+		name          string
+		record        func(m *Metrics, tr *state.Tracker)
+		family, label string
+	}{
+		{"build version", func(*Metrics, *state.Tracker) { version.Version = bad }, "zoneproxy_build_info", "version"},
+		{"bootstrap outcome", func(m *Metrics, _ *state.Tracker) { m.BootstrapAttempt(bad) }, "zoneproxy_bootstrap_attempts_total", "outcome"},
+		{"Envoy's state word", func(_ *Metrics, tr *state.Tracker) {
+			tr.Set(state.Ready, "Envoy ready")
+			tr.SetEnvoy(state.EnvoyHealth{Probed: true, Word: bad, At: time.Now()})
+		}, "zoneproxy_phase", "phase"},
+		{"zone listener", func(m *Metrics, _ *state.Tracker) { m.ZoneListener(bad, true) }, "zoneproxy_zone_listener_present", "listener"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := version.Version
+			t.Cleanup(func() { version.Version = v })
+			tr := state.NewTracker()
+			m := New(tr)
+			tc.record(m, tr)
+			page := scrape(t, m)
+			fams, err := meshmetric.ParseText(page)
+			if err != nil {
+				t.Fatalf("the page does not parse: %v\n%s", err, page)
+			}
+			if !hasLabel(fams, tc.family, tc.label, fixed) && !hasLabel(fams, tc.family, tc.label, "ENVOY_"+fixed) {
+				t.Errorf("no %s sample with %s=%q:\n%s", tc.family, tc.label, fixed, page)
 			}
 		})
 	}

@@ -1,17 +1,24 @@
-// Package metrics keeps the agent's own counters and serves them, followed
-// by Envoy's, in Prometheus text format. Hand-written to keep the agent lean.
+// Package metrics is the agent's Prometheus registry: the agent's own
+// metrics, those its components register (Register), and the standard
+// process_* and go_* collectors. /metrics serves it with
+// prometheus/client_golang's promhttp, and Envoy's /stats/prometheus after
+// it while Envoy runs.
 package metrics
 
 import (
+	"compress/gzip"
 	"context"
-	"fmt"
+	"errors"
 	"io"
 	"net/http"
-	"slices"
-	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 	"github.com/zoneproxy/zoneproxy/pkg/version"
@@ -19,20 +26,72 @@ import (
 
 // Metrics is safe for concurrent use; a nil *Metrics records nothing.
 type Metrics struct {
-	mu         sync.Mutex
-	attempts   map[string]uint64
-	meshWait   time.Duration
-	envoyUp    bool
-	envoyExits uint64
-	listeners  map[string]bool
-	sources    []func(io.Writer)
+	reg        *prometheus.Registry
+	page       http.Handler // the registry alone, in the format the scraper asks for
+	attempts   *prometheus.CounterVec
+	meshWait   prometheus.Counter
+	envoyUp    prometheus.Gauge
+	envoyExits prometheus.Counter
+	listeners  *prometheus.GaugeVec
 	tracker    *state.Tracker
+
+	mu         sync.Mutex
 	envoyStats func(ctx context.Context) (string, error)
 }
 
 // New observes tracker for the ready and phase gauges.
 func New(tracker *state.Tracker) *Metrics {
-	return &Metrics{attempts: map[string]uint64{}, tracker: tracker}
+	m := &Metrics{
+		reg:     prometheus.NewRegistry(),
+		tracker: tracker,
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "zoneproxy_bootstrap_attempts_total", Help: "Bootstrap requests by outcome.",
+		}, []string{"outcome"}),
+		meshWait: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "zoneproxy_mesh_wait_seconds_total", Help: "Time spent waiting for the mesh to exist.",
+		}),
+		envoyUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "zoneproxy_envoy_up", Help: "1 while Envoy runs.",
+		}),
+		envoyExits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "zoneproxy_envoy_exits_total", Help: "Times Envoy exited.",
+		}),
+		listeners: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "zoneproxy_zone_listener_present", Help: "1 while Envoy has the zone listener the proxy is configured for.",
+		}, []string{"listener"}),
+	}
+	// Every outcome from the first scrape, so a dashboard sees each series.
+	for _, o := range []string{"success", "mesh_not_found", "retryable", "permanent"} {
+		m.attempts.WithLabelValues(o)
+	}
+	m.reg.MustRegister(m.attempts, m.meshWait, m.envoyUp, m.envoyExits, m.listeners, verdict{tracker})
+	m.reg.MustRegister(runtimeCollectors()...)
+	m.page = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+		// A collector that fails (a /proc file unreadable) leaves its
+		// series out; the rest is served.
+		ErrorHandling:     promhttp.ContinueOnError,
+		EnableOpenMetrics: true,
+	})
+	return m
+}
+
+// Register adds a component's metrics (the xDS relay, the access-log
+// streamer, …) to the registry, so that they are on every page the agent
+// serves. A component registered again with the same metrics (the agent run
+// again in one process) replaces the earlier one. Metrics that clash with
+// others' are a programming error, and panic.
+func (m *Metrics) Register(c prometheus.Collector) {
+	if m == nil {
+		return
+	}
+	err := m.reg.Register(c)
+	if are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
+		m.reg.Unregister(are.ExistingCollector)
+		err = m.reg.Register(c)
+	}
+	if err != nil {
+		panic(err)
+	}
 }
 
 // BootstrapAttempt counts one /bootstrap attempt by outcome
@@ -41,9 +100,7 @@ func (m *Metrics) BootstrapAttempt(outcome string) {
 	if m == nil {
 		return
 	}
-	m.mu.Lock()
-	m.attempts[outcome]++
-	m.mu.Unlock()
+	m.attempts.WithLabelValues(LabelValue(outcome)).Inc()
 }
 
 // WaitedForMesh adds time spent waiting for the mesh to exist.
@@ -51,9 +108,7 @@ func (m *Metrics) WaitedForMesh(d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.mu.Lock()
-	m.meshWait += d
-	m.mu.Unlock()
+	m.meshWait.Add(d.Seconds())
 }
 
 // ZoneListener records whether Envoy has the zone listener name.
@@ -61,12 +116,7 @@ func (m *Metrics) ZoneListener(name string, present bool) {
 	if m == nil {
 		return
 	}
-	m.mu.Lock()
-	if m.listeners == nil {
-		m.listeners = map[string]bool{}
-	}
-	m.listeners[name] = present
-	m.mu.Unlock()
+	m.listeners.WithLabelValues(LabelValue(name)).Set(b2f(present))
 }
 
 // EnvoyStarted records a running Envoy and where to read its stats.
@@ -75,7 +125,8 @@ func (m *Metrics) EnvoyStarted(stats func(ctx context.Context) (string, error)) 
 		return
 	}
 	m.mu.Lock()
-	m.envoyUp, m.envoyStats = true, stats
+	m.envoyStats = stats
+	m.envoyUp.Set(1)
 	m.mu.Unlock()
 }
 
@@ -85,35 +136,34 @@ func (m *Metrics) EnvoyExited() {
 		return
 	}
 	m.mu.Lock()
-	m.envoyUp = false
-	m.envoyExits++
 	m.envoyStats = nil
+	m.envoyUp.Set(0)
+	m.envoyExits.Inc()
 	m.mu.Unlock()
 }
 
-// AddSource adds a component's own metrics (the access-log streamer, the
-// dynconf poller, …) to every page the agent serves.
-func (m *Metrics) AddSource(write func(io.Writer)) {
-	if m == nil {
-		return
-	}
-	m.mu.Lock()
-	m.sources = append(m.sources, write)
-	m.mu.Unlock()
-}
-
-// WriteAgent writes the agent's metrics, its components' included, without
-// Envoy's: what the MeshMetric hijacker appends to a scrape.
+// WriteAgent writes the agent's own zoneproxy_* metrics, its components'
+// included, in Prometheus text format 0.0.4, without the process and Go
+// metrics or Envoy's: what the MeshMetric hijacker appends to a scrape.
 func (m *Metrics) WriteAgent(w io.Writer) {
 	if m == nil {
 		return
 	}
-	m.write(w)
-	m.mu.Lock()
-	sources := slices.Clone(m.sources)
-	m.mu.Unlock()
-	for _, src := range sources {
-		src(w)
+	m.writeText(w, func(name string) bool { return strings.HasPrefix(name, "zoneproxy_") })
+}
+
+// writeText writes the registry's families that keep admits (all when nil)
+// in Prometheus text format 0.0.4. A collector that fails is left out, as
+// on the promhttp page.
+func (m *Metrics) writeText(w io.Writer, keep func(name string) bool) {
+	fams, _ := m.reg.Gather()
+	enc := expfmt.NewEncoder(w, expfmt.FmtText)
+	for _, f := range fams {
+		if keep == nil || keep(f.GetName()) {
+			if enc.Encode(f) != nil {
+				return // the client went away
+			}
+		}
 	}
 }
 
@@ -122,82 +172,121 @@ func (m *Metrics) WriteAgent(w io.Writer) {
 // hung Envoy must not hold every scrape (and the scraper's timeout) up.
 var EnvoyStatsTimeout = time.Second
 
-// ServeHTTP writes the agent's metrics, its process and Go runtime
-// metrics, then Envoy's /stats/prometheus: not asked for while Envoy's
-// admin API does not answer the prober (the state's verdict), and given up
-// after EnvoyStatsTimeout.
+// ServeHTTP serves the registry, then, while Envoy runs, Envoy's
+// /stats/prometheus: not asked for while Envoy's admin API does not answer
+// the prober (the state's verdict), and given up after EnvoyStatsTimeout;
+// in both cases a comment line says why.
+//
+// With nothing of Envoy's to add, promhttp answers: OpenMetrics, protobuf
+// or text, as the scraper asks, gzip-compressed if it accepts gzip. Envoy's
+// page is Prometheus text format 0.0.4, and neither OpenMetrics (which
+// would rename its counters and ends with "# EOF") nor protobuf can carry it
+// unparsed; so then the answer is text format 0.0.4 whatever the scraper
+// prefers (every scraper accepts it): the registry through expfmt's text
+// encoder, Envoy's page after it, gzip-compressed as a whole if accepted.
 func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	m.WriteAgent(w)
-	WriteProcess(w)
-	WriteGo(w)
+	envoy, ok := m.envoyText(r.Context())
+	if !ok {
+		m.page.ServeHTTP(w, r)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", string(expfmt.FmtText))
+	h.Add("Vary", "Accept")
+	h.Add("Vary", "Accept-Encoding")
+	out := io.Writer(w)
+	if acceptsGzip(r.Header) {
+		h.Set("Content-Encoding", "gzip")
+		gz := gzip.NewWriter(w)
+		defer gz.Close()
+		out = gz
+	}
+	m.writeText(out, nil)
+	io.WriteString(out, envoy)
+}
+
+// envoyText is what follows the registry: Envoy's /stats/prometheus, or a
+// comment saying why not; nothing (false) while Envoy is not running.
+func (m *Metrics) envoyText(ctx context.Context) (string, bool) {
 	m.mu.Lock()
 	stats := m.envoyStats
 	m.mu.Unlock()
 	if stats == nil {
-		return
+		return "", false
 	}
 	if why, down := m.tracker.Current().EnvoyUnreachable(); down {
-		fmt.Fprintf(w, "# Envoy stats unavailable: %s\n", oneLine(why))
-		return
+		return unavailable(why), true
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), EnvoyStatsTimeout)
+	ctx, cancel := context.WithTimeout(ctx, EnvoyStatsTimeout)
 	defer cancel()
 	body, err := stats(ctx)
 	if err != nil {
-		fmt.Fprintf(w, "# Envoy stats unavailable: %s\n", oneLine(err.Error()))
-		return
+		return unavailable(err.Error()), true
 	}
-	io.WriteString(w, body)
+	return body, true
 }
 
-// oneLine keeps a comment on its line.
-func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
-
-func (m *Metrics) write(w io.Writer) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	v := m.tracker.Current().Verdict() // what /ready and STATUS= say too
-	gauge := func(name, help string, v float64) {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n%s %g\n", name, help, name, name, v)
-	}
-	fmt.Fprintf(w, "# HELP zoneproxy_build_info Build of the agent.\n# TYPE zoneproxy_build_info gauge\nzoneproxy_build_info{version=\"%s\",commit=\"%s\"} 1\n", LabelValue(version.Version), LabelValue(version.Commit))
-
-	fmt.Fprint(w, "# HELP zoneproxy_bootstrap_attempts_total Bootstrap requests by outcome.\n# TYPE zoneproxy_bootstrap_attempts_total counter\n")
-	outcomes := []string{"success", "mesh_not_found", "retryable", "permanent"}
-	for k := range m.attempts {
-		if !slices.Contains(outcomes, k) {
-			outcomes = append(outcomes, k)
-		}
-	}
-	sort.Strings(outcomes)
-	for _, o := range outcomes {
-		fmt.Fprintf(w, "zoneproxy_bootstrap_attempts_total{outcome=\"%s\"} %d\n", LabelValue(o), m.attempts[o])
-	}
-	fmt.Fprintf(w, "# HELP zoneproxy_mesh_wait_seconds_total Time spent waiting for the mesh to exist.\n# TYPE zoneproxy_mesh_wait_seconds_total counter\nzoneproxy_mesh_wait_seconds_total %g\n", m.meshWait.Seconds())
-	gauge("zoneproxy_envoy_up", "1 while Envoy runs.", b2f(m.envoyUp))
-	fmt.Fprintf(w, "# HELP zoneproxy_envoy_exits_total Times Envoy exited.\n# TYPE zoneproxy_envoy_exits_total counter\nzoneproxy_envoy_exits_total %d\n", m.envoyExits)
-	gauge("zoneproxy_ready", "1 while /ready answers 200 READY.", b2f(v.Ready))
-	fmt.Fprint(w, "# HELP zoneproxy_phase The agent's lifecycle phase, as /ready's first word: ENVOY_UNREACHABLE or ENVOY_<state> while Envoy is not LIVE in READY.\n# TYPE zoneproxy_phase gauge\n")
-	fmt.Fprintf(w, "zoneproxy_phase{phase=\"%s\"} 1\n", LabelValue(v.Word))
-	if len(m.listeners) > 0 {
-		fmt.Fprint(w, "# HELP zoneproxy_zone_listener_present 1 while Envoy has the zone listener the proxy is configured for.\n# TYPE zoneproxy_zone_listener_present gauge\n")
-		names := make([]string, 0, len(m.listeners))
-		for n := range m.listeners {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			fmt.Fprintf(w, "zoneproxy_zone_listener_present{listener=\"%s\"} %g\n", LabelValue(n), b2f(m.listeners[n]))
-		}
-	}
+// unavailable is the comment line that takes the place of Envoy's stats.
+func unavailable(why string) string {
+	return "# Envoy stats unavailable: " + strings.ReplaceAll(why, "\n", " ") + "\n"
 }
 
-// LabelValue escapes a Prometheus label value as the text format requires:
-// backslash, double quote and newline.
-func LabelValue(v string) string { return labelEscaper.Replace(v) }
+// acceptsGzip reports whether Accept-Encoding takes gzip, by name or by
+// "*", with a q above 0.
+func acceptsGzip(h http.Header) bool {
+	named, star := -1.0, -1.0
+	for _, v := range h.Values("Accept-Encoding") {
+		for item := range strings.SplitSeq(v, ",") {
+			coding, params, _ := strings.Cut(item, ";")
+			q := 1.0
+			if s, ok := strings.CutPrefix(strings.TrimSpace(params), "q="); ok {
+				if f, err := strconv.ParseFloat(s, 64); err == nil {
+					q = f
+				}
+			}
+			switch strings.ToLower(strings.TrimSpace(coding)) {
+			case "gzip", "x-gzip":
+				named = q
+			case "*":
+				star = q
+			}
+		}
+	}
+	if named >= 0 {
+		return named > 0
+	}
+	return star > 0
+}
 
-var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+// The gauges that follow the agent's state, read at each scrape: the build,
+// and what /ready and STATUS= say.
+var (
+	buildInfoDesc = prometheus.NewDesc("zoneproxy_build_info", "Build of the agent.", []string{"version", "commit"}, nil)
+	readyDesc     = prometheus.NewDesc("zoneproxy_ready", "1 while /ready answers 200 READY.", nil, nil)
+	phaseDesc     = prometheus.NewDesc("zoneproxy_phase",
+		"The agent's lifecycle phase, as /ready's first word: ENVOY_UNREACHABLE or ENVOY_<state> while Envoy is not LIVE in READY.",
+		[]string{"phase"}, nil)
+)
+
+type verdict struct{ tracker *state.Tracker }
+
+func (verdict) Describe(ch chan<- *prometheus.Desc) {
+	ch <- buildInfoDesc
+	ch <- readyDesc
+	ch <- phaseDesc
+}
+
+func (c verdict) Collect(ch chan<- prometheus.Metric) {
+	v := c.tracker.Current().Verdict()
+	ch <- prometheus.MustNewConstMetric(buildInfoDesc, prometheus.GaugeValue, 1, LabelValue(version.Version), LabelValue(version.Commit))
+	ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, b2f(v.Ready))
+	ch <- prometheus.MustNewConstMetric(phaseDesc, prometheus.GaugeValue, 1, LabelValue(v.Word))
+}
+
+// LabelValue makes v a label value the client library takes: invalid UTF-8
+// (which it refuses, and which may come from Envoy's answers or from the
+// build) becomes U+FFFD. The text format's escaping is the encoder's.
+func LabelValue(v string) string { return strings.ToValidUTF8(v, "\uFFFD") }
 
 func b2f(b bool) float64 {
 	if b {

@@ -20,11 +20,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"sort"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/zoneproxy/zoneproxy/pkg/meshmetric"
@@ -51,9 +50,10 @@ type Pusher struct {
 	running  map[string]*backend
 	closed   bool
 
-	mu      sync.Mutex // guards what exporters read: cfg and exports
-	cfg     *meshmetric.Config
-	exports map[string]*[2]uint64 // by backend: successes, failures
+	mu  sync.Mutex // guards what exporters read: cfg
+	cfg *meshmetric.Config
+
+	exports *prometheus.CounterVec // by backend and outcome
 }
 
 // New checks the options; nothing is pushed until Apply.
@@ -64,7 +64,10 @@ func New(o Options) (*Pusher, error) {
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
-	return &Pusher{stats: o.Stats, log: o.Log, running: map[string]*backend{}, exports: map[string]*[2]uint64{}}, nil
+	exports := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "zoneproxy_otlp_exports_total", Help: "OTLP metric exports by OpenTelemetry backend and outcome.",
+	}, []string{"backend", "outcome"})
+	return &Pusher{stats: o.Stats, log: o.Log, running: map[string]*backend{}, exports: exports}, nil
 }
 
 // target is what a running exporter was started with.
@@ -146,18 +149,15 @@ func (p *Pusher) config() *meshmetric.Config {
 	return p.cfg
 }
 
+// counted counts one export to the backend name; a backend's first shows
+// both outcomes, the other at 0.
 func (p *Pusher) counted(name string, ok bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	c := p.exports[name]
-	if c == nil {
-		c = new([2]uint64)
-		p.exports[name] = c
-	}
+	name = metrics.LabelValue(name)
+	success, failure := p.exports.WithLabelValues(name, "success"), p.exports.WithLabelValues(name, "failure")
 	if ok {
-		c[0]++
+		success.Inc()
 	} else {
-		c[1]++
+		failure.Inc()
 	}
 }
 
@@ -172,19 +172,6 @@ func (p *Pusher) Close() {
 	}
 }
 
-// WriteMetrics writes export counts by backend in Prometheus text format.
-func (p *Pusher) WriteMetrics(w io.Writer) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	names := make([]string, 0, len(p.exports))
-	for n := range p.exports {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	const name = "zoneproxy_otlp_exports_total"
-	fmt.Fprintf(w, "# HELP %s OTLP metric exports by OpenTelemetry backend and outcome.\n# TYPE %s counter\n", name, name)
-	for _, n := range names {
-		fmt.Fprintf(w, "%s{backend=\"%s\",outcome=\"success\"} %d\n", name, metrics.LabelValue(n), p.exports[n][0])
-		fmt.Fprintf(w, "%s{backend=\"%s\",outcome=\"failure\"} %d\n", name, metrics.LabelValue(n), p.exports[n][1])
-	}
-}
+// Metrics returns the export counts, for the agent's registry
+// (metrics.Metrics.Register).
+func (p *Pusher) Metrics() prometheus.Collector { return p.exports }

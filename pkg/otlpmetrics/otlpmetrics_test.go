@@ -202,8 +202,7 @@ func TestPushesTheProfilesEnvoyMetricsWithExtraLabels(t *testing.T) {
 	if q := <-e.reads; q != "format=prometheus&text_readouts=" {
 		t.Errorf("Envoy's stats were read with %q; want no usedonly, as the config sets includeUnused", q)
 	}
-	var out strings.Builder
-	p.WriteMetrics(&out)
+	out := exportsPage(t, p)
 	if !strings.Contains(out.String(), `zoneproxy_otlp_exports_total{backend="otel-collector",outcome="success"} `) {
 		t.Errorf("exports not counted:\n%s", out.String())
 	}
@@ -321,8 +320,7 @@ func TestMissingSocketIsRetriedEveryIntervalAndWarnedRateLimited(t *testing.T) {
 	if n := logs.FilterMessageSnippet("cannot push").Len(); n != 1 {
 		t.Fatalf("%d warnings for 3 failed pushes; want 1 (rate-limited)", n)
 	}
-	var out strings.Builder
-	p.WriteMetrics(&out)
+	out := exportsPage(t, p)
 	if !strings.Contains(out.String(), `zoneproxy_otlp_exports_total{backend="late",outcome="failure"} `) ||
 		strings.Contains(out.String(), `outcome="failure"} 0`) {
 		t.Errorf("failures not counted:\n%s", out.String())
@@ -349,8 +347,7 @@ func TestPartialSuccessIsWarned(t *testing.T) {
 	if warned.Len() != 1 {
 		t.Fatalf("warnings %v; want one naming 3 rejected points and the collector's message", logs.All())
 	}
-	var out strings.Builder
-	p.WriteMetrics(&out)
+	out := exportsPage(t, p)
 	if !strings.Contains(out.String(), `zoneproxy_otlp_exports_total{backend="c",outcome="failure"} 0`) ||
 		strings.Contains(out.String(), `outcome="success"} 0`) {
 		t.Errorf("a partial success is an export:\n%s", out.String())

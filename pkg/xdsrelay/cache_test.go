@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
@@ -285,11 +286,11 @@ func TestStateOfTheWorldIsServedFromTheCache(t *testing.T) {
 
 func mustName(t *testing.T, body []byte) string {
 	t.Helper()
-	name, err := stringField(body, 1)
-	if err != nil {
+	l := &listenerv3.Listener{}
+	if err := proto.Unmarshal(body, l); err != nil {
 		t.Fatal(err)
 	}
-	return name
+	return l.GetName()
 }
 
 // While Envoy runs from the cache, a reconnection attempt that the control

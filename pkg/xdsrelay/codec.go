@@ -11,12 +11,12 @@ import (
 // it received, never a re-encoding of it.
 type frame struct{ b []byte }
 
-// heldFrame is a received message kept in grpc's own buffers, uncopied,
+// receivedFrame is a received message kept in grpc's own buffers, uncopied,
 // so a response is forwarded without first being made contiguous. It
 // holds one reference to buf until free.
-type heldFrame struct{ buf mem.BufferSlice }
+type receivedFrame struct{ buf mem.BufferSlice }
 
-func (f *heldFrame) free() { f.buf.Free() }
+func (f *receivedFrame) free() { f.buf.Free() }
 
 // rawCodec moves frames unchanged. Its name is "proto" so both peers see
 // the content type they expect.
@@ -30,7 +30,7 @@ func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
 	switch f := v.(type) {
 	case *frame:
 		return mem.BufferSlice{mem.SliceBuffer(f.b)}, nil
-	case *heldFrame:
+	case *receivedFrame:
 		f.buf.Ref() // grpc frees what Marshal returns once it is written
 		return f.buf, nil
 	}
@@ -42,7 +42,7 @@ func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	case *frame:
 		f.b = data.Materialize()
 		return nil
-	case *heldFrame:
+	case *receivedFrame:
 		data.Ref() // grpc frees data when Unmarshal returns
 		f.buf = data
 		return nil

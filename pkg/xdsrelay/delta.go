@@ -5,6 +5,9 @@ import (
 	"slices"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
 )
@@ -12,32 +15,62 @@ import (
 // delta is incremental ADS, what kuma-cp serves.
 type delta struct{}
 
-func (delta) name() string    { return "delta ADS" }
-func (delta) method() string  { return adsMethodPrefix + "DeltaAggregatedResources" }
-func (delta) exclusive() bool { return true }
-func (delta) cacheable() bool { return true }
-
+func (delta) name() string      { return "delta ADS" }
+func (delta) method() string    { return adsMethodPrefix + "DeltaAggregatedResources" }
+func (delta) exclusive() bool   { return true }
+func (delta) cacheable() bool   { return true }
 func (delta) incremental() bool { return true }
 
 func (delta) resumeRequest(node *corev3.Node, typeURL string, names []string, _ string, versions map[string]string) ([]byte, error) {
 	return deltaResumeRequest(node, typeURL, names, versions)
 }
 
-func (delta) readRequest(b []byte) (*request, error) { return scanDeltaRequest(b) }
+func (delta) readRequest(b []byte) (*request, error) {
+	m := &discoveryv3.DeltaDiscoveryRequest{}
+	if err := proto.Unmarshal(b, m); err != nil {
+		return nil, err
+	}
+	return &request{
+		node:        m.GetNode(),
+		typeURL:     m.GetTypeUrl(),
+		nonce:       m.GetResponseNonce(),
+		nack:        m.GetErrorDetail() != nil,
+		errMsg:      m.GetErrorDetail().GetMessage(),
+		subscribe:   m.GetResourceNamesSubscribe(),
+		unsubscribe: m.GetResourceNamesUnsubscribe(),
+		initial:     m.GetInitialResourceVersions(),
+	}, nil
+}
 
 func (delta) observeRequest(o *observer, req *request) {
 	if req.nonce == "" {
 		o.subscribed(req.typeURL, req.initial)
 	}
 	if len(req.unsubscribe) > 0 {
-		o.r.held.drop(req.typeURL, req.unsubscribe)
+		o.r.envoyState.drop(req.typeURL, req.unsubscribe)
 	}
 	if req.nonce != "" {
 		o.answered(req.nonce, req.nack, req.errMsg)
 	}
 }
 
-func (delta) readResponse(b []byte) (*pendingResponse, string, error) { return scanDeltaResponse(b) }
+func (delta) readResponse(b []byte) (*pendingResponse, string, error) {
+	m := &discoveryv3.DeltaDiscoveryResponse{}
+	if err := proto.Unmarshal(b, m); err != nil {
+		return nil, "", err
+	}
+	p := &pendingResponse{typeURL: m.GetTypeUrl(), version: m.GetSystemVersionInfo(), removed: m.GetRemovedResources(),
+		resources: make([]lkgcache.Resource, 0, len(m.GetResources()))}
+	for _, r := range m.GetResources() {
+		if r.GetResource() != nil { // a name-only entry has no body
+			p.resources = append(p.resources, p.resource(r))
+		}
+	}
+	for _, n := range m.GetRemovedResourceNames() {
+		p.removed = append(p.removed, n.GetName())
+	}
+	return p, m.GetNonce(), nil
+}
 
 func (delta) cacheServer(s *lkgcache.Snapshot) cacheServer {
 	return &deltaCache{snap: s, asked: map[string]bool{}}
@@ -51,11 +84,11 @@ type deltaCache struct {
 	n     int
 }
 
-func (c *deltaCache) answer(req *request) []byte {
+func (c *deltaCache) answer(req *request) ([]byte, error) {
 	t := req.typeURL
 	first := !c.asked[t]
 	if !first && len(req.subscribe) == 0 {
-		return nil // an ACK, a NACK or an unsubscription
+		return nil, nil // an ACK, a NACK or an unsubscription
 	}
 	c.asked[t] = true
 	wildcard := (first && len(req.subscribe) == 0) || slices.Contains(req.subscribe, "*")
@@ -63,12 +96,10 @@ func (c *deltaCache) answer(req *request) []byte {
 	if first {
 		held = req.initial
 	}
-	var version string
-	var res []lkgcache.Resource
-	var removed []string
+	resp := &discoveryv3.DeltaDiscoveryResponse{TypeUrl: t}
 	cached := map[string]bool{}
 	if ts := c.snap.Type(t); ts != nil {
-		version = ts.Version
+		resp.SystemVersionInfo = ts.Version
 		for _, r := range ts.Resources {
 			cached[r.Name] = true
 			if !wildcard && !slices.Contains(req.subscribe, r.Name) {
@@ -77,20 +108,22 @@ func (c *deltaCache) answer(req *request) []byte {
 			if v, ok := held[r.Name]; ok && v == r.Version && v != "" {
 				continue // Envoy has it
 			}
-			res = append(res, r)
+			resp.Resources = append(resp.Resources, &discoveryv3.Resource{Name: r.Name, Version: r.Version,
+				Resource: &anypb.Any{TypeUrl: r.TypeURL, Value: r.Body}})
 		}
 	}
 	if first && wildcard {
 		for name := range held {
 			if !cached[name] {
-				removed = append(removed, name)
+				resp.RemovedResources = append(resp.RemovedResources, name)
 			}
 		}
-		slices.Sort(removed)
+		slices.Sort(resp.RemovedResources)
 	}
-	if len(res) == 0 && len(removed) == 0 && !(first && wildcard) {
-		return nil
+	if len(resp.Resources) == 0 && len(resp.RemovedResources) == 0 && !(first && wildcard) {
+		return nil, nil
 	}
 	c.n++
-	return deltaResponseBytes(t, version, fmt.Sprintf("zoneproxy-lkg-%d", c.n), res, removed)
+	resp.Nonce = fmt.Sprintf("zoneproxy-lkg-%d", c.n)
+	return proto.Marshal(resp)
 }

@@ -3,11 +3,66 @@ package xdsrelay
 import (
 	"strings"
 	"sync"
+	"time"
 
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"go.uber.org/zap"
 
 	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
 )
+
+// observerWait bounds how long a session's observer waits for the one
+// before it.
+const observerWait = 5 * time.Second
+
+// observedMessage is one message for a session's observer: a request of
+// Envoy's, a response from the control plane as received, or one from
+// the cache.
+type observedMessage struct {
+	req    *request
+	resp   *receivedFrame
+	cached []byte
+}
+
+// observeAll observes a session's messages on a goroutine of its own, so
+// forwarding never waits for it. Envoy's requests come in Envoy's order,
+// each once it was forwarded; a response comes before it is sent to
+// Envoy, so before Envoy's ACK of it. (A response may come before the
+// request it answers: only its ACK makes it count.)
+//
+// It starts once the previous session's observer is done (prev), or after
+// observerWait: a session that outlived its stream must not hold up the
+// next one's configuration for long.
+func (s *session) observeAll(prev <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	if prev != nil {
+		t := time.NewTimer(observerWait)
+		select {
+		case <-prev:
+		case <-t.C:
+			s.r.log.Debug("the previous xDS stream's observer is still busy; observing this one meanwhile")
+		}
+		t.Stop()
+	}
+	for m := range s.toObserver {
+		switch {
+		case m.req != nil:
+			s.kind.observeRequest(s.obs, m.req)
+		case m.resp != nil:
+			// What is kept of it are copies the decoding made.
+			readContiguous(m.resp.buf, func(b []byte) { s.observeResponse(b, false) })
+			m.resp.free()
+		default:
+			s.observeResponse(m.cached, true)
+		}
+	}
+}
+
+func (s *session) observeResponse(b []byte, fromCache bool) {
+	if err := s.obs.response(s.kind, b, fromCache); err != nil {
+		s.r.log.Debug("an xDS response could not be decoded; forwarded anyway", zap.Error(err), zap.Bool("cached", fromCache))
+	}
+}
 
 // pendingResponse is a response sent to Envoy and not yet ACKed.
 type pendingResponse struct {
@@ -19,14 +74,31 @@ type pendingResponse struct {
 	fromCache bool
 	// replace: a state-of-the-world response, the whole set of its type.
 	replace bool
-	slab    *slab // its bytes, which resources alias; one reference
 }
 
-// names are copies: the resources' may alias a slab.
+// resource is what the relay keeps of a discovery Resource that carries
+// a body: the body is the decoded Any's value, a copy of its own.
+func (p *pendingResponse) resource(r *discoveryv3.Resource) lkgcache.Resource {
+	name := r.GetName()
+	if name == "" {
+		name = r.GetResourceName().GetName()
+	}
+	return lkgcache.Resource{Name: name, Version: r.GetVersion(), TypeURL: p.intern(r.GetResource().GetTypeUrl()), Body: r.GetResource().GetValue()}
+}
+
+// intern shares the response's type URL with its resources of that type:
+// one string held, not one per resource.
+func (p *pendingResponse) intern(typeURL string) string {
+	if typeURL == p.typeURL {
+		return p.typeURL
+	}
+	return typeURL
+}
+
 func (p *pendingResponse) names() []string {
 	out := make([]string, 0, len(p.resources))
 	for _, r := range p.resources {
-		out = append(out, strings.Clone(r.Name))
+		out = append(out, r.Name)
 	}
 	return out
 }
@@ -47,25 +119,18 @@ func newObserver(r *Relay) *observer {
 	return &observer{r: r, pending: map[string]*pendingResponse{}, initial: map[string]map[string]string{}, resynced: map[string]bool{}}
 }
 
-// response observes a response sent to Envoy, in b, which aliases sl
-// (nil: bytes that are not recycled); the pending response takes sl's
-// reference.
-func (o *observer) response(d dialect, b []byte, sl *slab, fromCache bool) error {
-	p, nonce, err := d.readResponse(b)
+// response observes a response sent to Envoy, encoded in b.
+func (o *observer) response(kind streamKind, b []byte, fromCache bool) error {
+	p, nonce, err := kind.readResponse(b)
 	if err != nil || p == nil {
-		sl.release(1)
 		return err
 	}
-	p.fromCache, p.slab = fromCache, sl
+	p.fromCache = fromCache
 	o.mu.Lock()
+	defer o.mu.Unlock()
 	o.seq++
 	p.seq = o.seq
-	old := o.pending[nonce]
 	o.pending[nonce] = p
-	o.mu.Unlock()
-	if old != nil {
-		old.slab.release(1)
-	}
 	return nil
 }
 
@@ -91,9 +156,6 @@ func (o *observer) answered(nonce string, nack bool, errMsg string) {
 	for n, q := range o.pending {
 		if q.typeURL == p.typeURL && q.seq <= p.seq {
 			delete(o.pending, n)
-			if q != p {
-				q.slab.release(1)
-			}
 		}
 	}
 	var keep func(lkgcache.Resource) bool
@@ -109,12 +171,11 @@ func (o *observer) answered(nonce string, nack bool, errMsg string) {
 		o.resynced[p.typeURL] = true
 	}
 	o.mu.Unlock()
-	defer p.slab.release(1) // the pending response's reference
 	if nack {
 		o.r.rejected(p, errMsg)
 		return
 	}
-	o.r.held.apply(p, keep)
+	o.r.envoyState.apply(p, keep)
 	o.r.accepted(p)
 }
 
@@ -134,7 +195,7 @@ func (r *Relay) accepted(p *pendingResponse) {
 		r.lastErr = nil
 		r.mu.Unlock()
 		if c := r.opts.Cache; c != nil {
-			c.Update(r.held.export) // read once updates settle, off this path
+			c.Update(r.envoyState.export) // read once updates settle, off this path
 		}
 		r.leaveCache()
 	}

@@ -9,41 +9,42 @@ import (
 )
 
 // Envoy resets its stream and opens a new one at once: the old stream's
-// last notes (an ACK of y) are observed before the new stream's (y
-// removed), or the holdings, and the cache after them, would keep y.
+// last messages (an ACK of y) are observed before the new stream's (y
+// removed), or the relay's view of Envoy, and the cache after it, would
+// keep y.
 func TestANewStreamIsObservedAfterTheOldOne(t *testing.T) {
 	r, err := New(Options{SocketPath: "/x", Upstream: bootstraprewrite.Upstream{Address: "cp:5678", CAPEM: newPKI(t).caPEM}, Token: staticToken("t")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := func() (*session, chan struct{}) {
-		s := &session{r: r, d: delta{}, obs: newObserver(r), notes: make(chan note, 16)}
+		s := &session{r: r, kind: delta{}, obs: newObserver(r), toObserver: make(chan observedMessage, 16)}
 		done := make(chan struct{})
 		go s.observeAll(r.observeAfter(done), done)
 		return s, done
 	}
-	req := func(m *discoveryv3.DeltaDiscoveryRequest) note {
+	req := func(m *discoveryv3.DeltaDiscoveryRequest) observedMessage {
 		q, err := delta{}.readRequest(mustMarshal(t, m))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return note{req: q}
+		return observedMessage{req: q}
 	}
 
 	a, aDone := start()
-	a.notes <- req(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: listenerType})
-	a.notes <- note{cached: mustMarshal(t, deltaResponse(t, listenerType, "1", "n1", "y"))}
+	a.toObserver <- req(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: listenerType})
+	a.toObserver <- observedMessage{cached: mustMarshal(t, deltaResponse(t, listenerType, "1", "n1", "y"))}
 
 	b, bDone := start()
-	b.notes <- req(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: listenerType, InitialResourceVersions: map[string]string{"y": "1"}})
-	b.notes <- note{cached: mustMarshal(t, &discoveryv3.DeltaDiscoveryResponse{TypeUrl: listenerType, SystemVersionInfo: "2", Nonce: "n2", RemovedResources: []string{"y"}})}
-	b.notes <- req(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: listenerType, ResponseNonce: "n2"})
-	close(b.notes)
+	b.toObserver <- req(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: listenerType, InitialResourceVersions: map[string]string{"y": "1"}})
+	b.toObserver <- observedMessage{cached: mustMarshal(t, &discoveryv3.DeltaDiscoveryResponse{TypeUrl: listenerType, SystemVersionInfo: "2", Nonce: "n2", RemovedResources: []string{"y"}})}
+	b.toObserver <- req(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: listenerType, ResponseNonce: "n2"})
+	close(b.toObserver)
 
 	// The old stream's ACK, sent by Envoy before its reset, reaches the
 	// old observer last.
-	a.notes <- req(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: listenerType, ResponseNonce: "n1"})
-	close(a.notes)
+	a.toObserver <- req(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: listenerType, ResponseNonce: "n1"})
+	close(a.toObserver)
 	<-aDone
 	<-bDone
 	if got := r.Names(listenerType); len(got) != 0 {

@@ -46,3 +46,27 @@ func (p *dirtyPool) Put(b *[]byte) {
 		p.tiers[i].Put(b)
 	}
 }
+
+// decodeBuffers hold received responses made contiguous for decoding (of
+// *[]byte). Decoding copies what is kept, so a buffer is reused for the
+// next response: fresh memory for every megabyte costs several times the
+// copy into it (page faults). The GC drops idle ones.
+var decodeBuffers sync.Pool
+
+// readContiguous calls read with buf's bytes in one slice, valid until it
+// returns.
+func readContiguous(buf mem.BufferSlice, read func([]byte)) {
+	if len(buf) == 1 {
+		read(buf[0].ReadOnlyData())
+		return
+	}
+	b, _ := decodeBuffers.Get().(*[]byte)
+	if b == nil || cap(*b) < buf.Len() {
+		b = new([]byte)
+		*b = make([]byte, buf.Len())
+	}
+	*b = (*b)[:buf.Len()]
+	buf.CopyTo(*b)
+	read(*b)
+	decodeBuffers.Put(b)
+}

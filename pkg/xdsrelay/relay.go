@@ -32,8 +32,9 @@ type Relay struct {
 	roots  *x509.CertPool
 	server *grpc.Server
 	ln     net.Listener
-	held   holdings
 	met    relayMetrics
+
+	envoyState envoyState // what Envoy holds, as far as its ACKs tell
 
 	closeOnce sync.Once
 
@@ -64,14 +65,18 @@ func New(opts Options) (*Relay, error) {
 	if opts.SocketPath == "" || opts.Upstream.Address == "" || opts.Token == nil {
 		return nil, errors.New("xdsrelay: socket path, upstream address and token source are required")
 	}
-	roots, err := x509.SystemCertPool()
+	// The system's roots only when no CA is given: reading them costs a
+	// start milliseconds and megabytes.
+	roots := x509.NewCertPool()
 	if len(opts.Upstream.CAPEM) > 0 {
-		roots = x509.NewCertPool()
 		if !roots.AppendCertsFromPEM(opts.Upstream.CAPEM) {
 			return nil, errors.New("xdsrelay: no CA certificate in what the bootstrap's validation context or --ca-cert-file gave")
 		}
-	} else if err != nil {
-		return nil, fmt.Errorf("xdsrelay: no CA certificate for the control plane, and the system's roots cannot be read: %w", err)
+	} else {
+		var err error
+		if roots, err = x509.SystemCertPool(); err != nil {
+			return nil, fmt.Errorf("xdsrelay: no CA certificate for the control plane, and the system's roots cannot be read: %w", err)
+		}
 	}
 	if opts.ConnectTimeout <= 0 {
 		opts.ConnectTimeout = 3 * time.Second
@@ -89,7 +94,7 @@ func New(opts Options) (*Relay, error) {
 		opts.Now = time.Now
 	}
 	r := &Relay{opts: opts, log: opts.Log, roots: roots, cacheFirst: opts.CacheFirst}
-	r.held.types = map[string]*typeHolding{}
+	r.envoyState.types = map[string]*typeState{}
 	r.unreachableWarn.Every = time.Minute
 	return r, nil
 }
@@ -105,8 +110,8 @@ func (r *Relay) Start() error {
 	}
 	r.ln = ln
 	r.server = grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}), grpc.MaxRecvMsgSize(64<<20),
-		// Stop returns once every stream's handler has: the holdings are
-		// final when Close returns.
+		// Stop returns once every stream's handler has: what the relay knows
+		// Envoy holds is final when Close returns.
 		grpc.WaitForHandlers(true),
 		// Fixed windows, as on the upstream side: no BDP pings on the
 		// socket; Envoy's own requests are small.
@@ -131,21 +136,21 @@ func (r *Relay) Start() error {
 	return nil
 }
 
-func (r *Relay) handler(d dialect) grpc.StreamHandler {
+func (r *Relay) handler(kind streamKind) grpc.StreamHandler {
 	return func(_ any, stream grpc.ServerStream) error {
-		return r.serve(d, stream)
+		return r.serve(kind, stream)
 	}
 }
 
 // Close ends Envoy's streams and their upstream streams and removes the
-// socket. It does not close the cache, which reads the last holdings when
-// it writes them, at the latest at its own Close.
+// socket. It does not close the cache, which reads what Envoy holds when
+// it writes, at the latest at its own Close.
 func (r *Relay) Close() {
 	if r.server == nil {
 		return
 	}
 	r.closeOnce.Do(func() {
-		r.server.Stop()  // waits for the handlers: the cache reads the holdings at its Close
+		r.server.Stop()  // waits for the handlers: the cache reads Envoy's state at its Close
 		_ = r.ln.Close() // Serve may not have taken it yet; this unlinks the socket
 		r.upMu.Lock()
 		if r.active != nil {
@@ -214,20 +219,21 @@ func (r *Relay) observeAfter(done chan struct{}) <-chan struct{} {
 }
 
 // serve runs one Envoy stream to its end.
-func (r *Relay) serve(d dialect, stream grpc.ServerStream) error {
+func (r *Relay) serve(kind streamKind, stream grpc.ServerStream) error {
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
-	s := &session{r: r, d: d, envoy: stream, obs: newObserver(r), reqs: make(chan envoyRequest), notes: make(chan note, 16), subs: newSubscriptions()}
+	s := &session{r: r, kind: kind, envoy: stream, obs: newObserver(r), reqs: make(chan envoyRequest),
+		toObserver: make(chan observedMessage, 16), subs: newSubscriptions()}
 	observed := make(chan struct{})
 	var prev <-chan struct{}
-	if d.exclusive() { // ADS: one stream at a time; HDS runs beside it
+	if kind.exclusive() { // ADS: one stream at a time; HDS runs beside it
 		prev = r.observeAfter(observed)
 		r.mu.Lock()
 		r.subs = s.subs // the newest Envoy stream's node, for a withdrawal
 		r.mu.Unlock()
 	}
 	go s.observeAll(prev, observed)
-	defer func() { close(s.notes); <-observed }() // the holdings are complete when it returns
+	defer func() { close(s.toObserver); <-observed }() // Envoy's state is complete when it returns
 	go s.readEnvoy(ctx)
 	return s.run(ctx)
 }

@@ -1,27 +1,22 @@
 package xdsrelay
 
 import (
-	"fmt"
-	"io"
-	"sort"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
-	"github.com/zoneproxy/zoneproxy/pkg/metrics"
 )
 
 // report logs an upstream failure, counts it and tells the agent; it
 // returns how the relay goes on. attempt and next describe the relay's own
 // retry, if it makes one (next 0 for none).
-func (r *Relay) report(d dialect, err error, attempt int, next time.Duration) StreamError {
+func (r *Relay) report(kind streamKind, err error, attempt int, next time.Duration) StreamError {
 	se := classify(err)
 	if next > 0 {
 		se.Attempt, se.Next = attempt, next
 	}
-	if !d.exclusive() {
+	if !kind.exclusive() {
 		// HDS fails with ADS; ADS says it once.
 		r.log.Debug("the control plane ended the health-check stream", zap.Stringer("code", se.Code), zap.String("message", se.Message))
 		return se
@@ -55,7 +50,7 @@ func (r *Relay) report(d dialect, err error, attempt int, next time.Duration) St
 		}
 		return se
 	}
-	fields := []zap.Field{zap.String("stream", d.name()), zap.Stringer("code", se.Code), zap.String("message", se.Message),
+	fields := []zap.Field{zap.String("stream", kind.name()), zap.Stringer("code", se.Code), zap.String("message", se.Message),
 		zap.Bool("unreachable", se.Unreachable)}
 	if se.Next > 0 {
 		fields = append(fields, zap.Int("attempt", se.Attempt), zap.Duration("next", se.Next.Round(time.Millisecond)))
@@ -183,76 +178,4 @@ func (r *Relay) leaveCache() {
 			f(CacheState{})
 		}
 	}
-}
-
-// relayMetrics counts by label.
-type relayMetrics struct {
-	mu           sync.Mutex
-	streamErrors map[string]uint64
-	rejections   map[string]uint64
-	heldStreams  uint64
-}
-
-func (m *relayMetrics) held() {
-	m.mu.Lock()
-	m.heldStreams++
-	m.mu.Unlock()
-}
-
-func (m *relayMetrics) streamError(code string) { m.inc(&m.streamErrors, code) }
-func (m *relayMetrics) rejected(typ string)     { m.inc(&m.rejections, typ) }
-
-func (m *relayMetrics) inc(counts *map[string]uint64, label string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if *counts == nil {
-		*counts = map[string]uint64{}
-	}
-	(*counts)[label]++
-}
-
-// WriteMetrics writes the relay's metrics in the Prometheus text format.
-func (r *Relay) WriteMetrics(w io.Writer) {
-	r.met.mu.Lock()
-	errs, rej, held := sorted(r.met.streamErrors), sorted(r.met.rejections), r.met.heldStreams
-	r.met.mu.Unlock()
-	fmt.Fprint(w, "# HELP zoneproxy_xds_stream_errors_total xDS streams to the control plane that failed or that it ended with an error, by gRPC code.\n# TYPE zoneproxy_xds_stream_errors_total counter\n")
-	for _, kv := range errs {
-		fmt.Fprintf(w, "zoneproxy_xds_stream_errors_total{code=\"%s\"} %d\n", metrics.LabelValue(kv.k), kv.v)
-	}
-	fmt.Fprintf(w, "# HELP zoneproxy_xds_streams_held_total Streams kuma-cp refused because it still held this proxy's previous one (after a restart; not counted as errors).\n# TYPE zoneproxy_xds_streams_held_total counter\nzoneproxy_xds_streams_held_total %d\n", held)
-	fmt.Fprint(w, "# HELP zoneproxy_xds_rejected_total Configurations Envoy rejected (NACK), by resource type.\n# TYPE zoneproxy_xds_rejected_total counter\n")
-	for _, kv := range rej {
-		fmt.Fprintf(w, "zoneproxy_xds_rejected_total{type=\"%s\"} %d\n", metrics.LabelValue(kv.k), kv.v)
-	}
-	st := r.State().Cache
-	inUse, age := 0, 0.0
-	if st.InUse {
-		inUse, age = 1, r.opts.Now().Sub(st.WrittenAt).Seconds()
-	}
-	fmt.Fprintf(w, "# HELP zoneproxy_xds_cached_config 1 while Envoy runs on the last-known-good configuration from the cache.\n# TYPE zoneproxy_xds_cached_config gauge\nzoneproxy_xds_cached_config %d\n", inUse)
-	up := r.State().Upstream.State
-	fmt.Fprint(w, "# HELP zoneproxy_xds_upstream What the control plane is expected to make of this proxy, from its streams: 1 for the current state.\n# TYPE zoneproxy_xds_upstream gauge\n")
-	for _, s := range []UpstreamState{Connected, Held, AnotherProxy, Unreachable, Refused, Withdrawn} {
-		v := 0
-		if s == up {
-			v = 1
-		}
-		fmt.Fprintf(w, "zoneproxy_xds_upstream{state=\"%s\"} %d\n", s, v)
-	}
-	fmt.Fprintf(w, "# HELP zoneproxy_xds_cached_config_age_seconds Age of the cached configuration Envoy runs on (0 when it runs on the control plane's).\n# TYPE zoneproxy_xds_cached_config_age_seconds gauge\nzoneproxy_xds_cached_config_age_seconds %g\n", age)
-}
-
-type labelCount struct {
-	k string
-	v uint64
-}
-
-func sorted(m map[string]uint64) []labelCount {
-	out := make([]labelCount, 0, len(m))
-	for k, v := range m {
-		out = append(out, labelCount{k, v})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].k < out[j].k })
-	return out
 }

@@ -41,17 +41,21 @@ func newSubscriptions() *subscriptions {
 	return &subscriptions{types: map[string]*typeSubscription{}}
 }
 
-// track records one of Envoy's requests (raw as received).
-func (s *subscriptions) track(d dialect, raw []byte, req *request) {
+// track records one of Envoy's requests (raw as received, req as read;
+// nil if it could not be).
+func (s *subscriptions) track(kind streamKind, raw []byte, req *request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.collecting {
 		s.since = append(s.since, raw)
 	}
-	if s.node == nil {
-		s.node = nodeOf(d, raw)
+	if req == nil {
+		return
 	}
-	if req == nil || req.typeURL == "" {
+	if s.node == nil && req.node.GetId() != "" {
+		s.node = req.node
+	}
+	if req.typeURL == "" {
 		return
 	}
 	t := s.types[req.typeURL]
@@ -60,10 +64,10 @@ func (s *subscriptions) track(d dialect, raw []byte, req *request) {
 		s.types[req.typeURL] = t
 		s.order = append(s.order, req.typeURL)
 		// An empty first subscription is the legacy wildcard (both
-		// dialects).
+		// kinds of ADS).
 		t.wildcard = len(req.subscribe) == 0
 	}
-	if !d.incremental() {
+	if !kind.incremental() {
 		// State of the world: each request names the whole set.
 		clear(t.names)
 		t.wildcard = len(req.subscribe) == 0
@@ -86,7 +90,7 @@ func (s *subscriptions) track(d dialect, raw []byte, req *request) {
 // snapshot returns the requests that open a resumed stream, with what
 // Envoy holds now, and starts collecting Envoy's requests anew. Nil when
 // Envoy has not identified itself yet.
-func (s *subscriptions) snapshot(d dialect, held *holdings) [][]byte {
+func (s *subscriptions) snapshot(kind streamKind, envoy *envoyState) [][]byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.node == nil || len(s.order) == 0 {
@@ -108,8 +112,8 @@ func (s *subscriptions) snapshot(d dialect, held *holdings) [][]byte {
 		if i == 0 {
 			node = s.node
 		}
-		version, versions := held.versions(typeURL)
-		b, err := d.resumeRequest(node, typeURL, names, version, versions)
+		version, versions := envoy.versions(typeURL)
+		b, err := kind.resumeRequest(node, typeURL, names, version, versions)
 		if err != nil {
 			return nil
 		}
@@ -135,46 +139,6 @@ func (s *subscriptions) nodeCopy() *corev3.Node {
 		return nil
 	}
 	return proto.Clone(s.node).(*corev3.Node)
-}
-
-// nodeOf reads the node of a request, nil if it carries none.
-func nodeOf(d dialect, raw []byte) *corev3.Node {
-	var n *corev3.Node
-	if d.incremental() {
-		m := &discoveryv3.DeltaDiscoveryRequest{}
-		if proto.Unmarshal(raw, m) != nil {
-			return nil
-		}
-		n = m.GetNode()
-	} else {
-		m := &discoveryv3.DiscoveryRequest{}
-		if proto.Unmarshal(raw, m) != nil {
-			return nil
-		}
-		n = m.GetNode()
-	}
-	if n.GetId() == "" {
-		return nil
-	}
-	return n
-}
-
-// versions is what Envoy holds of typeURL: the type's version and each
-// resource's.
-func (h *holdings) versions(typeURL string) (string, map[string]string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	t := h.types[typeURL]
-	if t == nil {
-		return "", nil
-	}
-	out := make(map[string]string, len(t.res))
-	for name, r := range t.res {
-		if r.Version != "" {
-			out[name] = r.Version
-		}
-	}
-	return t.version, out
 }
 
 func deltaResumeRequest(node *corev3.Node, typeURL string, names []string, versions map[string]string) ([]byte, error) {

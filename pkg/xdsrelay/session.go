@@ -16,8 +16,8 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
 )
 
-// envoyRequest is one of Envoy's messages, raw for forwarding and read
-// (nil if it could not be) for the cache.
+// envoyRequest is one of Envoy's messages, raw for forwarding, and read
+// once it is passed on (nil if it could not be).
 type envoyRequest struct {
 	raw []byte
 	msg *request
@@ -25,13 +25,13 @@ type envoyRequest struct {
 
 // session is one Envoy stream.
 type session struct {
-	r     *Relay
-	d     dialect
-	envoy grpc.ServerStream
-	obs   *observer
-	reqs  chan envoyRequest // closed when Envoy's stream ends
-	notes chan note         // to the observer, closed when the session ends
-	subs  *subscriptions    // what Envoy asked for, to resume a stream with
+	r          *Relay
+	kind       streamKind
+	envoy      grpc.ServerStream
+	obs        *observer
+	reqs       chan envoyRequest    // closed when Envoy's stream ends
+	toObserver chan observedMessage // closed when the session ends
+	subs       *subscriptions       // what Envoy asked for, to resume a stream with
 
 	// early holds Envoy's requests until the control plane first answers,
 	// to replay them on a new upstream stream if this one is refused.
@@ -51,26 +51,30 @@ func (s *session) readEnvoy(ctx context.Context) {
 		if err := s.envoy.RecvMsg(f); err != nil {
 			return
 		}
-		msg, err := s.d.readRequest(f.b)
-		if err != nil {
-			s.r.log.Debug("an Envoy xDS request could not be decoded; forwarding it anyway", zap.Error(err))
-		}
 		select {
-		case s.reqs <- envoyRequest{raw: f.b, msg: msg}:
+		case s.reqs <- envoyRequest{raw: f.b}:
 		case <-ctx.Done():
 			return
 		}
 	}
 }
 
-// observe has a request of Envoy's observed and tracked; each request once.
-func (s *session) observe(req envoyRequest) {
-	if s.d.cacheable() {
-		s.subs.track(s.d, req.raw, req.msg)
+// observe reads one of Envoy's requests, tracks it and hands it to the
+// observer, and returns it read: once per request, after it was forwarded
+// (if it is), so reading is off the forwarding path.
+func (s *session) observe(req envoyRequest) envoyRequest {
+	msg, err := s.kind.readRequest(req.raw)
+	if err != nil {
+		s.r.log.Debug("an Envoy xDS request could not be decoded; forwarded anyway", zap.Error(err))
+	}
+	req.msg = msg
+	if s.kind.cacheable() {
+		s.subs.track(s.kind, req.raw, req.msg)
 	}
 	if req.msg != nil {
-		s.notes <- note{req: req.msg}
+		s.toObserver <- observedMessage{req: req.msg}
 	}
+	return req
 }
 
 func (s *session) run(ctx context.Context) error {
@@ -79,12 +83,11 @@ func (s *session) run(ctx context.Context) error {
 		if !ok {
 			return nil
 		}
-		s.observe(first)
-		s.early = append(s.early, first)
+		s.early = append(s.early, s.observe(first))
 	case <-ctx.Done():
 		return nil
 	}
-	if s.d.cacheable() && s.r.takeCacheFirst() {
+	if s.kind.cacheable() && s.r.takeCacheFirst() {
 		// Envoy was started on the cache because the control plane did not
 		// answer: its first stream need not wait for another timeout.
 		if snap := s.r.usableCache(StreamError{Unreachable: true}); snap != nil {
@@ -94,10 +97,10 @@ func (s *session) run(ctx context.Context) error {
 	}
 	var held heldRetries
 	for attempt := 1; ; attempt++ {
-		if s.r.isWithdrawn() && s.d.exclusive() {
+		if s.r.isWithdrawn() && s.kind.exclusive() {
 			return s.park(ctx)
 		}
-		up, err := s.r.open(ctx, s.d, s.rawEarly())
+		up, err := s.r.open(ctx, s.kind, s.rawEarly())
 		if err == nil {
 			var retry bool
 			if retry, err = s.relayOn(ctx, up); !retry {
@@ -107,7 +110,7 @@ func (s *session) run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if s.r.isWithdrawn() && s.d.exclusive() {
+		if s.r.isWithdrawn() && s.kind.exclusive() {
 			return s.park(ctx)
 		}
 		if errors.Is(err, errSuperseded) {
@@ -115,7 +118,7 @@ func (s *session) run(ctx context.Context) error {
 		}
 		if errors.Is(err, io.EOF) {
 			// Ended without an error: so ends Envoy's, which reconnects.
-			s.r.log.Info("the control plane closed the stream", zap.String("stream", s.d.name()))
+			s.r.log.Info("the control plane closed the stream", zap.String("stream", s.kind.name()))
 			return nil
 		}
 		se := classify(err)
@@ -126,8 +129,8 @@ func (s *session) run(ctx context.Context) error {
 		case se.Retrying:
 			next = s.r.opts.Backoff.Delay(attempt)
 		}
-		se = s.r.report(s.d, err, attempt, next)
-		if (se.Unreachable || se.Held) && s.d.cacheable() {
+		se = s.r.report(s.kind, err, attempt, next)
+		if (se.Unreachable || se.Held) && s.kind.cacheable() {
 			// kuma-cp holds the stream of this node's previous run (a
 			// restart), or cannot be reached: Envoy serves its last-known-good
 			// configuration meanwhile, if it may.
@@ -153,13 +156,13 @@ func (s *session) relayOn(ctx context.Context, up *upstream) (retry bool, err er
 	switch {
 	case res.envoyGone || ctx.Err() != nil:
 		return false, nil
-	case res.responded && s.r.isWithdrawn() && s.d.exclusive():
+	case res.responded && s.r.isWithdrawn() && s.kind.exclusive():
 		return false, s.park(ctx)
 	case res.responded && errors.Is(res.err, io.EOF):
-		s.r.log.Info("the control plane closed the stream", zap.String("stream", s.d.name()))
+		s.r.log.Info("the control plane closed the stream", zap.String("stream", s.kind.name()))
 		return false, nil
 	case res.responded:
-		return false, s.r.upstreamEnded(s.d, res.err)
+		return false, s.r.upstreamEnded(s.kind, res.err)
 	}
 	return true, res.err
 }
@@ -185,8 +188,7 @@ func (s *session) pause(ctx context.Context, d time.Duration) bool {
 			if !ok {
 				return false
 			}
-			s.observe(req)
-			s.early = append(s.early, req)
+			s.early = append(s.early, s.observe(req))
 		case <-ctx.Done():
 			return false
 		}
@@ -212,11 +214,12 @@ func (s *session) relay(ctx context.Context, up *upstream) relayResult {
 				<-down
 				return relayResult{envoyGone: true}
 			}
+			err := up.send(req.raw)
+			req = s.observe(req)
 			if !s.responded.Load() {
 				s.early = append(s.early, req)
 			}
-			s.observe(req)
-			if err := up.send(req.raw); err != nil {
+			if err != nil {
 				return s.relayEnd(<-down)
 			}
 		case err := <-down:
@@ -233,10 +236,10 @@ func (s *session) relayEnd(err error) relayResult {
 }
 
 // pumpDown forwards the control plane's responses to Envoy as received,
-// uncopied; each is noted for the observer before Envoy can ACK it.
+// uncopied; each goes to the observer before Envoy can ACK it.
 func (s *session) pumpDown(up *upstream) error {
 	for {
-		f, err := up.recvHeld()
+		f, err := up.recvFrame()
 		if err != nil {
 			if up.superseded.Load() {
 				return errSuperseded
@@ -251,10 +254,10 @@ func (s *session) pumpDown(up *upstream) error {
 
 // forwardDown sends one of the control plane's responses to Envoy and
 // frees it.
-func (s *session) forwardDown(f *heldFrame) error {
-	f.buf.Ref() // the observer's, freed once it has copied the bytes
-	s.notes <- note{resp: f}
-	if !s.responded.Swap(true) && s.d.exclusive() {
+func (s *session) forwardDown(f *receivedFrame) error {
+	f.buf.Ref() // the observer's, freed once it has read them
+	s.toObserver <- observedMessage{resp: f}
+	if !s.responded.Swap(true) && s.kind.exclusive() {
 		s.r.setUpstream(Connected)
 	}
 	err := s.envoy.SendMsg(f)
@@ -274,7 +277,7 @@ func (s *session) fromCache(ctx context.Context, snap *lkgcache.Snapshot, why St
 		return err
 	}
 	s.r.log.Info("the control plane accepted this proxy's stream: Envoy carries on with it, without reconnecting",
-		zap.String("stream", s.d.name()))
+		zap.String("stream", s.kind.name()))
 	s.early = nil
 	// What Envoy asked for after the resumed stream was opened.
 	for _, raw := range s.subs.takeSince() {
@@ -294,9 +297,9 @@ func (s *session) fromCache(ctx context.Context, snap *lkgcache.Snapshot, why St
 // background. It returns the stream the control plane accepted with its
 // first response; or no stream and what Envoy's stream ends with (nil:
 // Envoy left or ctx ended).
-func (s *session) serveCache(ctx context.Context, snap *lkgcache.Snapshot, why StreamError) (*upstream, *heldFrame, error) {
+func (s *session) serveCache(ctx context.Context, snap *lkgcache.Snapshot, why StreamError) (*upstream, *receivedFrame, error) {
 	s.r.useCache(snap, why)
-	cs := s.d.cacheServer(snap)
+	cs := s.kind.cacheServer(snap)
 	for _, req := range s.early {
 		if err := s.answer(cs, req); err != nil {
 			return nil, nil, nil
@@ -307,7 +310,7 @@ func (s *session) serveCache(ctx context.Context, snap *lkgcache.Snapshot, why S
 	pctx, stop := context.WithCancel(ctx)
 	go func() {
 		defer close(probed)
-		probe <- s.r.probe(pctx, ctx, s.d, why, func() [][]byte { return s.subs.snapshot(s.d, &s.r.held) })
+		probe <- s.r.probe(pctx, ctx, s.kind, why, func() [][]byte { return s.subs.snapshot(s.kind, &s.r.envoyState) })
 	}()
 	ended := func() { stop(); <-probed }
 	for {
@@ -317,8 +320,7 @@ func (s *session) serveCache(ctx context.Context, snap *lkgcache.Snapshot, why S
 				ended()
 				return nil, nil, nil
 			}
-			s.observe(req)
-			if err := s.answer(cs, req); err != nil {
+			if err := s.answer(cs, s.observe(req)); err != nil {
 				ended()
 				return nil, nil, nil
 			}
@@ -347,11 +349,15 @@ func (s *session) answer(cs cacheServer, req envoyRequest) error {
 	if req.msg == nil {
 		return nil
 	}
-	b := cs.answer(req.msg)
+	b, err := cs.answer(req.msg)
+	if err != nil {
+		s.r.log.Warn("the cached configuration could not be encoded for Envoy", zap.String("type", shortType(req.msg.typeURL)), zap.Error(err))
+		return nil
+	}
 	if b == nil {
 		return nil
 	}
-	s.notes <- note{cached: b}
+	s.toObserver <- observedMessage{cached: b}
 	return s.envoy.SendMsg(&frame{b: b})
 }
 
@@ -374,9 +380,9 @@ func (s *session) park(ctx context.Context) error {
 
 // open opens an upstream stream; for ADS, after closing the node's
 // previous one (the control plane allows one per node).
-func (r *Relay) open(ctx context.Context, d dialect, replay [][]byte) (*upstream, error) {
-	if !d.exclusive() {
-		return r.dialUpstream(ctx, d.method(), replay)
+func (r *Relay) open(ctx context.Context, kind streamKind, replay [][]byte) (*upstream, error) {
+	if !kind.exclusive() {
+		return r.dialUpstream(ctx, kind.method(), replay)
 	}
 	r.upMu.Lock()
 	defer r.upMu.Unlock()
@@ -392,7 +398,7 @@ func (r *Relay) open(ctx context.Context, d dialect, replay [][]byte) (*upstream
 		r.active.close()
 		r.active = nil
 	}
-	u, err := r.dialUpstream(ctx, d.method(), replay)
+	u, err := r.dialUpstream(ctx, kind.method(), replay)
 	if err == nil {
 		r.active = u
 	}
@@ -403,7 +409,7 @@ func (r *Relay) open(ctx context.Context, d dialect, replay [][]byte) (*upstream
 // response, or why not.
 type probeResult struct {
 	up    *upstream
-	first *heldFrame
+	first *receivedFrame
 	err   error
 }
 
@@ -413,7 +419,7 @@ type probeResult struct {
 // yet to resume; the attempt waits). why is the failure that made Envoy
 // run on the cache, which paces the first attempt. The stream it returns
 // lives as long as streamCtx; ctx ending stops the probe.
-func (r *Relay) probe(ctx, streamCtx context.Context, d dialect, why StreamError, requests func() [][]byte) probeResult {
+func (r *Relay) probe(ctx, streamCtx context.Context, kind streamKind, why StreamError, requests func() [][]byte) probeResult {
 	var held heldRetries
 	next := r.opts.Backoff.Delay(1)
 	if why.Held {
@@ -427,7 +433,7 @@ func (r *Relay) probe(ctx, streamCtx context.Context, d dialect, why StreamError
 			return probeResult{err: ctx.Err()}
 		case <-t.C:
 		}
-		if r.isWithdrawn() && d.exclusive() {
+		if r.isWithdrawn() && kind.exclusive() {
 			return probeResult{err: errWithdrawn}
 		}
 		reqs := requests()
@@ -437,10 +443,10 @@ func (r *Relay) probe(ctx, streamCtx context.Context, d dialect, why StreamError
 		}
 		octx, ocancel := context.WithCancel(streamCtx)
 		unwatch := context.AfterFunc(ctx, ocancel)
-		up, err := r.open(octx, d, reqs)
+		up, err := r.open(octx, kind, reqs)
 		if err == nil {
-			var f *heldFrame
-			if f, err = up.recvHeld(); err == nil && unwatch() {
+			var f *receivedFrame
+			if f, err = up.recvFrame(); err == nil && unwatch() {
 				return probeResult{up: up, first: f} // ctx's end no longer ends it
 			}
 			if err == nil {
@@ -463,13 +469,13 @@ func (r *Relay) probe(ctx, streamCtx context.Context, d dialect, why StreamError
 		next = r.opts.Backoff.Delay(attempt + 1)
 		if errors.Is(err, io.EOF) {
 			// Ended cleanly (a replica shutting down): no refusal, try again.
-			r.log.Debug("the control plane closed a reconnection attempt", zap.String("stream", d.name()))
+			r.log.Debug("the control plane closed a reconnection attempt", zap.String("stream", kind.name()))
 			continue
 		}
 		if classify(err).Held {
 			next = held.next(r.opts.Backoff, r.opts.Now())
 		}
-		if se := r.report(d, err, attempt, next); !se.Unreachable && !se.Retrying {
+		if se := r.report(kind, err, attempt, next); !se.Unreachable && !se.Retrying {
 			return probeResult{err: err}
 		}
 	}
@@ -477,11 +483,11 @@ func (r *Relay) probe(ctx, streamCtx context.Context, d dialect, why StreamError
 
 // upstreamEnded handles the end of a stream the control plane had
 // answered on: Envoy's stream ends too, and Envoy reconnects.
-func (r *Relay) upstreamEnded(d dialect, err error) error {
+func (r *Relay) upstreamEnded(kind streamKind, err error) error {
 	if errors.Is(err, errSuperseded) {
 		return status.Error(codes.Aborted, errSuperseded.Error())
 	}
-	r.report(d, err, 0, 0)
+	r.report(kind, err, 0, 0)
 	return envoyStatus(err)
 }
 

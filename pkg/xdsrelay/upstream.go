@@ -51,9 +51,9 @@ func (u *upstream) recv() ([]byte, error) {
 	return f.b, nil
 }
 
-// recvHeld receives a message without copying it; the caller frees it.
-func (u *upstream) recvHeld() (*heldFrame, error) {
-	f := &heldFrame{}
+// recvFrame receives a message without copying it; the caller frees it.
+func (u *upstream) recvFrame() (*receivedFrame, error) {
+	f := &receivedFrame{}
 	if err := u.stream.RecvMsg(f); err != nil {
 		return nil, u.ended(err)
 	}

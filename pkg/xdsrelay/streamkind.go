@@ -8,34 +8,46 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
 )
 
-// dialect is what differs between delta ADS, state-of-the-world ADS and
-// HDS: how messages are observed and how the cache answers.
-type dialect interface {
+// streamKind is what differs between delta ADS, state-of-the-world ADS
+// and HDS: how messages are read and observed, and how the cache answers.
+type streamKind interface {
 	name() string
 	method() string
 	// exclusive: the control plane allows one such stream per node.
 	exclusive() bool
 	// cacheable: Envoy may be served from the cache on this stream.
 	cacheable() bool
+	// incremental: delta xDS, where requests change subscriptions.
+	incremental() bool
 	// readRequest reads one of Envoy's requests (nil if not ADS);
-	// observeRequest notes what it says (subscriptions, ACKs, NACKs).
+	// observeRequest records what it says (subscriptions, ACKs, NACKs).
 	readRequest(b []byte) (*request, error)
 	observeRequest(o *observer, req *request)
 	// readResponse reads what the relay tracks of a response (nil if not
-	// ADS), aliasing b.
+	// ADS).
 	readResponse(b []byte) (p *pendingResponse, nonce string, err error)
 	cacheServer(s *lkgcache.Snapshot) cacheServer
-	// incremental: delta xDS, where requests change subscriptions.
-	incremental() bool
 	// resumeRequest opens a resumed stream for one type: what Envoy is
 	// subscribed to and holds (see resume.go).
 	resumeRequest(node *corev3.Node, typeURL string, names []string, version string, versions map[string]string) ([]byte, error)
 }
 
+// request is what the relay reads of one of Envoy's requests.
+type request struct {
+	node        *corev3.Node // nil unless the request carries one
+	typeURL     string
+	nonce       string
+	nack        bool
+	errMsg      string
+	subscribe   []string // delta: subscribed; SotW: the names asked for
+	unsubscribe []string
+	initial     map[string]string // delta: versions Envoy holds
+}
+
 // cacheServer answers Envoy's requests from a snapshot, encoded; nil
 // means no answer is due.
 type cacheServer interface {
-	answer(req *request) []byte
+	answer(req *request) ([]byte, error)
 }
 
 const (
@@ -49,10 +61,11 @@ const (
 // health-check protos); it is never served from the cache.
 type hds struct{}
 
-func (hds) name() string    { return "HDS" }
-func (hds) method() string  { return hdsMethod }
-func (hds) exclusive() bool { return false }
-func (hds) cacheable() bool { return false }
+func (hds) name() string      { return "HDS" }
+func (hds) method() string    { return hdsMethod }
+func (hds) exclusive() bool   { return false }
+func (hds) cacheable() bool   { return false }
+func (hds) incremental() bool { return false }
 
 func (hds) readRequest([]byte) (*request, error) { return nil, nil }
 
@@ -61,8 +74,6 @@ func (hds) observeRequest(*observer, *request) {}
 func (hds) readResponse([]byte) (*pendingResponse, string, error) { return nil, "", nil }
 
 func (hds) cacheServer(*lkgcache.Snapshot) cacheServer { return nil }
-
-func (hds) incremental() bool { return false }
 
 func (hds) resumeRequest(*corev3.Node, string, []string, string, map[string]string) ([]byte, error) {
 	return nil, errors.New("HDS is not resumed")
