@@ -57,6 +57,15 @@ type Options struct {
 	// watchdog's tick), at most. Zero is kuma-cp's defaults' 1+1+1 = 3 s;
 	// negative is none.
 	EgressPropagation time.Duration
+
+	// Services is how many MeshServices a zone ingress's xDS carries, as
+	// kuma-cp would send an ingress of a zone with that many: per service
+	// an EDS cluster, its ClusterLoadAssignment (EndpointsPerService
+	// endpoints) and, on every ZoneIngress listener, a filter chain
+	// matching its SNI (ServiceSNI). The first is "backend" (what
+	// DestinationSNI names); the rest are ServiceName(1) and on. Zero or
+	// one is the default: "backend" alone. Egress listeners are unchanged.
+	Services int
 }
 
 // ProxyInfo is what the CP knows about one node id's ADS connection.
@@ -130,6 +139,9 @@ func Start(opts Options) (*Server, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("controlplane: Options.Dir is required")
 	}
+	if opts.Services < 0 {
+		return nil, errors.New("controlplane: Options.Services cannot be negative")
+	}
 	if opts.Addr == "" {
 		opts.Addr = "127.0.0.1:0"
 	}
@@ -181,9 +193,9 @@ func Start(opts Options) (*Server, error) {
 		_ = s.Close()
 		return nil, fmt.Errorf("controlplane: admin listen %s: %w", opts.AdminAddr, err)
 	}
-	s.log.printf("testcp started dp=%s admin=%s ca=%s auth=%s reloadableTokens=%t meshes=%v deregistrationDelay=%s cacheExpiration=%s egressPropagation=%s",
+	s.log.printf("testcp started dp=%s admin=%s ca=%s auth=%s reloadableTokens=%t meshes=%v deregistrationDelay=%s cacheExpiration=%s egressPropagation=%s%s",
 		s.URL(), s.AdminURL(), s.CACertFile(), authMode(opts.AuthDisabled), opts.ReloadableTokens, s.meshNames(),
-		s.timings.DeregistrationDelay, s.timings.CacheExpiration, s.timings.EgressPropagation)
+		s.timings.DeregistrationDelay, s.timings.CacheExpiration, s.timings.EgressPropagation, servicesNote(opts.Services))
 	return s, nil
 }
 

@@ -48,6 +48,13 @@
 // listener_filters_timeout, no continue_on_listener_filters_timeout), and
 // one filter chain for DestinationSNI with transport_protocol "tls", so
 // only a TLS ClientHello naming that SNI becomes a connection in Envoy.
+// With Options.Services (testcp --services N) a zone ingress carries N
+// MeshServices, as kuma-cp sends an ingress of a zone with that many:
+// "backend" and ServiceName(1) on, each an EDS cluster, its
+// ClusterLoadAssignment (EndpointsPerService loopback endpoints that
+// nothing dials) and a filter chain for its ServiceSNI on every
+// ZoneIngress listener; zpbench's footprint under a large configuration
+// uses it.
 //
 // # Stream lifecycle and the Dataplane store
 //
@@ -162,8 +169,9 @@
 //     /bootstrap without dataplaneResource is always 404, and ADS needs
 //     dataplane.resource in the node metadata.
 //   - xDS is fixed: per listener an SNI passthrough (tcp_proxy) to a
-//     pretend MeshService "backend" (ingress, EDS) or MeshExternalService
-//     "httpbin" (egress, STATIC 127.0.0.1:8080), plus system_envoy_admin and
+//     pretend MeshService "backend" (ingress, EDS; or Options.Services
+//     of them) or MeshExternalService "httpbin" (egress, STATIC
+//     127.0.0.1:8080), plus system_envoy_admin and
 //     system_probe_readiness. No MeshIdentity/SDS is modelled, and the
 //     public admin listener (networking.address != 127.0.0.1) is not sent.
 //   - Without caCert in the request, Envoy is told to trust this server's

@@ -27,7 +27,7 @@ func (s *Server) setSnapshotFor(nodeID string, dp *dataplane, node *corev3.Node,
 	pol := st.policies[nodeID].clone()
 	st.mu.Unlock()
 
-	snap, err := buildSnapshot(dp, node, pol)
+	snap, err := buildSnapshot(dp, node, pol, s.opts.Services)
 	if err != nil {
 		if atConnect {
 			s.xdsCache.ClearSnapshot(nodeID)

@@ -12,7 +12,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
-	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -36,8 +35,11 @@ type validator interface{ ValidateAll() error }
 // listener per networking.listeners[] entry (SNI passthrough via
 // tcp_proxy), the clusters they use, and the admin/readiness clusters.
 // Ingress pretends a local MeshService "backend" (port "http") exists and
-// egress a MeshExternalService "httpbin" on port 80.
-func buildSnapshot(dp *dataplane, node *corev3.Node, pol ProxyPolicies) (*cachev3.Snapshot, error) {
+// egress a MeshExternalService "httpbin" on port 80. With services > 1 an
+// ingress carries that many MeshServices (Options.Services): "backend"
+// and services-1 more, each an EDS cluster with its ClusterLoadAssignment
+// and a filter chain for its SNI on every ZoneIngress listener.
+func buildSnapshot(dp *dataplane, node *corev3.Node, pol ProxyPolicies, services int) (*cachev3.Snapshot, error) {
 	fields := node.GetMetadata().GetFields()
 	adminPort, err := metaPort(node, "dataplane.admin.port")
 	if err != nil {
@@ -65,23 +67,24 @@ func buildSnapshot(dp *dataplane, node *corev3.Node, pol ProxyPolicies) (*cachev
 
 	for _, l := range pol.zoneListeners(dp) {
 		var name, sni, clusterName string
+		var more []*listenerv3.FilterChain // the ingress's other MeshServices
 		switch l.Type {
 		case listenerZoneIngress:
 			name = "self_zoneingress_dp_" + l.sectionName()
 			sni = DestinationSNI(dp.Mesh, "ingress")
-			clusterName = fmt.Sprintf("kri_msvc_%s_default__backend_http", dp.Mesh)
+			clusterName = serviceCluster(dp.Mesh, "backend")
 			if !seenCluster[clusterName] {
 				endpoints = append(endpoints, singleEndpoint(clusterName, socketAddress(destinationAddress, destinationPort)))
 			}
-			addCluster(&clusterv3.Cluster{
-				Name:                 clusterName,
-				ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
-				ConnectTimeout:       durationpb.New(5 * time.Second),
-				EdsClusterConfig: &clusterv3.Cluster_EdsClusterConfig{EdsConfig: &corev3.ConfigSource{
-					ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
-					ResourceApiVersion:    corev3.ApiVersion_V3,
-				}},
-			})
+			addCluster(edsCluster(clusterName))
+			for i := 1; i < services; i++ {
+				svc := serviceCluster(dp.Mesh, ServiceName(i))
+				if !seenCluster[svc] {
+					endpoints = append(endpoints, serviceEndpoints(dp.Mesh, i))
+					addCluster(edsCluster(svc))
+				}
+				more = append(more, sniChain(ServiceSNI(dp.Mesh, ServiceName(i)), svc))
+			}
 		case listenerZoneEgress:
 			name = "self_zoneegress_dp_" + l.sectionName()
 			sni = DestinationSNI(dp.Mesh, "egress")
@@ -105,16 +108,7 @@ func buildSnapshot(dp *dataplane, node *corev3.Node, pol ProxyPolicies) (*cachev
 				Name:       "envoy.filters.listener.tls_inspector",
 				ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: mustAny(&tlsinspectorv3.TlsInspector{})},
 			}},
-			FilterChains: []*listenerv3.FilterChain{{
-				FilterChainMatch: &listenerv3.FilterChainMatch{ServerNames: []string{sni}, TransportProtocol: "tls"},
-				Filters: []*listenerv3.Filter{{
-					Name: "envoy.filters.network.tcp_proxy",
-					ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAny(&tcpproxyv3.TcpProxy{
-						StatPrefix:       clusterName,
-						ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: clusterName},
-					})},
-				}},
-			}},
+			FilterChains: append([]*listenerv3.FilterChain{sniChain(sni, clusterName)}, more...),
 		}
 		if !reusePort {
 			// kuma-cp turns reuse_port off for proxies without feature-reuse-port.

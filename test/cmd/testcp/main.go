@@ -39,6 +39,7 @@ func run(args []string) int {
 	deregistrationDelay := fs.Duration("deregistration-delay", 0, "how long a node stays active (refusing new streams) after its stream closed, before its Dataplane is deleted, like KUMA_XDS_DATAPLANE_DEREGISTRATION_DELAY; 0 = kuma-cp's 10s, negative = none")
 	cacheExpiration := fs.Duration("cache-expiration", 0, "sleep after registering a Dataplane before the proxy counts as connected and gets its first response, like KUMA_STORE_CACHE_EXPIRATION_TIME; 0 = kuma-cp's 1s, negative = none")
 	egressPropagation := fs.Duration("egress-propagation", 0, "how long a Dataplane change takes to reach the zone's sidecars (GET /meshes/{mesh}/zone-egresses); 0 = 3s (kuma-cp: 2 x store cache expiration + dataplane configuration refresh interval), negative = none")
+	services := fs.Int("services", 0, "MeshServices a zone ingress's xDS carries, as kuma-cp sends an ingress of a zone with that many: per service an EDS cluster, its endpoints and a filter chain for its SNI (sni.msvc.<mesh>.default.<name>.http); the first is backend, then svc-00001 and on; 0 = backend alone")
 	policies := fs.String("policies", "", `JSON file of policies per zone proxy: {"<mesh>/<name>": {"meshAccessLogs": {...}, "meshMetrics": {...}, "withholdZoneListeners": false}}`)
 	var meshes meshList
 	fs.Var(&meshes, "mesh", "a mesh that exists at start (repeatable)")
@@ -48,6 +49,10 @@ func run(args []string) int {
 	if *dir == "" || fs.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "testcp: --dir is required and no positional arguments are accepted")
 		fs.Usage()
+		return 2
+	}
+	if *services < 0 {
+		fmt.Fprintln(os.Stderr, "testcp: --services cannot be negative")
 		return 2
 	}
 
@@ -68,6 +73,7 @@ func run(args []string) int {
 		DeregistrationDelay: *deregistrationDelay,
 		CacheExpiration:     *cacheExpiration,
 		EgressPropagation:   *egressPropagation,
+		Services:            *services,
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "testcp: %v\n", err)

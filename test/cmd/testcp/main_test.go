@@ -15,6 +15,8 @@ func TestRunRejectsBadArguments(t *testing.T) {
 		{"--nope"},
 		{"--dir", t.TempDir(), "--deregistration-delay", "soon"},
 		{"--dir", t.TempDir(), "--cache-expiration", "1"},
+		{"--dir", t.TempDir(), "--services", "-1"},
+		{"--dir", t.TempDir(), "--services", "many"},
 	} {
 		if got := run(args); got != 2 {
 			t.Errorf("run(%q) = %d, want 2", args, got)

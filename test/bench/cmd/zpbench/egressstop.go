@@ -66,7 +66,7 @@ func (b *bed) egressStopFigure() (egressStopResult, error) {
 		}
 	}()
 	for _, name := range []string{"bench-egress-a", "bench-egress-b"} {
-		p, err := b.newProxy(egressStopMesh, name)
+		p, err := b.newEgress(egressStopMesh, name)
 		if err != nil {
 			return res, err
 		}

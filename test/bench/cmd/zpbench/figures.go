@@ -45,19 +45,33 @@ type proxy struct {
 	workDir    string
 	stateDir   string // --state-dir: Envoy's version and the last-known-good configuration
 	stamp      string
+	role       string // ingress (newProxy) or egress (newEgress)
 	readiness  int
-	zonePort   int // the ingress listener's
+	zonePort   int // the zone listener's
 	args       []string
 	env        []string // for Envoy, through the agent
 }
 
-// newProxy picks ports, a work dir and a fresh state dir. Retry settings
-// are left at their defaults (--retry-initial 1s --retry-max 5s); drain
-// time is 1s.
+// newProxy picks ports, a work dir and a fresh state dir for a zone
+// ingress. Retry settings are left at their defaults (--retry-initial 1s
+// --retry-max 5s); drain time is 1s.
+//
+// An ingress: a zone egress's stop first leaves kuma-cp's egress set (its
+// own figure), which would hide the drain SIGTERM → exit measures.
 func (b *bed) newProxy(mesh, name string) (proxy, error) {
+	return b.newZoneProxy(mesh, name, "ingress")
+}
+
+// newEgress is newProxy for a zone egress: the restart, hung and
+// egress-stop figures, whose stop withdraws from kuma-cp's egress set.
+func (b *bed) newEgress(mesh, name string) (proxy, error) {
+	return b.newZoneProxy(mesh, name, "egress")
+}
+
+func (b *bed) newZoneProxy(mesh, name, role string) (proxy, error) {
 	b.seq++
 	id := fmt.Sprintf("%03d", b.seq)
-	p := proxy{mesh: mesh, name: name, workDir: filepath.Join(b.runDir, "wd"+id), stateDir: filepath.Join(b.dir, "state"+id),
+	p := proxy{mesh: mesh, name: name, role: role, workDir: filepath.Join(b.runDir, "wd"+id), stateDir: filepath.Join(b.dir, "state"+id),
 		stamp: filepath.Join(b.dir, "stamp"+id)}
 	var err error
 	if p.readiness, err = b.ports.next(); err != nil {
@@ -66,19 +80,16 @@ func (b *bed) newProxy(mesh, name string) (proxy, error) {
 	if p.zonePort, err = b.ports.next(); err != nil {
 		return p, err
 	}
-	tok, err := b.tokenFile(mesh)
+	tok, err := b.tokenFile(mesh, role)
 	if err != nil {
 		return p, err
 	}
-	// An ingress: a zone egress's stop first leaves kuma-cp's egress set
-	// (its own figure, about 15 s with kuma-cp's defaults), which would
-	// hide the drain SIGTERM → exit measures.
 	p.args = []string{"run",
-		"--mesh", mesh, "--role", "ingress", "--address", "127.0.0.1",
+		"--mesh", mesh, "--role", role, "--address", "127.0.0.1",
 		"--cp-address", b.cp.URL(), "--ca-cert-file", b.cp.CACertFile(),
 		"--dataplane-token-file", tok, "--envoy-binary", b.wrapper,
 		"--work-dir", p.workDir, "--readiness-port", strconv.Itoa(p.readiness),
-		"--ingress-port", strconv.Itoa(p.zonePort), "--drain-time", "1s",
+		"--" + role + "-port", strconv.Itoa(p.zonePort), "--drain-time", "1s",
 	}
 	if name != "" {
 		p.args = append(p.args, "--name", name)
@@ -86,14 +97,14 @@ func (b *bed) newProxy(mesh, name string) (proxy, error) {
 	return p, nil
 }
 
-func (b *bed) tokenFile(mesh string) (string, error) {
+func (b *bed) tokenFile(mesh, role string) (string, error) {
 	// One file per control plane (by its port): each signs with its own key.
 	u := b.cp.URL()
-	path := filepath.Join(b.dir, "token-"+mesh+"-"+u[strings.LastIndexByte(u, ':')+1:])
+	path := filepath.Join(b.dir, "token-"+mesh+"-"+role+"-"+u[strings.LastIndexByte(u, ':')+1:])
 	if _, err := os.Stat(path); err == nil {
 		return path, nil
 	}
-	tok, err := b.cp.IssueToken(controlplane.TokenRequest{Mesh: mesh, Workload: "zone-proxy-" + mesh + "-ingress", ValidFor: 24 * time.Hour})
+	tok, err := b.cp.IssueToken(controlplane.TokenRequest{Mesh: mesh, Workload: "zone-proxy-" + mesh + "-" + role, ValidFor: 24 * time.Hour})
 	if err != nil {
 		return "", err
 	}

@@ -7,7 +7,7 @@ import "github.com/zoneproxy/zoneproxy/test/controlplane"
 // agent is SIGKILLed and started again; once its /ready answers 200 the
 // fault is cleared and the run follows it to live configuration.
 func (b *bed) hungFigure() ([]restartRun, error) {
-	p, err := b.newProxy("payments", "bench-hung")
+	p, err := b.newEgress("payments", "bench-hung")
 	if err != nil {
 		return nil, err
 	}

@@ -25,26 +25,28 @@ import (
 // settings are the benchmark's knobs; the defaults are what the targets
 // are defined with.
 type settings struct {
-	runs        int           // startup, RSS and drain runs with the version cache warm
-	coldRuns    int           // the same with a fresh state dir each
-	cachedRuns  int           // starts with the control plane down and a warm last-known-good cache
-	meshRuns    int           // mesh created → launched runs
-	meshPhase   time.Duration // creation falls at a random point in [0, meshPhase) after the first "waiting for mesh"
-	waiters     int
-	waitRounds  int           // independent rounds of the waiters figure; judged on the worst
-	waitWarmup  time.Duration // until the backoff has reached --retry-max
-	waitWindow  time.Duration
-	idleAgents  int
-	idleWindow  time.Duration
-	scrapes     int // pairs of Envoy /stats GET and MeshMetric scrape
-	heavyRuns   int // startup runs of the build that links the Envoy protos and gRPC; 0 skips it
-	rsaRuns     int // warm starts against a control plane with kuma-cp's default RSA 2048 key; 0 skips them
-	restartRuns int // planned restarts of a zone egress, and as many SIGKILLs
-	hungRuns    int // restarts against a hung control plane
-	egressRate  int // sidecar connections per second while an egress stops
-	analyze     bool
-	figures     map[string]bool
-	explicitSet []string
+	runs          int           // startup, RSS and drain runs with the version cache warm
+	coldRuns      int           // the same with a fresh state dir each
+	cachedRuns    int           // starts with the control plane down and a warm last-known-good cache
+	meshRuns      int           // mesh created → launched runs
+	meshPhase     time.Duration // creation falls at a random point in [0, meshPhase) after the first "waiting for mesh"
+	waiters       int
+	waitRounds    int           // independent rounds of the waiters figure; judged on the worst
+	waitWarmup    time.Duration // until the backoff has reached --retry-max
+	waitWindow    time.Duration
+	idleAgents    int
+	idleWindow    time.Duration
+	scrapes       int   // pairs of Envoy /stats GET and MeshMetric scrape
+	heavyRuns     int   // startup runs of the build that links the Envoy protos and gRPC; 0 skips it
+	rsaRuns       int   // warm starts against a control plane with kuma-cp's default RSA 2048 key; 0 skips them
+	restartRuns   int   // planned restarts of a zone egress, and as many SIGKILLs
+	hungRuns      int   // restarts against a hung control plane
+	egressRate    int   // sidecar connections per second while an egress stops
+	largeRuns     int   // ingresses started per service count of the large figure
+	largeServices []int // the large figure's service counts (the default configuration is always run too)
+	analyze       bool
+	figures       map[string]bool
+	explicitSet   []string
 }
 
 func loadSettings() (settings, error) {
@@ -54,6 +56,7 @@ func loadSettings() (settings, error) {
 		idleAgents: 3, idleWindow: 30 * time.Second, scrapes: 100,
 		heavyRuns: 5, rsaRuns: 10, analyze: true,
 		restartRuns: 3, hungRuns: 3, egressRate: 100,
+		largeRuns: 3, largeServices: []int{targetLargeServices},
 		figures: allFigures(),
 	}
 	ints := map[string]*int{
@@ -62,6 +65,7 @@ func loadSettings() (settings, error) {
 		"ZPBENCH_IDLE_AGENTS": &s.idleAgents, "ZPBENCH_HEAVY_RUNS": &s.heavyRuns, "ZPBENCH_SCRAPES": &s.scrapes,
 		"ZPBENCH_RSA_RUNS":     &s.rsaRuns,
 		"ZPBENCH_RESTART_RUNS": &s.restartRuns, "ZPBENCH_HUNG_RUNS": &s.hungRuns, "ZPBENCH_EGRESS_RATE": &s.egressRate,
+		"ZPBENCH_LARGE_RUNS": &s.largeRuns,
 	}
 	for k, p := range ints {
 		if v := os.Getenv(k); v != "" {
@@ -87,6 +91,17 @@ func loadSettings() (settings, error) {
 			s.explicitSet = append(s.explicitSet, k+"="+v)
 		}
 	}
+	if v := os.Getenv("ZPBENCH_LARGE_SERVICES"); v != "" {
+		s.largeServices = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 2 {
+				return s, fmt.Errorf("ZPBENCH_LARGE_SERVICES=%q: want service counts ≥ 2, comma-separated", v)
+			}
+			s.largeServices = append(s.largeServices, n)
+		}
+		s.explicitSet = append(s.explicitSet, "ZPBENCH_LARGE_SERVICES="+v)
+	}
 	if v := os.Getenv("ZPBENCH_ANALYZE"); v != "" {
 		s.analyze = v != "0"
 		s.explicitSet = append(s.explicitSet, "ZPBENCH_ANALYZE="+v)
@@ -103,14 +118,14 @@ func loadSettings() (settings, error) {
 		s.explicitSet = append(s.explicitSet, "ZPBENCH_FIGURES="+v)
 	}
 	if s.waitWindow < 2*time.Second || s.idleWindow < time.Second || s.waitRounds < 1 || s.waiters < 1 || s.scrapes < 1 || s.cachedRuns < 1 ||
-		s.restartRuns < 1 || s.hungRuns < 1 || s.egressRate < 1 {
-		return s, fmt.Errorf("ZPBENCH_WAIT_WINDOW must be ≥ 2s, ZPBENCH_IDLE_WINDOW ≥ 1s, ZPBENCH_WAITERS, ZPBENCH_WAIT_ROUNDS, ZPBENCH_SCRAPES, ZPBENCH_CACHED_RUNS, ZPBENCH_RESTART_RUNS, ZPBENCH_HUNG_RUNS and ZPBENCH_EGRESS_RATE ≥ 1")
+		s.restartRuns < 1 || s.hungRuns < 1 || s.egressRate < 1 || s.largeRuns < 1 {
+		return s, fmt.Errorf("ZPBENCH_WAIT_WINDOW must be ≥ 2s, ZPBENCH_IDLE_WINDOW ≥ 1s, ZPBENCH_WAITERS, ZPBENCH_WAIT_ROUNDS, ZPBENCH_SCRAPES, ZPBENCH_CACHED_RUNS, ZPBENCH_RESTART_RUNS, ZPBENCH_HUNG_RUNS, ZPBENCH_EGRESS_RATE and ZPBENCH_LARGE_RUNS ≥ 1")
 	}
 	return s, nil
 }
 
 // figureNames are the figures ZPBENCH_FIGURES may pick, in report order.
-var figureNames = []string{"startup", "cached", "mesh", "waiters", "idle", "scrape", "relay", "restart", "hung", "egress-stop"}
+var figureNames = []string{"startup", "cached", "mesh", "waiters", "idle", "scrape", "relay", "restart", "hung", "egress-stop", "large"}
 
 func allFigures() map[string]bool {
 	m := map[string]bool{}

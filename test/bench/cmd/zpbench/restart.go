@@ -11,7 +11,7 @@ type restartResult struct {
 // following it to live configuration before the next.
 func (b *bed) restartFigure() (restartResult, error) {
 	var res restartResult
-	p, err := b.newProxy("payments", "bench-restart")
+	p, err := b.newEgress("payments", "bench-restart")
 	if err != nil {
 		return res, err
 	}

@@ -24,6 +24,7 @@ type measured struct {
 	restart      *restartResult
 	hung         []restartRun
 	egressStop   *egressStopResult
+	large        *largeResult
 	an           *analysis
 	errs         map[string]error
 	duration     time.Duration
@@ -72,6 +73,11 @@ func (b *bed) measure() ([]row, *measured) {
 		m.relay, m.errs["relay"] = &res, err
 	}
 	b.measureRestarts(m)
+	if b.s.figures["large"] {
+		progress("footprint under a large configuration: %d ingresses each with %v services and the default configuration", b.s.largeRuns, b.s.largeServices)
+		res, err := b.largeFigure()
+		m.large, m.errs["large"] = &res, err
+	}
 	if b.s.analyze && m.binErr == nil {
 		an := b.analyze(m.bin)
 		m.an = &an
@@ -221,7 +227,11 @@ func (m *measured) rows(s settings) []row {
 	if s.figures["relay"] {
 		rows = append(rows, m.relayRow())
 	}
-	return append(rows, m.restartFigureRows(s)...)
+	rows = append(rows, m.restartFigureRows(s)...)
+	if s.figures["large"] {
+		rows = append(rows, m.largeRows(s)...)
+	}
+	return rows
 }
 
 func (b *bed) writeReport(w io.Writer, rows []row, m *measured) {
@@ -283,6 +293,9 @@ func (b *bed) writeReport(w io.Writer, rows []row, m *measured) {
 		writeRelayDetails(w, m.relay)
 	}
 	writeRestartFigureDetails(w, m)
+	if m.large != nil && m.errs["large"] == nil {
+		writeLargeDetails(w, m.large)
+	}
 	if m.an != nil {
 		writeAnalysis(w, m.an, m.startup)
 	}
