@@ -7,17 +7,16 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 
 	"github.com/zoneproxy/zoneproxy/pkg/preflight/procnet"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
+
+	"github.com/zoneproxy/zoneproxy/internal/testutil"
 )
 
 // serveBoth runs a server with /metrics, /drain and /logging on a
@@ -112,41 +111,6 @@ func TestOnlyLocalhostAndIPHostsAreAnswered(t *testing.T) {
 	}
 }
 
-// dialAs connects to addr from a socket that uid owns: created while the
-// thread's file-system uid is uid, which is what the kernel's socket
-// table shows as the socket's owner. Root only.
-func dialAs(t *testing.T, uid int, addr string) net.Conn {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to own a socket as another user")
-	}
-	ap := netip.MustParseAddrPort(addr)
-	fd, err := func() (int, error) {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := syscall.Setfsuid(uid); err != nil {
-			return -1, err
-		}
-		defer syscall.Setfsuid(0)
-		return syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	}()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Connect(fd, &syscall.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}); err != nil {
-		syscall.Close(fd)
-		t.Fatal(err)
-	}
-	f := os.NewFile(uintptr(fd), "client")
-	defer f.Close()
-	c, err := net.FileConn(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 // Only root and the agent's own user may drain, undrain or change log
 // levels; anyone on the host may read /ready and /metrics.
 func TestChangesOnlyFromRootOrTheAgentsUser(t *testing.T) {
@@ -173,7 +137,7 @@ func TestChangesOnlyFromRootOrTheAgentsUser(t *testing.T) {
 			agentUID = func() uint32 { return uint32(tc.agent) }
 			t.Cleanup(func() { agentUID = func() uint32 { return uint32(os.Geteuid()) } })
 			lo, _, drains := serveBoth(t)
-			c := dialAs(t, tc.client, lo)
+			c := testutil.DialAs(t, tc.client, lo)
 			code, body := do(t, c, lo, tc.method, tc.path, lo)
 			if code != tc.want {
 				t.Fatalf("%d %q, want %d", code, body, tc.want)

@@ -30,16 +30,9 @@ func (delta) readRequest(b []byte) (*request, error) {
 	if err := proto.Unmarshal(b, m); err != nil {
 		return nil, err
 	}
-	return &request{
-		node:        m.GetNode(),
-		typeURL:     m.GetTypeUrl(),
-		nonce:       m.GetResponseNonce(),
-		nack:        m.GetErrorDetail() != nil,
-		errMsg:      m.GetErrorDetail().GetMessage(),
-		subscribe:   m.GetResourceNamesSubscribe(),
-		unsubscribe: m.GetResourceNamesUnsubscribe(),
-		initial:     m.GetInitialResourceVersions(),
-	}, nil
+	r := requestOf(m)
+	r.subscribe, r.unsubscribe, r.initial = m.GetResourceNamesSubscribe(), m.GetResourceNamesUnsubscribe(), m.GetInitialResourceVersions()
+	return r, nil
 }
 
 func (delta) observeRequest(o *observer, req *request) {

@@ -35,14 +35,9 @@ func (sotw) readRequest(b []byte) (*request, error) {
 	if err := proto.Unmarshal(b, m); err != nil {
 		return nil, err
 	}
-	return &request{
-		node:      m.GetNode(),
-		typeURL:   m.GetTypeUrl(),
-		nonce:     m.GetResponseNonce(),
-		nack:      m.GetErrorDetail() != nil,
-		errMsg:    m.GetErrorDetail().GetMessage(),
-		subscribe: m.GetResourceNames(),
-	}, nil
+	r := requestOf(m)
+	r.subscribe = m.GetResourceNames()
+	return r, nil
 }
 
 func (sotw) observeRequest(o *observer, req *request) {

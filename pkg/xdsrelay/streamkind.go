@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 
 	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
 )
@@ -30,6 +31,20 @@ type streamKind interface {
 	// resumeRequest opens a resumed stream for one type: what Envoy is
 	// subscribed to and holds (see resume.go).
 	resumeRequest(node *corev3.Node, typeURL string, names []string, version string, versions map[string]string) ([]byte, error)
+}
+
+// discoveryRequest is what delta and state-of-the-world requests share.
+type discoveryRequest interface {
+	GetNode() *corev3.Node
+	GetTypeUrl() string
+	GetResponseNonce() string
+	GetErrorDetail() *rpcstatus.Status
+}
+
+// requestOf reads the fields every request has.
+func requestOf(m discoveryRequest) *request {
+	return &request{node: m.GetNode(), typeURL: m.GetTypeUrl(), nonce: m.GetResponseNonce(),
+		nack: m.GetErrorDetail() != nil, errMsg: m.GetErrorDetail().GetMessage()}
 }
 
 // request is what the relay reads of one of Envoy's requests.

@@ -5,15 +5,14 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/zoneproxy/zoneproxy/test/harness"
+
+	"github.com/zoneproxy/zoneproxy/internal/testutil"
 )
 
 // askWithHost sends one request to addr on conn (a new connection when
@@ -74,41 +73,6 @@ func TestHardeningRebindingHostsAreRefused(t *testing.T) {
 	}
 }
 
-// dialOwnedBy connects to addr from a socket that uid owns (made while
-// this thread's file-system uid is uid: the owner the kernel's socket
-// table shows). Root only.
-func dialOwnedBy(t *testing.T, uid int, addr string) net.Conn {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to own a socket as another user")
-	}
-	ap := netip.MustParseAddrPort(addr)
-	fd, err := func() (int, error) {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := syscall.Setfsuid(uid); err != nil {
-			return -1, err
-		}
-		defer syscall.Setfsuid(0)
-		return syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	}()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Connect(fd, &syscall.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}); err != nil {
-		syscall.Close(fd)
-		t.Fatal(err)
-	}
-	f := os.NewFile(uintptr(fd), "client")
-	defer f.Close()
-	c, err := net.FileConn(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 // Another local user can read /ready but cannot drain the proxy or change
 // its log levels; root (the agent's user here) can.
 func TestHardeningOnlyRootOrTheAgentsUserMayDrain(t *testing.T) {
@@ -117,12 +81,12 @@ func TestHardeningOnlyRootOrTheAgentsUserMayDrain(t *testing.T) {
 	lo := "127.0.0.1:" + strconv.Itoa(p.Readiness)
 	const nobody = 65534
 	for _, path := range []string{"/drain", "/undrain", "/logging?level=debug"} {
-		code, body := askWithHost(t, dialOwnedBy(t, nobody, lo), lo, http.MethodPost, path, lo)
+		code, body := askWithHost(t, testutil.DialAs(t, nobody, lo), lo, http.MethodPost, path, lo)
 		if code != http.StatusForbidden || !strings.Contains(body, "comes from uid 65534") || !strings.Contains(body, "only root") {
 			t.Errorf("POST %s from uid %d: %d %q, want 403 naming the user and who may", path, nobody, code, body)
 		}
 	}
-	if code, body := askWithHost(t, dialOwnedBy(t, nobody, lo), lo, http.MethodGet, "/ready", lo); code != 200 || body != "READY\n" {
+	if code, body := askWithHost(t, testutil.DialAs(t, nobody, lo), lo, http.MethodGet, "/ready", lo); code != 200 || body != "READY\n" {
 		t.Errorf("GET /ready from uid %d: %d %q, want 200 READY", nobody, code, body)
 	}
 	if c, _ := harness.Readiness(p.Readiness); c != 200 || agent.Exited() {
