@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -117,8 +116,8 @@ func (a *Agent) hasUsableCache(c *lkgcache.Cache, wd *workDir) bool {
 	if c == nil {
 		return false
 	}
-	snap, err := c.Usable()
-	return err == nil && bytes.Contains(snap.Bootstrap, []byte(wd.file(relaySocket)))
+	_, err := servableCache(c, wd)
+	return err == nil
 }
 
 func (a *Agent) logWait(w bootstrap.Wait) {

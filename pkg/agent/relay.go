@@ -78,10 +78,7 @@ func (a *Agent) usableCache(c *lkgcache.Cache, wd *workDir, said *string) *lkgca
 	if c == nil {
 		return nil
 	}
-	snap, err := c.Usable()
-	if err == nil && !bytes.Contains(snap.Bootstrap, []byte(wd.file(relaySocket))) {
-		err = fmt.Errorf("it was made in another work dir than %s (give the zone proxy a fixed --work-dir)", wd.path)
-	}
+	snap, err := servableCache(c, wd)
 	if err != nil {
 		if err.Error() != *said {
 			*said = err.Error()
@@ -90,6 +87,15 @@ func (a *Agent) usableCache(c *lkgcache.Cache, wd *workDir, said *string) *lkgca
 		return nil
 	}
 	return snap
+}
+
+// servableCache is c's snapshot if Envoy may be started on it in wd.
+func servableCache(c *lkgcache.Cache, wd *workDir) (*lkgcache.Snapshot, error) {
+	snap, err := c.Usable()
+	if err == nil && !bytes.Contains(snap.Bootstrap, []byte(wd.file(relaySocket))) {
+		err = fmt.Errorf("it was made in another work dir than %s (give the zone proxy a fixed --work-dir)", wd.path)
+	}
+	return snap, err
 }
 
 // startRelay rewrites the bootstrap so Envoy's ADS goes through the agent,

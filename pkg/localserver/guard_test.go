@@ -1,7 +1,6 @@
 package localserver
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -43,32 +42,6 @@ func serveBoth(t *testing.T) (loopback, metrics string, drains *atomic.Int32) {
 	return ln.Addr().String(), mln.Addr().String(), drains
 }
 
-// do sends one request on conn (a new connection when nil) with host as
-// its Host header.
-func do(t *testing.T, conn net.Conn, addr, method, path, host string) (int, string) {
-	t.Helper()
-	if conn == nil {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		conn = c
-	}
-	req, _ := http.NewRequest(method, "http://"+addr+path, nil)
-	req.Host = host
-	if err := req.Write(conn); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
 // A page on a name its author controls, pointed at 127.0.0.1 or at this
 // host once loaded (DNS rebinding), sends that name as Host: it is
 // refused, so the page cannot read /ready, /status or /metrics. curl and
@@ -100,7 +73,7 @@ func TestOnlyLocalhostAndIPHostsAreAnswered(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			code, body := do(t, nil, tc.addr, http.MethodGet, tc.path, tc.host)
+			code, body := testutil.AskWithHost(t, nil, tc.addr, http.MethodGet, tc.path, tc.host)
 			if code != tc.want {
 				t.Fatalf("Host %q: %d %q, want %d", tc.host, code, body, tc.want)
 			}
@@ -138,7 +111,7 @@ func TestChangesOnlyFromRootOrTheAgentsUser(t *testing.T) {
 			t.Cleanup(func() { agentUID = func() uint32 { return uint32(os.Geteuid()) } })
 			lo, _, drains := serveBoth(t)
 			c := testutil.DialAs(t, tc.client, lo)
-			code, body := do(t, c, lo, tc.method, tc.path, lo)
+			code, body := testutil.AskWithHost(t, c, lo, tc.method, tc.path, lo)
 			if code != tc.want {
 				t.Fatalf("%d %q, want %d", code, body, tc.want)
 			}
@@ -160,11 +133,11 @@ func TestChangesAreRefusedWhenTheUserIsUnknown(t *testing.T) {
 	peerUID = func(*http.Request) (uint32, error) { return 0, errors.New("cannot read /proc/self/net/tcp") }
 	t.Cleanup(func() { peerUID = tcpPeerUID })
 	lo, _, drains := serveBoth(t)
-	code, body := do(t, nil, lo, "POST", "/drain", lo)
+	code, body := testutil.AskWithHost(t, nil, lo, "POST", "/drain", lo)
 	if code != http.StatusForbidden || !strings.Contains(body, "cannot tell which user sent POST /drain (cannot read /proc/self/net/tcp)") || drains.Load() != 0 {
 		t.Fatalf("%d %q, %d drains; want 403 saying why, and none", code, body, drains.Load())
 	}
-	if code, _ := do(t, nil, lo, "GET", "/ready", lo); code != http.StatusServiceUnavailable {
+	if code, _ := testutil.AskWithHost(t, nil, lo, "GET", "/ready", lo); code != http.StatusServiceUnavailable {
 		t.Fatalf("GET /ready: %d", code)
 	}
 }

@@ -1,6 +1,9 @@
 package xdsrelay
 
 import (
+	"strings"
+
+	"google.golang.org/grpc/status"
 	"math/rand/v2"
 	"time"
 
@@ -10,6 +13,12 @@ import (
 // alreadyActive is kuma-cp's refusal of a second stream from one node
 // (pkg/xds/server/callbacks/dataplane_callbacks.go).
 const alreadyActive = "already an active stream"
+
+// isHeld: err is that refusal.
+func isHeld(err error) bool {
+	st, _ := status.FromError(err) // its message whatever err is
+	return err != nil && strings.Contains(st.Message(), alreadyActive)
+}
 
 // kuma-cp removes a node from its active streams only once the
 // deregistration of the closed stream has finished: it waits

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -503,7 +502,7 @@ func classify(err error) StreamError {
 	st, _ := status.FromError(err)
 	se := StreamError{Code: st.Code(), Message: st.Message()}
 	switch {
-	case strings.Contains(se.Message, alreadyActive):
+	case isHeld(err):
 		se.Retrying, se.Held = true, true
 	case se.Code == codes.Unavailable || se.Code == codes.DeadlineExceeded:
 		se.Unreachable = true

@@ -9,7 +9,6 @@ import (
 	"math"
 	"net"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,7 +61,7 @@ func (u *upstream) recvFrame() (*receivedFrame, error) {
 
 // ended notes how the stream ended and returns err.
 func (u *upstream) ended(err error) error {
-	if st, ok := status.FromError(err); ok && strings.Contains(st.Message(), alreadyActive) {
+	if isHeld(err) {
 		u.held.Store(true)
 	}
 	return err

@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"bufio"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -14,32 +12,6 @@ import (
 
 	"github.com/zoneproxy/zoneproxy/internal/testutil"
 )
-
-// askWithHost sends one request to addr on conn (a new connection when
-// nil), with host as its Host header.
-func askWithHost(t *testing.T, conn net.Conn, addr, method, path, host string) (int, string) {
-	t.Helper()
-	if conn == nil {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		conn = c
-	}
-	req, _ := http.NewRequest(method, "http://"+addr+path, nil)
-	req.Host = host
-	if err := req.Write(conn); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
 
 // A web page whose name rebinds to 127.0.0.1 (or to the host) sends its
 // own name as Host: the agent refuses it, on the loopback port and on
@@ -63,7 +35,7 @@ func TestHardeningRebindingHostsAreRefused(t *testing.T) {
 		{"the metrics listener by a rebinding name", metricsAddr, "/metrics", "attacker.example:9903", 421},
 	}
 	for _, tc := range cases {
-		code, body := askWithHost(t, nil, tc.addr, http.MethodGet, tc.path, tc.host)
+		code, body := testutil.AskWithHost(t, nil, tc.addr, http.MethodGet, tc.path, tc.host)
 		if code != tc.want {
 			t.Errorf("%s: %d %q, want %d", tc.name, code, body, tc.want)
 		}
@@ -81,12 +53,12 @@ func TestHardeningOnlyRootOrTheAgentsUserMayDrain(t *testing.T) {
 	lo := "127.0.0.1:" + strconv.Itoa(p.Readiness)
 	const nobody = 65534
 	for _, path := range []string{"/drain", "/undrain", "/logging?level=debug"} {
-		code, body := askWithHost(t, testutil.DialAs(t, nobody, lo), lo, http.MethodPost, path, lo)
+		code, body := testutil.AskWithHost(t, testutil.DialAs(t, nobody, lo), lo, http.MethodPost, path, lo)
 		if code != http.StatusForbidden || !strings.Contains(body, "comes from uid 65534") || !strings.Contains(body, "only root") {
 			t.Errorf("POST %s from uid %d: %d %q, want 403 naming the user and who may", path, nobody, code, body)
 		}
 	}
-	if code, body := askWithHost(t, testutil.DialAs(t, nobody, lo), lo, http.MethodGet, "/ready", lo); code != 200 || body != "READY\n" {
+	if code, body := testutil.AskWithHost(t, testutil.DialAs(t, nobody, lo), lo, http.MethodGet, "/ready", lo); code != 200 || body != "READY\n" {
 		t.Errorf("GET /ready from uid %d: %d %q, want 200 READY", nobody, code, body)
 	}
 	if c, _ := harness.Readiness(p.Readiness); c != 200 || agent.Exited() {

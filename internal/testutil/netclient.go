@@ -1,7 +1,10 @@
 package testutil
 
 import (
+	"bufio"
+	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"runtime"
@@ -42,4 +45,30 @@ func DialAs(t testing.TB, uid int, addr string) net.Conn {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// AskWithHost sends one HTTP request to addr on conn (a new connection
+// when nil), with host as its Host header, and returns the status and body.
+func AskWithHost(t testing.TB, conn net.Conn, addr, method, path, host string) (int, string) {
+	t.Helper()
+	if conn == nil {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conn = c
+	}
+	req, _ := http.NewRequest(method, "http://"+addr+path, nil)
+	req.Host = host
+	if err := req.Write(conn); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
