@@ -18,4 +18,4 @@ bench: build-release
 	bin/zpbench -zoneproxy bin/zoneproxy -envoy bin/envoy-standin
 
 bench-go:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./pkg/dataplane ./pkg/bootstrap ./test/bench ./pkg/xdsrelay
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./pkg/kuma/dataplane ./pkg/kuma/bootstrap ./test/bench ./pkg/xds/relay

@@ -6,7 +6,7 @@
 #   packages-lint          lintian, rpmlint, shellcheck, package contents, unit checks
 #   packages-reproducible  build the packages twice, compare bytes
 #   systemd-verify         systemd-analyze verify + offline security score of the unit
-#   sdnotify-test          pkg/sdnotify unit tests with the race detector
+#   sdnotify-test          pkg/host/sdnotify unit tests with the race detector
 #   e2e-systemd            boot systemd in nspawn, install and exercise the .deb (root)
 
 PKG_ARCH ?= amd64
@@ -28,7 +28,7 @@ systemd-verify:
 	packaging/check-unit.sh systemd/zoneproxy@.service 2.0
 
 sdnotify-test:
-	$(GO) test -race -count=1 ./pkg/sdnotify
+	$(GO) test -race -count=1 ./pkg/host/sdnotify
 
 # Root only; installs debootstrap and systemd-container if missing and needs
 # a Debian mirror on the first run (the rootfs is cached under .cache/).

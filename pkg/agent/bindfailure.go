@@ -15,8 +15,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/zoneproxy/zoneproxy/pkg/preflight/procnet"
-	"github.com/zoneproxy/zoneproxy/pkg/xdsrelay"
+	"github.com/zoneproxy/zoneproxy/pkg/host/preflight/procnet"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
 )
 
 // A zone listener whose port another process holds is rejected by Envoy:
@@ -93,7 +93,7 @@ func (a *Agent) bindState() *bindFailures { return &a.binds }
 // that could not bind is remembered for the listener check, which says so
 // and retries once the port is free. It runs on the relay's goroutine, so
 // it only parses and records.
-func (a *Agent) envoyRejected(r xdsrelay.Rejection) {
+func (a *Agent) envoyRejected(r relay.Rejection) {
 	if r.TypeURL != listenerTypeURL {
 		return
 	}
@@ -447,7 +447,7 @@ func (x *xds) newEnvoyConfigured() bool {
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return x.upstream.State == xdsrelay.Connected || x.cached.InUse
+	return x.upstream.State == relay.Connected || x.cached.InUse
 }
 
 // bindDetail is what NO_ZONE_LISTENER says of zl when Envoy rejected it

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
-	"github.com/zoneproxy/zoneproxy/pkg/xdsrelay"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
 )
 
 // launchPrep is what Envoy's launch needs that the bootstrap's content does
@@ -29,11 +29,11 @@ type launchPrep struct {
 // prepareLaunch starts preparing in the background.
 func (a *Agent) prepareLaunch(wd *workDir) *launchPrep {
 	p := &launchPrep{done: make(chan struct{})}
-	relay := a.cfg.XDSRelay
+	relayed := a.cfg.XDSRelay
 	go func() {
 		defer close(p.done)
-		if relay {
-			p.relayLn, p.relayErr = xdsrelay.Listen(wd.at(relaySocket))
+		if relayed {
+			p.relayLn, p.relayErr = relay.Listen(wd.at(relaySocket))
 		}
 		p.obs, p.obsErr = a.startObservability(wd.path, p.stats)
 		envoy.WarmUp()

@@ -10,7 +10,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
-	"github.com/zoneproxy/zoneproxy/pkg/securedir"
+	"github.com/zoneproxy/zoneproxy/pkg/host/securedir"
 )
 
 func entries(t *testing.T, dir string) []string {

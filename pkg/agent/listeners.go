@@ -14,9 +14,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zoneproxy/zoneproxy/pkg/config"
-	"github.com/zoneproxy/zoneproxy/pkg/dataplane"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
-	"github.com/zoneproxy/zoneproxy/pkg/portshare"
+	"github.com/zoneproxy/zoneproxy/pkg/host/portshare"
+	"github.com/zoneproxy/zoneproxy/pkg/kuma/dataplane"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 )
 

@@ -7,11 +7,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/zoneproxy/zoneproxy/pkg/accesslog"
-	"github.com/zoneproxy/zoneproxy/pkg/dynconf"
-	"github.com/zoneproxy/zoneproxy/pkg/kumasock"
-	"github.com/zoneproxy/zoneproxy/pkg/meshmetric"
-	"github.com/zoneproxy/zoneproxy/pkg/otlpmetrics"
+	"github.com/zoneproxy/zoneproxy/pkg/kuma/kumasock"
+	"github.com/zoneproxy/zoneproxy/pkg/observability/accesslog"
+	"github.com/zoneproxy/zoneproxy/pkg/observability/dynconf"
+	"github.com/zoneproxy/zoneproxy/pkg/observability/meshmetric"
+	"github.com/zoneproxy/zoneproxy/pkg/observability/otlpmetrics"
 )
 
 // observability is the local half of Kuma's per-mesh observability

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
-	"github.com/zoneproxy/zoneproxy/pkg/preflight"
+	"github.com/zoneproxy/zoneproxy/pkg/host/preflight"
 )
 
 // A port in use may be freed (a local user's squatter must not stop the

@@ -15,15 +15,15 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zoneproxy/zoneproxy/pkg/backoff"
-	"github.com/zoneproxy/zoneproxy/pkg/bootstraprewrite"
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/errtext"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
-	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
-	"github.com/zoneproxy/zoneproxy/pkg/securedir"
+	"github.com/zoneproxy/zoneproxy/pkg/host/securedir"
+	"github.com/zoneproxy/zoneproxy/pkg/kuma/token"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
-	"github.com/zoneproxy/zoneproxy/pkg/token"
-	"github.com/zoneproxy/zoneproxy/pkg/xdsrelay"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/bootstraprewrite"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
 )
 
 // relaySocket is where Envoy's rewritten bootstrap points its ADS.
@@ -35,12 +35,12 @@ const relaySocket = "zoneproxy-xds.sock"
 type xds struct {
 	a     *Agent
 	cache *lkgcache.Cache
-	relay *xdsrelay.Relay
+	relay *relay.Relay
 
 	mu        sync.Mutex
-	cached    xdsrelay.CacheState
+	cached    relay.CacheState
 	streamErr string // the control plane's last refusal, while not yet serving
-	upstream  xdsrelay.Upstream
+	upstream  relay.Upstream
 }
 
 // openCache opens the last-known-good cache of this identity; nil when the
@@ -124,7 +124,7 @@ func (a *Agent) startRelay(wd *workDir, doc []byte, fromCache *lkgcache.Snapshot
 	x := &xds{a: a, cache: cache}
 	// The socket was opened while the bootstrap was fetched (launchPrep).
 	ln, listenErr := prep.relayListener()
-	relay, err := xdsrelay.New(xdsrelay.Options{
+	r, err := relay.New(relay.Options{
 		SocketPath: wd.file(relaySocket),
 		Listener:   ln,
 		Upstream:   res.Upstream,
@@ -134,7 +134,7 @@ func (a *Agent) startRelay(wd *workDir, doc []byte, fromCache *lkgcache.Snapshot
 		Log:        a.log.Named("xds"),
 		// Started on the cache: the control plane did not answer.
 		CacheFirst: fromCache != nil,
-		Events: xdsrelay.Events{
+		Events: relay.Events{
 			StreamError:  x.streamError,
 			CachedConfig: x.cachedConfig,
 			Upstream:     x.upstreamChanged,
@@ -150,13 +150,13 @@ func (a *Agent) startRelay(wd *workDir, doc []byte, fromCache *lkgcache.Snapshot
 		return nil, nil, err
 	}
 	if listenErr == nil {
-		listenErr = relay.Start()
+		listenErr = r.Start()
 	}
 	if listenErr != nil {
 		return nil, nil, classify(fmt.Errorf("cannot serve Envoy's xDS on %s: %w", wd.file(relaySocket), listenErr))
 	}
-	x.relay = relay
-	a.opts.Metrics.Register(relay.Metrics())
+	x.relay = r
+	a.opts.Metrics.Register(r.Metrics())
 	return x, res.YAML, nil
 }
 
@@ -214,11 +214,11 @@ func (x *xds) close() {
 	x.relay.Close()
 }
 
-func (x *xds) streamError(e xdsrelay.StreamError) {
+func (x *xds) streamError(e relay.StreamError) {
 	if e.Held {
 		// Without a cache to serve, Envoy waits for kuma-cp to let go.
 		why := "no cached configuration to serve meanwhile: " + heldWords
-		if x.upstreamState().State == xdsrelay.AnotherProxy {
+		if x.upstreamState().State == relay.AnotherProxy {
 			why = anotherProxyWords
 		}
 		if p := x.a.tracker.Current().Phase; p == state.EnvoyStarting || p == state.WaitingForControlPlane {
@@ -244,7 +244,7 @@ func (x *xds) streamError(e xdsrelay.StreamError) {
 	x.a.refreshServing()
 }
 
-func (x *xds) cachedConfig(c xdsrelay.CacheState) {
+func (x *xds) cachedConfig(c relay.CacheState) {
 	x.mu.Lock()
 	x.cached = c
 	if !c.InUse {
@@ -262,7 +262,7 @@ func (x *xds) cachedConfig(c xdsrelay.CacheState) {
 	x.a.refreshServing()
 }
 
-func (x *xds) upstreamChanged(u xdsrelay.Upstream) {
+func (x *xds) upstreamChanged(u relay.Upstream) {
 	x.mu.Lock()
 	x.upstream = u
 	x.mu.Unlock()
@@ -289,7 +289,7 @@ func (x *xds) servingDetail() string {
 	}
 	why := "the control plane is unreachable"
 	switch {
-	case x.upstream.State == xdsrelay.AnotherProxy:
+	case x.upstream.State == relay.AnotherProxy:
 		why = anotherProxyWords
 	case x.cached.Held:
 		why = heldWords
@@ -301,9 +301,9 @@ func (x *xds) servingDetail() string {
 }
 
 // upstreamState is what kuma-cp is expected to make of the proxy now.
-func (x *xds) upstreamState() xdsrelay.Upstream {
+func (x *xds) upstreamState() relay.Upstream {
 	if x == nil {
-		return xdsrelay.Upstream{}
+		return relay.Upstream{}
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zoneproxy/zoneproxy/pkg/xdsrelay"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
 )
 
 func TestServingDetailSaysWhyTheCacheServes(t *testing.T) {
@@ -18,13 +18,13 @@ func TestServingDetailSaysWhyTheCacheServes(t *testing.T) {
 	}{
 		{"direct mode", nil, "Envoy ready", "cached"},
 		{"from the control plane", &xds{}, "Envoy ready", "cached"},
-		{"cache, control plane away", &xds{cached: xdsrelay.CacheState{InUse: true, WrittenAt: at, Since: at.Add(time.Hour)}},
+		{"cache, control plane away", &xds{cached: relay.CacheState{InUse: true, WrittenAt: at, Since: at.Add(time.Hour)}},
 			"serving the cached configuration of 2026-11-20T08:00:00Z since 2026-11-20T09:00:00Z: the control plane is unreachable", ""},
-		{"cache, control plane refusing", &xds{cached: xdsrelay.CacheState{InUse: true, WrittenAt: at, Since: at}, streamErr: "authentication failed: token expired"},
+		{"cache, control plane refusing", &xds{cached: relay.CacheState{InUse: true, WrittenAt: at, Since: at}, streamErr: "authentication failed: token expired"},
 			"the control plane refuses the configuration stream: authentication failed: token expired", "unreachable"},
-		{"cache after a restart", &xds{cached: xdsrelay.CacheState{InUse: true, Held: true, WrittenAt: at, Since: at}, streamErr: "there is already an active stream from this node, try again later"},
+		{"cache after a restart", &xds{cached: relay.CacheState{InUse: true, Held: true, WrittenAt: at, Since: at}, streamErr: "there is already an active stream from this node, try again later"},
 			"kuma-cp still holds the stream of this proxy's previous run (expected after a restart)", "unreachable"},
-		{"cache, another proxy with this name", &xds{cached: xdsrelay.CacheState{InUse: true, Held: true, WrittenAt: at, Since: at}, upstream: xdsrelay.Upstream{State: xdsrelay.AnotherProxy}},
+		{"cache, another proxy with this name", &xds{cached: relay.CacheState{InUse: true, Held: true, WrittenAt: at, Since: at}, upstream: relay.Upstream{State: relay.AnotherProxy}},
 			"another zone proxy runs with this --name", "expected after a restart"},
 	}
 	for _, tt := range tests {
@@ -39,16 +39,16 @@ func TestServingDetailSaysWhyTheCacheServes(t *testing.T) {
 // the relay reports.
 func TestControlPlaneWordsForEveryState(t *testing.T) {
 	tests := []struct {
-		state   xdsrelay.UpstreamState
+		state   relay.UpstreamState
 		relayed bool
 		want    string
 	}{
-		{xdsrelay.Connected, true, "its Dataplane is registered"},
-		{xdsrelay.Held, true, "registers it anew from this proxy's next stream"},
-		{xdsrelay.AnotherProxy, true, "another zone proxy runs with this --name"},
-		{xdsrelay.Unreachable, true, "does not answer"},
-		{xdsrelay.Refused, true, "refused this proxy's stream: authentication failed"},
-		{xdsrelay.Withdrawn, true, "egress listener NotReady"},
+		{relay.Connected, true, "its Dataplane is registered"},
+		{relay.Held, true, "registers it anew from this proxy's next stream"},
+		{relay.AnotherProxy, true, "another zone proxy runs with this --name"},
+		{relay.Unreachable, true, "does not answer"},
+		{relay.Refused, true, "refused this proxy's stream: authentication failed"},
+		{relay.Withdrawn, true, "egress listener NotReady"},
 		{"", true, "no stream yet"},
 		{"", false, "--xds-relay=false"},
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/zoneproxy/zoneproxy/pkg/errtext"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
-	"github.com/zoneproxy/zoneproxy/pkg/securedir"
+	"github.com/zoneproxy/zoneproxy/pkg/host/securedir"
 )
 
 // stateDir is the state dir, locked for one agent: two agents sharing one

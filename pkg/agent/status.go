@@ -5,26 +5,26 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/zoneproxy/zoneproxy/pkg/xdsrelay"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
 )
 
 // Status is what GET /status answers: the agent's phase, and what the
 // control plane is expected to make of this proxy right now.
 type Status struct {
-	Phase        string               `json:"phase"`
-	Detail       string               `json:"detail"`
-	Since        time.Time            `json:"since"`
-	ControlPlane ControlPlaneStatus   `json:"controlPlane"`
-	Cache        *xdsrelay.CacheState `json:"cache,omitempty"`
+	Phase        string             `json:"phase"`
+	Detail       string             `json:"detail"`
+	Since        time.Time          `json:"since"`
+	ControlPlane ControlPlaneStatus `json:"controlPlane"`
+	Cache        *relay.CacheState  `json:"cache,omitempty"`
 }
 
 // ControlPlaneStatus is the control plane's view of the proxy, as its
 // streams told the relay. State is "" in direct mode or before the first
 // stream.
 type ControlPlaneStatus struct {
-	State xdsrelay.UpstreamState `json:"state"`
-	Since time.Time              `json:"since,omitzero"`
-	Says  string                 `json:"says"`
+	State relay.UpstreamState `json:"state"`
+	Since time.Time           `json:"since,omitzero"`
+	Says  string              `json:"says"`
 }
 
 // Status is the agent's status now.
@@ -47,22 +47,22 @@ func (a *Agent) Status() Status {
 }
 
 // controlPlaneWords says in plain words what kuma-cp makes of the proxy.
-func controlPlaneWords(s xdsrelay.UpstreamState, relayed bool, refusal string) string {
+func controlPlaneWords(s relay.UpstreamState, relayed bool, refusal string) string {
 	switch s {
-	case xdsrelay.Connected:
+	case relay.Connected:
 		return "kuma-cp has this proxy's stream: its Dataplane is registered, and configuration flows"
-	case xdsrelay.Held:
+	case relay.Held:
 		return heldWords
-	case xdsrelay.AnotherProxy:
+	case relay.AnotherProxy:
 		return anotherProxyWords
-	case xdsrelay.Unreachable:
+	case relay.Unreachable:
 		return "the control plane does not answer; it keeps the Dataplane it has until it sees the stream close, then deletes it after its deregistration delay"
-	case xdsrelay.Refused:
+	case relay.Refused:
 		if refusal == "" {
 			return "the control plane refused this proxy's stream"
 		}
 		return "the control plane refused this proxy's stream: " + refusal
-	case xdsrelay.Withdrawn:
+	case relay.Withdrawn:
 		return withdrawnWords
 	}
 	if !relayed {

@@ -5,7 +5,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/zoneproxy/zoneproxy/pkg/token"
+	"github.com/zoneproxy/zoneproxy/pkg/kuma/token"
 )
 
 // fileCredential is what a bootstrap names when Envoy is to read the token

@@ -8,7 +8,7 @@ import (
 
 	"github.com/zoneproxy/zoneproxy/pkg/errtext"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
-	"github.com/zoneproxy/zoneproxy/pkg/securedir"
+	"github.com/zoneproxy/zoneproxy/pkg/host/securedir"
 )
 
 // File names inside the work dir. The admin socket name is the control
@@ -20,7 +20,7 @@ const (
 )
 
 // workDir is the agent's private directory, held open and locked for one
-// agent at a time (pkg/securedir): it and the directories above it are
+// agent at a time (pkg/host/securedir): it and the directories above it are
 // ones nobody else can change, and the agent's own files, sockets and
 // FIFO are made through the open directory.
 type workDir struct {

@@ -16,16 +16,16 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/zoneproxy/zoneproxy/pkg/agent"
-	"github.com/zoneproxy/zoneproxy/pkg/bootstrap"
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/errtext"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
-	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
-	"github.com/zoneproxy/zoneproxy/pkg/preflight"
-	"github.com/zoneproxy/zoneproxy/pkg/timesync"
-	"github.com/zoneproxy/zoneproxy/pkg/token"
+	"github.com/zoneproxy/zoneproxy/pkg/host/preflight"
+	"github.com/zoneproxy/zoneproxy/pkg/host/timesync"
+	"github.com/zoneproxy/zoneproxy/pkg/kuma/bootstrap"
+	"github.com/zoneproxy/zoneproxy/pkg/kuma/token"
 	"github.com/zoneproxy/zoneproxy/pkg/version"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
 )
 
 func newCheckCommand() *cobra.Command {

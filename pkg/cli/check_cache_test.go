@@ -13,7 +13,7 @@ import (
 
 	"github.com/zoneproxy/zoneproxy/internal/testutil"
 	"github.com/zoneproxy/zoneproxy/pkg/config"
-	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
 )
 
 // The certificate expiry check reports is the one that stops the cache

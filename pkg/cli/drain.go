@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/zoneproxy/zoneproxy/pkg/config"
-	"github.com/zoneproxy/zoneproxy/pkg/preflight"
+	"github.com/zoneproxy/zoneproxy/pkg/host/preflight"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/zoneproxy/zoneproxy/internal/testutil"
 	"github.com/zoneproxy/zoneproxy/pkg/config"
-	"github.com/zoneproxy/zoneproxy/pkg/timesync"
+	"github.com/zoneproxy/zoneproxy/pkg/host/timesync"
 )
 
 // check says until when --ca-cert-file is valid, and fails one that is

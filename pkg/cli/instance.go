@@ -11,8 +11,8 @@ import (
 	"syscall"
 
 	"github.com/zoneproxy/zoneproxy/pkg/config"
-	"github.com/zoneproxy/zoneproxy/pkg/preflight"
-	"github.com/zoneproxy/zoneproxy/pkg/securedir"
+	"github.com/zoneproxy/zoneproxy/pkg/host/preflight"
+	"github.com/zoneproxy/zoneproxy/pkg/host/securedir"
 )
 
 // instance is a running `zoneproxy run` of the configuration being checked.

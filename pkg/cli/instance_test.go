@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/zoneproxy/zoneproxy/pkg/preflight"
+	"github.com/zoneproxy/zoneproxy/pkg/host/preflight"
 )
 
 func TestAgentCommandLine(t *testing.T) {

@@ -3,7 +3,7 @@ package cli
 import (
 	"testing"
 
-	"github.com/zoneproxy/zoneproxy/pkg/dataplane"
+	"github.com/zoneproxy/zoneproxy/pkg/kuma/dataplane"
 )
 
 // Every problem in a MeshZoneAddress is reported under the setting the

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/zoneproxy/zoneproxy/pkg/errtext"
-	"github.com/zoneproxy/zoneproxy/pkg/token"
+	"github.com/zoneproxy/zoneproxy/pkg/kuma/token"
 )
 
 // MaxCAFileSize bounds what is read of --ca-cert-file: a CA certificate is

@@ -1,8 +1,8 @@
 package config
 
 import (
-	"github.com/zoneproxy/zoneproxy/pkg/timesync"
-	"github.com/zoneproxy/zoneproxy/pkg/token"
+	"github.com/zoneproxy/zoneproxy/pkg/host/timesync"
+	"github.com/zoneproxy/zoneproxy/pkg/kuma/token"
 )
 
 // clockStatus is asked only when a token's times look wrong; tests fake it.

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/zoneproxy/zoneproxy/pkg/dataplane"
+	"github.com/zoneproxy/zoneproxy/pkg/kuma/dataplane"
 )
 
 // Host is what defaults are derived from; tests pass their own.

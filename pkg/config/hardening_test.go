@@ -13,8 +13,8 @@ import (
 	"github.com/hashicorp/go-multierror"
 
 	"github.com/zoneproxy/zoneproxy/internal/testutil"
-	"github.com/zoneproxy/zoneproxy/pkg/timesync"
-	"github.com/zoneproxy/zoneproxy/pkg/token"
+	"github.com/zoneproxy/zoneproxy/pkg/host/timesync"
+	"github.com/zoneproxy/zoneproxy/pkg/kuma/token"
 )
 
 // problems runs Validate at now with the clock synchronised (unless

@@ -8,7 +8,7 @@ import (
 	"strconv"
 
 	"github.com/zoneproxy/zoneproxy/pkg/errtext"
-	"github.com/zoneproxy/zoneproxy/pkg/token"
+	"github.com/zoneproxy/zoneproxy/pkg/kuma/token"
 )
 
 // agentIDs is whom the agent runs as (effective user and group); tests

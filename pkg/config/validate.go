@@ -16,9 +16,9 @@ import (
 
 	"github.com/hashicorp/go-multierror"
 
-	"github.com/zoneproxy/zoneproxy/pkg/dataplane"
 	"github.com/zoneproxy/zoneproxy/pkg/errtext"
-	"github.com/zoneproxy/zoneproxy/pkg/token"
+	"github.com/zoneproxy/zoneproxy/pkg/kuma/dataplane"
+	"github.com/zoneproxy/zoneproxy/pkg/kuma/token"
 )
 
 // MaxWorkDirLen keeps "<work-dir>/kuma-envoy-admin" within the 98

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zoneproxy/zoneproxy/pkg/dataplane"
-	"github.com/zoneproxy/zoneproxy/pkg/timesync"
+	"github.com/zoneproxy/zoneproxy/pkg/host/timesync"
+	"github.com/zoneproxy/zoneproxy/pkg/kuma/dataplane"
 )
 
 func valid() Config {

@@ -4,7 +4,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/zoneproxy/zoneproxy/pkg/sdnotify"
+	"github.com/zoneproxy/zoneproxy/pkg/host/sdnotify"
 )
 
 // ChildEnv is the agent's environment as Envoy (and `envoy --version`)

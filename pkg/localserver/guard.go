@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/zoneproxy/zoneproxy/pkg/preflight/procnet"
+	"github.com/zoneproxy/zoneproxy/pkg/host/preflight/procnet"
 )
 
 // hostPolicy decides which Host headers a listener answers.

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/zoneproxy/zoneproxy/pkg/preflight/procnet"
+	"github.com/zoneproxy/zoneproxy/pkg/host/preflight/procnet"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 
 	"github.com/zoneproxy/zoneproxy/internal/testutil"

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zoneproxy/zoneproxy/pkg/meshmetric"
+	"github.com/zoneproxy/zoneproxy/pkg/observability/meshmetric"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 	"github.com/zoneproxy/zoneproxy/pkg/version"
 )

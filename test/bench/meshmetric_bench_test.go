@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zoneproxy/zoneproxy/pkg/meshmetric"
+	"github.com/zoneproxy/zoneproxy/pkg/observability/meshmetric"
 )
 
 const benchPolicy = `{"observability":{"metrics":{"applications":null,"backends":[{"type":"Prometheus","name":null}],

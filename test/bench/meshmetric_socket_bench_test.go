@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
-	"github.com/zoneproxy/zoneproxy/pkg/meshmetric"
+	"github.com/zoneproxy/zoneproxy/pkg/observability/meshmetric"
 )
 
 // A scrape of the hijacker's socket end to end, in one process: a fake

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zoneproxy/zoneproxy/pkg/bootstrap"
-	"github.com/zoneproxy/zoneproxy/pkg/dataplane"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
+	"github.com/zoneproxy/zoneproxy/pkg/kuma/bootstrap"
+	"github.com/zoneproxy/zoneproxy/pkg/kuma/dataplane"
 	"github.com/zoneproxy/zoneproxy/test/controlplane"
 )
 

@@ -214,7 +214,7 @@
 // strictly; errors name the field (backends[0].tcp.address: …).
 //
 // What is generated (kuma-observability.md §1.2, §2.2), with paths from
-// pkg/kumasock and the bootstrap's workdir metadata:
+// pkg/kuma/kumasock and the bootstrap's workdir metadata:
 //   - MeshAccessLog: an envoy.access_loggers.file per backend, in every
 //     filter chain of the zone listeners (tcp_proxy and HCM), Tcp backends
 //     to the FIFO kuma-al-<name>-<mesh>.sock with json_format {address,

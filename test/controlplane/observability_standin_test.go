@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/zoneproxy/zoneproxy/internal/testutil"
-	"github.com/zoneproxy/zoneproxy/pkg/kumasock"
+	"github.com/zoneproxy/zoneproxy/pkg/kuma/kumasock"
 )
 
 func freeTCPPort(t *testing.T) uint32 { return uint32(testutil.FreePort(t)) }

@@ -28,7 +28,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/zoneproxy/zoneproxy/pkg/kumasock"
+	"github.com/zoneproxy/zoneproxy/pkg/kuma/kumasock"
 )
 
 // Names kuma-cp gives the observability resources of a zone proxy

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zoneproxy/zoneproxy/pkg/timesync"
+	"github.com/zoneproxy/zoneproxy/pkg/host/timesync"
 	"github.com/zoneproxy/zoneproxy/test/controlplane"
 	"github.com/zoneproxy/zoneproxy/test/harness"
 )

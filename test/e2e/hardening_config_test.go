@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/zoneproxy/zoneproxy/internal/testutil"
-	"github.com/zoneproxy/zoneproxy/pkg/timesync"
+	"github.com/zoneproxy/zoneproxy/pkg/host/timesync"
 	"github.com/zoneproxy/zoneproxy/test/harness"
 )
 

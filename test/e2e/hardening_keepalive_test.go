@@ -10,7 +10,7 @@ import (
 )
 
 // hungNoticedWithin is the relay's keepalive time plus its timeout
-// (pkg/xdsrelay/keepalive.go): a control plane that stops answering is
+// (pkg/xds/relay/keepalive.go): a control plane that stops answering is
 // noticed at most that long after the last thing it sent.
 const hungNoticedWithin = 20*time.Second + 20*time.Second
 

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zoneproxy/zoneproxy/pkg/kumasock"
+	"github.com/zoneproxy/zoneproxy/pkg/kuma/kumasock"
 	"github.com/zoneproxy/zoneproxy/test/controlplane"
 	"github.com/zoneproxy/zoneproxy/test/harness"
 )

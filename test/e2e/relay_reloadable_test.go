@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
 	"github.com/zoneproxy/zoneproxy/test/controlplane"
 	"github.com/zoneproxy/zoneproxy/test/harness"
 )

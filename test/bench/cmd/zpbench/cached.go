@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
 	"github.com/zoneproxy/zoneproxy/test/controlplane"
 )
 

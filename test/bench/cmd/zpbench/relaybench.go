@@ -20,9 +20,9 @@ const targetRelayOverheadMs = 1.0
 const relayCount = 5
 
 // relayArgs run the 1 MB benchmarks once each.
-var relayArgs = []string{"test", "-run", "^$", "-bench", "^(BenchmarkDirect1MB|BenchmarkRelay1MB)$", "-benchmem", "-count", "1", "./pkg/xdsrelay"}
+var relayArgs = []string{"test", "-run", "^$", "-bench", "^(BenchmarkDirect1MB|BenchmarkRelay1MB)$", "-benchmem", "-count", "1", "./pkg/xds/relay"}
 
-// relayResult holds the median-ns/op of pkg/xdsrelay's 1 MB benchmarks,
+// relayResult holds the median-ns/op of pkg/xds/relay's 1 MB benchmarks,
 // one per run, in ms.
 type relayResult struct {
 	direct, relay, relayCache []float64
@@ -35,7 +35,7 @@ func overhead(relay, direct []float64) float64 {
 	return summarize(relay).Median - summarize(direct).Median
 }
 
-// relayFigure runs pkg/xdsrelay's benchmarks of a 1 MB delta response
+// relayFigure runs pkg/xds/relay's benchmarks of a 1 MB delta response
 // answered by an ACK: straight from the control plane over TLS, and
 // through the relay without and with the last-known-good cache.
 func (b *bed) relayFigure() (relayResult, error) {
@@ -116,7 +116,7 @@ func writeRelayDetails(w io.Writer, r *relayResult) {
 	p("")
 	p("### Relay overhead per xDS response")
 	p("")
-	p("`go test -run '^$' -bench '^(BenchmarkDirect1MB|BenchmarkRelay1MB)$' -benchmem -count 1 ./pkg/xdsrelay`, run %d times (direct and relay close in time): a delta response of 1000 listeners (1 MB), every one a new "+
+	p("`go test -run '^$' -bench '^(BenchmarkDirect1MB|BenchmarkRelay1MB)$' -benchmem -count 1 ./pkg/xds/relay`, run %d times (direct and relay close in time): a delta response of 1000 listeners (1 MB), every one a new "+
 		"version of each; the fake control plane (grpc-go, its defaults) answers every request with the next, so one op is a "+
 		"response received and its ACK sent, by an Envoy side with Envoy's default HTTP/2 windows (256 MiB, no BDP probing): over "+
 		"TLS straight from the control plane (direct), and through the relay's Unix socket, the relay observing the stream, "+

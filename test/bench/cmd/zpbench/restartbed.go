@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/zoneproxy/zoneproxy/pkg/lkgcache"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
 )
 
 // What the restart, hung and egress-stop figures share: a zone egress

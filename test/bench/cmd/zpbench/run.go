@@ -68,7 +68,7 @@ func (b *bed) measure() ([]row, *measured) {
 		m.scrape, m.errs["scrape"] = &res, err
 	}
 	if b.s.figures["relay"] {
-		progress("relay overhead: %d runs of go test -bench of pkg/xdsrelay's 1 MB benchmarks", relayCount)
+		progress("relay overhead: %d runs of go test -bench of pkg/xds/relay's 1 MB benchmarks", relayCount)
 		res, err := b.relayFigure()
 		m.relay, m.errs["relay"] = &res, err
 	}

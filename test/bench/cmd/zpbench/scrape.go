@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
-	"github.com/zoneproxy/zoneproxy/pkg/kumasock"
+	"github.com/zoneproxy/zoneproxy/pkg/kuma/kumasock"
 	"github.com/zoneproxy/zoneproxy/test/bench"
 	"github.com/zoneproxy/zoneproxy/test/harness"
 )
