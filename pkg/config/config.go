@@ -4,6 +4,7 @@ package config
 
 import (
 	"net"
+	"regexp"
 	"strconv"
 	"time"
 )
@@ -113,21 +114,12 @@ func (c *Config) MetricsListener() (string, bool) {
 // EnvoyLogLevels are the levels Envoy's --log-level accepts.
 var EnvoyLogLevels = []string{"trace", "debug", "info", "warning", "warn", "error", "critical", "off"}
 
-// ValidEnvoyLoggerName checks the shape of Envoy's logger (component)
-// names, e.g. upstream, http2 (the list itself depends on the Envoy
-// build): ^[a-z][a-z0-9_]{0,63}$, by hand because that expression takes
-// 0.2 ms and 50 KB to compile at every start.
-func ValidEnvoyLoggerName(s string) bool {
-	if s == "" || len(s) > 64 || s[0] < 'a' || s[0] > 'z' {
-		return false
-	}
-	for i := 1; i < len(s); i++ {
-		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
-			return false
-		}
-	}
-	return true
-}
+// envoyLoggerName is the shape of Envoy's logger (component) names, e.g.
+// upstream, http2; the list itself depends on the Envoy build.
+var envoyLoggerName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+
+// ValidEnvoyLoggerName tells whether s has the shape of an Envoy logger name.
+func ValidEnvoyLoggerName(s string) bool { return envoyLoggerName.MatchString(s) }
 
 // LogLevels are the agent's own levels.
 var LogLevels = []string{"debug", "info", "warn", "error"}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -193,13 +192,18 @@ func TestValidateListsAllMistakes(t *testing.T) {
 	}
 }
 
-func TestValidEnvoyLoggerNameAgreesWithItsExpression(t *testing.T) {
-	re := regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+func TestValidEnvoyLoggerName(t *testing.T) {
 	long := strings.Repeat("a", 64)
-	for _, s := range []string{"", "a", "upstream", "http2", "a_b", "_a", "1a", "A", "aB", "a-b", "a:b", "a b",
-		long, long + "a", "ä", "upstream\n"} {
-		if got, want := ValidEnvoyLoggerName(s), re.MatchString(s); got != want {
-			t.Errorf("ValidEnvoyLoggerName(%q) = %v, the expression says %v", s, got, want)
+	for _, tc := range []struct {
+		name string
+		want bool
+	}{
+		{"a", true}, {"upstream", true}, {"http2", true}, {"a_b", true}, {long, true},
+		{"", false}, {"_a", false}, {"1a", false}, {"A", false}, {"aB", false}, {"a-b", false},
+		{"a:b", false}, {"a b", false}, {long + "a", false}, {"ä", false}, {"upstream\n", false},
+	} {
+		if got := ValidEnvoyLoggerName(tc.name); got != tc.want {
+			t.Errorf("ValidEnvoyLoggerName(%q) = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
