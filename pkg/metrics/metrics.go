@@ -34,6 +34,7 @@ type Metrics struct {
 	envoyExits prometheus.Counter
 	listeners  *prometheus.GaugeVec
 	tracker    *state.Tracker
+	id         identity
 
 	mu         sync.Mutex
 	envoyStats func(ctx context.Context) (string, error)
@@ -64,7 +65,7 @@ func New(tracker *state.Tracker) *Metrics {
 	for _, o := range []string{"success", "mesh_not_found", "retryable", "permanent"} {
 		m.attempts.WithLabelValues(o)
 	}
-	m.reg.MustRegister(m.attempts, m.meshWait, m.envoyUp, m.envoyExits, m.listeners, verdict{tracker})
+	m.reg.MustRegister(m.attempts, m.meshWait, m.envoyUp, m.envoyExits, m.listeners, verdict{tracker}, &m.id)
 	m.reg.MustRegister(runtimeCollectors()...)
 	m.page = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
 		// A collector that fails (a /proc file unreadable) leaves its
