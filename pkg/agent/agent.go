@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -71,7 +72,8 @@ type Agent struct {
 	egressWithdrawn bool
 	// stateDirPath is --state-dir once opened and locked; "" for none.
 	stateDirPath string
-	binds        bindFailures // zone listeners Envoy could not bind (bindfailure.go)
+	binds        bindFailures                // zone listeners Envoy could not bind (bindfailure.go)
+	envoyNow     atomic.Pointer[envoyRecord] // the Envoy started last, for /status
 }
 
 // New returns an agent for a validated configuration.
@@ -242,6 +244,9 @@ func (a *Agent) checkEnvoyBuild(ctx context.Context, admin *envoy.Admin, path st
 	build, err := admin.Build(ctx)
 	if err != nil || build == told.Build {
 		return // nothing learnt: a busy admin
+	}
+	if e := a.envoyNow.Load(); e != nil {
+		a.envoyNow.CompareAndSwap(e, &envoyRecord{proc: e.proc, build: build})
 	}
 	err = envoy.VersionCache{Dir: a.stateDirPath}.Correct(path, build)
 	if errors.Is(err, envoy.ErrNotABuild) {

@@ -75,6 +75,7 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 			return nil, err
 		}
 		proc = p
+		a.envoyNow.Store(&envoyRecord{proc: p, build: envoyVersion.Build})
 		a.log.Info("started Envoy", zap.Int("pid", p.PID()), zap.Strings("args", args), zap.String("admin", adminAddr.String()))
 		if a.opts.OnEnvoy != nil {
 			a.opts.OnEnvoy(admin, p)

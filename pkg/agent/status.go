@@ -16,6 +16,24 @@ type Status struct {
 	Since        time.Time          `json:"since"`
 	ControlPlane ControlPlaneStatus `json:"controlPlane"`
 	Cache        *relay.CacheState  `json:"cache,omitempty"`
+	// Envoy is the Envoy the agent supervises; nil before the first starts.
+	Envoy *EnvoyStatus `json:"envoy,omitempty"`
+	// Drain is "" in rotation, "maintenance" while `zoneproxy drain` or
+	// SIGUSR2 holds the proxy out of it.
+	Drain string `json:"drain,omitempty"`
+}
+
+// EnvoyStatus is the supervised Envoy: its PID (0 once it has exited) and
+// the build it reported.
+type EnvoyStatus struct {
+	PID   int    `json:"pid"`
+	Build string `json:"build,omitempty"`
+}
+
+// envoyRecord is what Status says of the Envoy started last.
+type envoyRecord struct {
+	proc  envoyProcess
+	build string
 }
 
 // ControlPlaneStatus is the control plane's view of the proxy, as its
@@ -37,6 +55,15 @@ func (a *Agent) Status() Status {
 	a.xdsMu.Unlock()
 	u := x.upstreamState()
 	st.ControlPlane = ControlPlaneStatus{State: u.State, Since: u.Since, Says: controlPlaneWords(u.State, x != nil || a.cfg.XDSRelay, x.lastRefusal())}
+	if e := a.envoyNow.Load(); e != nil {
+		st.Envoy = &EnvoyStatus{Build: e.build}
+		if !e.proc.Exited() {
+			st.Envoy.PID = e.proc.PID()
+		}
+	}
+	if a.maint.want.Load() {
+		st.Drain = "maintenance"
+	}
 	if x != nil && x.relay != nil {
 		c := x.relay.State().Cache
 		if c.InUse {

@@ -46,6 +46,7 @@ it is not serving yet, or it was not drained within --drain-time plus 30s;
 		},
 	}
 	addFlags(cmd.Flags(), maintenanceFlags...)
+	addInstanceFlags(cmd.Flags())
 	return cmd
 }
 
@@ -71,6 +72,7 @@ zoneproxy cannot parse; 78 an invalid configuration.`,
 		},
 	}
 	addFlags(cmd.Flags(), maintenanceFlags...)
+	addInstanceFlags(cmd.Flags())
 	return cmd
 }
 
@@ -80,6 +82,9 @@ type errMaintenance struct{ msg string }
 func (e errMaintenance) Error() string { return e.msg }
 
 func maintain(cmd *cobra.Command, drain bool) error {
+	if err := useInstance(cmd.Flags()); err != nil {
+		return err
+	}
 	p, err := prepare(cmd, func(*config.Config, *source) ([]config.Warning, error) { return nil, nil })
 	if err != nil {
 		return err
