@@ -177,6 +177,9 @@ func descendants(pid int) []int {
 	return out
 }
 
+// readFDLink reads a /proc/PID/fd entry; tests replace it.
+var readFDLink = os.Readlink
+
 // listeningPorts are the TCP ports the processes listen on, or nil when
 // one of their file descriptor tables cannot be read.
 func listeningPorts(pids []int) map[int]bool {
@@ -191,10 +194,15 @@ func listeningPorts(pids []int) map[int]bool {
 			continue // exited meanwhile
 		}
 		for _, fd := range fds {
-			if link, err := os.Readlink(dir + "/" + fd.Name()); err == nil {
-				if ino, ok := strings.CutPrefix(link, "socket:["); ok {
-					inodes[strings.TrimSuffix(ino, "]")] = true
-				}
+			link, err := readFDLink(dir + "/" + fd.Name())
+			if os.IsPermission(err) {
+				// A process that is not dumpable (one given capabilities,
+				// as a unit may do) lists its descriptors but hides where
+				// they lead, even from its own user: unknown, not none.
+				return nil
+			}
+			if ino, ok := strings.CutPrefix(link, "socket:["); ok && err == nil {
+				inodes[strings.TrimSuffix(ino, "]")] = true
 			}
 		}
 	}

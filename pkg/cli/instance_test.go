@@ -81,3 +81,23 @@ func TestListeningPortsOfAProcessTree(t *testing.T) {
 		t.Error("an instance of unknown ports holds nothing")
 	}
 }
+
+// An agent that is not dumpable lists its descriptors but hides their
+// targets, even from its own user: its ports are unknown (so every busy
+// port may be its), never "none", which made check fail its own ports.
+func TestHiddenDescriptorsMeanUnknownPorts(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	readFDLink = func(string) (string, error) { return "", &os.PathError{Op: "readlink", Err: os.ErrPermission} }
+	defer func() { readFDLink = os.Readlink }()
+	ports := listeningPorts([]int{os.Getpid()})
+	if ports != nil {
+		t.Fatalf("ports %v, want unknown (nil)", ports)
+	}
+	if !(&instance{pid: os.Getpid(), ports: ports}).holds(preflight.Port{Addr: ln.Addr().String()}) {
+		t.Error("the instance does not hold its own port")
+	}
+}
