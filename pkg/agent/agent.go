@@ -155,11 +155,20 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	if mp, ok := preflight.MetricsPort(a.cfg); ok {
 		mln, err := preflight.Listen(mp.Addr)
 		if err != nil {
-			ln.Close()
+			_ = rs.Close()
 			return portFailure(preflight.PortError(mp, err))
 		}
 		rs.ServeMetricsOn(mln)
 		a.log.Info("serving /metrics for scrapers", zap.String("address", mln.Addr().String()))
+	}
+	if hp, ok := preflight.HealthPort(a.cfg); ok {
+		hln, err := preflight.Listen(hp.Addr)
+		if err != nil {
+			_ = rs.Close()
+			return portFailure(preflight.PortError(hp, err))
+		}
+		rs.ServeHealthOn(hln)
+		a.log.Info("serving /ready for load balancers", zap.String("address", hln.Addr().String()))
 	}
 	a.ready = rs
 	rs.Handle("/status", a.statusHandler())

@@ -63,6 +63,7 @@ var settings = []setting{
 	{"envoy-binary", text, config.DefaultEnvoyBinary, "Envoy binary, a path or a name on PATH"},
 	{"work-dir", text, "", "directory for Envoy's bootstrap and admin socket (default $RUNTIME_DIRECTORY, else a private temp dir removed at exit)"},
 	{"readiness-port", number, itoa(config.DefaultReadinessPort), "loopback port serving /ready"},
+	{"health-address", text, "", "host:port serving only GET /ready (its status code and one-line reason) for load balancers on other hosts, e.g. 0.0.0.0:9904 (default: none; /ready is on 127.0.0.1:<readiness-port>)"},
 	{"metrics-address", text, "", "host:port serving only /metrics, for Prometheus on other hosts, e.g. 0.0.0.0:9903 (default 127.0.0.1:<readiness-port>, beside /ready and /logging)"},
 	{"drain-time", duration, config.DefaultDrainTime.String(), "how long to drain Envoy on stop"},
 	{"drain-min", duration, config.DefaultDrainMin.String(), "least time between failing health checks and the end of a drain, so a load balancer sees it (capped at --drain-time)"},

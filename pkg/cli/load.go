@@ -49,7 +49,7 @@ func fields(c *config.Config) map[string]any {
 		"cp-address": &c.CPAddress, "ca-cert-file": &c.CACertFile,
 		"dataplane-token-file": &c.DataplaneTokenFile, "dataplane-token": &c.DataplaneToken,
 		"envoy-binary": &c.EnvoyBinary, "work-dir": &c.WorkDir, "readiness-port": &c.ReadinessPort,
-		"metrics-address": &c.MetricsAddress, "drain-time": &c.DrainTime, "drain-min": &c.DrainMin,
+		"health-address": &c.HealthAddress, "metrics-address": &c.MetricsAddress, "drain-time": &c.DrainTime, "drain-min": &c.DrainMin,
 		"xds-relay": &c.XDSRelay, "state-dir": &c.StateDir, "cache-max-age": &c.CacheMaxAge,
 		"envoy-log-level": &c.EnvoyLogLevel, "envoy-component-log-level": &c.EnvoyComponentLogLevel,
 		"concurrency": &c.Concurrency, "envoy-arg": &c.EnvoyArgs,

@@ -67,6 +67,9 @@ type Config struct {
 	// EnvoyArgs follow the agent's own arguments on Envoy's command line.
 	EnvoyArgs []string
 
+	// HealthAddress is host:port for a listener serving only GET /ready,
+	// for load balancers on other hosts; "" for none.
+	HealthAddress string
 	// MetricsAddress is host:port for a second listener serving only
 	// /metrics; empty serves it beside /ready on loopback alone.
 	MetricsAddress string
@@ -97,6 +100,15 @@ const (
 	DefaultLogLevel      = "info"
 	DefaultLogFormat     = "console"
 )
+
+// HealthListener is the address of the load balancers' /ready listener,
+// and false when there is none (the default).
+func (c *Config) HealthListener() (string, bool) {
+	if _, _, err := net.SplitHostPort(c.HealthAddress); c.HealthAddress == "" || err != nil {
+		return "", false
+	}
+	return c.HealthAddress, true
+}
 
 // MetricsListener is the address of the extra /metrics listener, and
 // false when /metrics is only on the readiness listener (the default).

@@ -165,10 +165,13 @@ func (c *Config) validate(now time.Time, files bool) (warnings []Warning, err er
 		checkPort("egress-port", c.EgressPort)
 		claim("egress-port", c.EgressPort)
 	}
-	if port, ok := c.checkMetricsAddress(add); ok {
+	if port, ok := checkListenAddress(add, "metrics-address", c.MetricsAddress, "0.0.0.0:9903", "for /metrics beside /ready on loopback"); ok {
 		if _, separate := c.MetricsListener(); separate {
 			claim("metrics-address", port)
 		}
+	}
+	if port, ok := checkListenAddress(add, "health-address", c.HealthAddress, "0.0.0.0:9904", "for /ready on loopback only"); ok {
+		claim("health-address", port)
 	}
 
 	switch {
@@ -244,25 +247,26 @@ func (c *Config) validate(now time.Time, files bool) (warnings []Warning, err er
 	return warnings, errs.ErrorOrNil()
 }
 
-// checkMetricsAddress returns the port of a well-formed --metrics-address.
-func (c *Config) checkMetricsAddress(add func(key, format string, args ...any)) (int, bool) {
-	if c.MetricsAddress == "" {
+// checkListenAddress returns the port of a well-formed listener address
+// setting key (value "" is none).
+func checkListenAddress(add func(key, format string, args ...any), key, value, example, unsetMeans string) (int, bool) {
+	if value == "" {
 		return 0, false
 	}
-	const use = "use an IP of this host and a port, e.g. 0.0.0.0:9903 for every address (or leave it unset for /metrics beside /ready on loopback)"
-	host, port, err := net.SplitHostPort(c.MetricsAddress)
+	use := "use an IP of this host and a port, e.g. " + example + " for every address (or leave it unset " + unsetMeans + ")"
+	host, port, err := net.SplitHostPort(value)
 	if err != nil {
-		add("metrics-address", "%q is not host:port: %s", c.MetricsAddress, use)
+		add(key, "%q is not host:port: %s", value, use)
 		return 0, false
 	}
 	ok := true
 	if host != "" && net.ParseIP(host) == nil {
-		add("metrics-address", "%q: %q is not an IP address: %s", c.MetricsAddress, host, use)
+		add(key, "%q: %q is not an IP address: %s", value, host, use)
 		ok = false
 	}
 	p, err := strconv.Atoi(port)
 	if err != nil || p < 1 || p > 65535 {
-		add("metrics-address", "%q: %q is not a port: use 1-65535", c.MetricsAddress, port)
+		add(key, "%q: %q is not a port: use 1-65535", value, port)
 		return 0, false
 	}
 	return p, ok

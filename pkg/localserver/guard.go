@@ -51,6 +51,7 @@ func (p hostPolicy) allows(host string) bool {
 var (
 	loopbackHosts = hostPolicy{answers: "localhost or a loopback address", hint: "ask by 127.0.0.1 or localhost, e.g. curl http://127.0.0.1:<readiness-port>/ready"}
 	metricsHosts  = hostPolicy{anyIP: true, answers: "localhost or an IP address", hint: "scrape it by IP address (a Prometheus target such as 10.0.0.5:9903)"}
+	healthHosts   = hostPolicy{anyIP: true, answers: "localhost or an IP address", hint: "probe it by IP address (a load balancer target such as 10.0.0.5:9904)"}
 )
 
 // checkHost refuses, with 421, a request whose Host is a name this agent

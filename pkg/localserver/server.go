@@ -28,9 +28,9 @@ type Server struct {
 	mux     *http.ServeMux
 	srv     *http.Server
 
-	metricsLn  net.Listener
 	metricsMux *http.ServeMux
-	metricsSrv *http.Server
+	// others are the listeners beside loopback's: metrics, health.
+	others []listener
 
 	proberMu sync.Mutex
 	prober   *prober
@@ -68,12 +68,27 @@ func (s *Server) HandleMetrics(h http.Handler) {
 	s.metricsMux.Handle("/metrics", h)
 }
 
+// listener is one listener and its server.
+type listener struct {
+	ln  net.Listener
+	srv *http.Server
+}
+
 // ServeMetricsOn adds a listener (--metrics-address) that answers
 // /metrics and nothing else, so scrapers from other hosts never reach
 // /ready or /logging. Call it before Serve.
 func (s *Server) ServeMetricsOn(ln net.Listener) {
-	s.metricsLn = ln
-	s.metricsSrv = newHTTPServer(checkHost(metricsHosts, s.metricsMux))
+	s.others = append(s.others, listener{ln, newHTTPServer(checkHost(metricsHosts, s.metricsMux))})
+}
+
+// ServeHealthOn adds a listener (--health-address) that answers GET and
+// HEAD /ready, as loopback's does, and nothing else: a load balancer
+// on another host probes it; nothing there changes state. Call it before
+// Serve.
+func (s *Server) ServeHealthOn(ln net.Listener) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/ready", s.ready)
+	s.others = append(s.others, listener{ln, newHTTPServer(checkHost(healthHosts, mux))})
 }
 
 // SetEnvoyProbe is called once Envoy runs: from then until Shutdown, a
@@ -88,14 +103,15 @@ func (s *Server) SetEnvoyProbe(p EnvoyProbe) {
 
 // Serve runs every listener until Shutdown.
 func (s *Server) Serve() error {
-	metricsDone := make(chan error, 1)
-	if s.metricsSrv != nil {
-		go func() { metricsDone <- serve(s.metricsSrv, s.metricsLn) }()
-	} else {
-		metricsDone <- nil
+	done := make(chan error, len(s.others))
+	for _, l := range s.others {
+		go func() { done <- serve(l.srv, l.ln) }()
 	}
 	err := serve(s.srv, s.ln)
-	return errors.Join(err, <-metricsDone)
+	for range s.others {
+		err = errors.Join(err, <-done)
+	}
+	return err
 }
 
 func serve(srv *http.Server, ln net.Listener) error {
@@ -112,8 +128,18 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.prober = nil
 	s.proberMu.Unlock()
 	err := s.srv.Shutdown(ctx)
-	if s.metricsSrv != nil {
-		err = errors.Join(err, s.metricsSrv.Shutdown(ctx))
+	for _, l := range s.others {
+		err = errors.Join(err, l.srv.Shutdown(ctx))
+	}
+	return err
+}
+
+// Close closes every listener of a server that was never served: a
+// start that fails before Serve.
+func (s *Server) Close() error {
+	err := s.ln.Close()
+	for _, l := range s.others {
+		err = errors.Join(err, l.ln.Close())
 	}
 	return err
 }

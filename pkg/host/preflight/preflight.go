@@ -60,12 +60,22 @@ func MetricsPort(cfg *config.Config) (Port, bool) {
 	return Port{"metrics-address", addr}, ok
 }
 
-// AgentPorts are the agent's own listeners: readiness, and metrics when
-// separate.
+// HealthPort is the load balancers' /ready listener, if --health-address
+// asks for one.
+func HealthPort(cfg *config.Config) (Port, bool) {
+	addr, ok := cfg.HealthListener()
+	return Port{"health-address", addr}, ok
+}
+
+// AgentPorts are the agent's own listeners: readiness, and metrics and
+// health when asked for.
 func AgentPorts(cfg *config.Config) []Port {
 	ports := []Port{ReadinessPort(cfg)}
 	if mp, ok := MetricsPort(cfg); ok {
 		ports = append(ports, mp)
+	}
+	if hp, ok := HealthPort(cfg); ok {
+		ports = append(ports, hp)
 	}
 	return ports
 }
@@ -108,7 +118,7 @@ func PortError(p Port, err error) error {
 		cause = oe.Err
 	}
 	hint := "free the port or set --" + p.Flag + " to another one"
-	if p.Flag != "readiness-port" && p.Flag != "metrics-address" {
+	if p.Flag != "readiness-port" && p.Flag != "metrics-address" && p.Flag != "health-address" {
 		hint += " (and check --address is an IP of this host)"
 	}
 	switch {
