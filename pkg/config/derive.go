@@ -1,6 +1,8 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
@@ -16,6 +18,7 @@ type Host struct {
 	FirstIPv4        string                           // the default address, "" if none
 	lookupIPv4       func() (address, because string) // finds the default address when needed
 	RuntimeDirectory string                           // $RUNTIME_DIRECTORY, set by systemd
+	UserRuntimeDir   string                           // /run as root, else $XDG_RUNTIME_DIR ("" if unset)
 	StateDirectory   string                           // $STATE_DIRECTORY, set by systemd
 	XDGStateHome     string                           // $XDG_STATE_HOME, else ~/.local/state
 }
@@ -32,8 +35,12 @@ func LocalHost() Host {
 	// systemd lists several directories separated by ":" when the unit
 	// names several; the first is this instance's.
 	stateDir, _, _ := strings.Cut(os.Getenv("STATE_DIRECTORY"), ":")
+	runtime := os.Getenv("XDG_RUNTIME_DIR")
+	if os.Geteuid() == 0 {
+		runtime = "/run"
+	}
 	return Host{Hostname: h, lookupIPv4: defaultAddress, RuntimeDirectory: os.Getenv("RUNTIME_DIRECTORY"),
-		StateDirectory: stateDir, XDGStateHome: state}
+		UserRuntimeDir: runtime, StateDirectory: stateDir, XDGStateHome: state}
 }
 
 // defaultAddress is the IPv4 address of the interface the default route
@@ -116,6 +123,12 @@ func (c *Config) Complete(h Host) {
 	if c.WorkDir == "" {
 		c.WorkDir = h.RuntimeDirectory
 	}
+	if c.WorkDir == "" && h.UserRuntimeDir != "" && c.Name != "" {
+		// One work dir per name that outlives a restart, so the cached
+		// configuration (which names the work dir's sockets) can be served
+		// by the next run; a temporary one could not be.
+		c.WorkDir = perNameDir(filepath.Join(h.UserRuntimeDir, "zoneproxy"), c.Name)
+	}
 	if !c.StateDirSet {
 		switch {
 		case h.StateDirectory != "":
@@ -133,6 +146,19 @@ func (c *Config) Complete(h Host) {
 			}
 		}
 	}
+}
+
+// perNameDir is base/name, with a name too long for Envoy's socket paths
+// cut and told apart from others by a hash of the whole.
+func perNameDir(base, name string) string {
+	dir := filepath.Join(base, name)
+	if len(dir) <= MaxWorkDirLen {
+		return dir
+	}
+	sum := sha256.Sum256([]byte(name))
+	suffix := "-" + hex.EncodeToString(sum[:4])
+	keep := max(MaxWorkDirLen-len(base)-1-len(suffix), 1)
+	return filepath.Join(base, name[:min(keep, len(name))]+suffix)
 }
 
 // Dataplane renders the resource this configuration registers.

@@ -268,3 +268,33 @@ func TestDefaultRouteInterface(t *testing.T) {
 		}
 	}
 }
+
+// Without --work-dir, a run by hand gets one work dir per name that
+// outlives a restart (so its cache can be served), within the length
+// Envoy's socket paths allow.
+func TestCompleteDerivesAWorkDirPerName(t *testing.T) {
+	long := strings.Repeat("n", 120)
+	for _, tc := range []struct {
+		name, runtime, userRuntime, want string
+	}{
+		{"systemd's", "/run/zoneproxy/payments-egress", "/run", "/run/zoneproxy/payments-egress"},
+		{"root by hand", "", "/run", "/run/zoneproxy/zp-1"},
+		{"a user by hand", "", "/run/user/1000", "/run/user/1000/zoneproxy/zp-1"},
+		{"no runtime dir: a temporary one", "", "", ""},
+	} {
+		c := Config{Mesh: "m", Role: RoleEgress, Name: "zp-1"}
+		c.Complete(Host{Hostname: "vm", FirstIPv4: "10.0.0.5", RuntimeDirectory: tc.runtime, UserRuntimeDir: tc.userRuntime})
+		if c.WorkDir != tc.want {
+			t.Errorf("%s: work dir %q, want %q", tc.name, c.WorkDir, tc.want)
+		}
+	}
+	dirs := map[string]bool{}
+	for _, name := range []string{long, long + "x", long + "y"} {
+		c := Config{Mesh: "m", Role: RoleEgress, Name: name}
+		c.Complete(Host{Hostname: "vm", FirstIPv4: "10.0.0.5", UserRuntimeDir: "/run/user/1000"})
+		if len(c.WorkDir) > MaxWorkDirLen || !strings.HasPrefix(c.WorkDir, "/run/user/1000/zoneproxy/nnnn") || dirs[c.WorkDir] {
+			t.Errorf("a long name's work dir %q (%d characters; at most %d, one per name)", c.WorkDir, len(c.WorkDir), MaxWorkDirLen)
+		}
+		dirs[c.WorkDir] = true
+	}
+}
