@@ -39,9 +39,15 @@ exits 0 only if everything passes. It takes the same flags and config as run.
 
 Next to a running instance of the same configuration (the one locking its
 --work-dir or, without one, started with the same --config file), the ports
-that instance holds are noted as in use by it rather than failed.`,
+that instance holds are noted as in use by it rather than failed.
+
+--instance NAME checks the unit zoneproxy@NAME's configuration: its
+NAME.yaml and the variables of its NAME.env, not the caller's.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := useInstance(cmd.Flags()); err != nil {
+				return err
+			}
 			p, err := prepare(cmd, fullCheck)
 			if err != nil {
 				return err
@@ -51,6 +57,7 @@ that instance holds are noted as in use by it rather than failed.`,
 		},
 	}
 	addFlags(cmd.Flags(), runFlags...)
+	addInstanceFlags(cmd.Flags())
 	return cmd
 }
 

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -41,7 +42,8 @@ func TestEachCommandTakesOnlyTheFlagsItUses(t *testing.T) {
 			lacks: []string{"drain-time", "drain-min", "retry-initial", "retry-max", "bootstrap-timeout", "concurrency", "envoy-arg", "envoy-log-level", "metrics-address", "zone"}},
 		// check validates everything run would: it takes run's flags.
 		{path: []string{"run"}, exactly: runFlags},
-		{path: []string{"check"}, exactly: runFlags},
+		// check also finds a unit's configuration by its instance name.
+		{path: []string{"check"}, exactly: append(slices.Clone(runFlags), "instance", "instance-dir")},
 		{path: []string{"version"}, exactly: []string{"output"}},
 	}
 	for _, tc := range cases {
@@ -90,8 +92,8 @@ func TestHelpNamesEachFlagsVariable(t *testing.T) {
 	for _, path := range [][]string{{"run"}, {"check"}, {"render", "dataplane"}, {"render", "meshzoneaddress"}, {"bootstrap"}} {
 		cmd := findCommand(t, path...)
 		cmd.Flags().VisitAll(func(f *pflag.Flag) {
-			if f.Name == "help" {
-				return
+			if _, setting := lookupSetting(f.Name); !setting {
+				return // --help, --instance: the command's own, not a setting
 			}
 			want := "(env ZONEPROXY_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_")) + ")"
 			if !strings.Contains(f.Usage, want) {
