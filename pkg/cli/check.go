@@ -45,15 +45,23 @@ that instance holds are noted as in use by it rather than failed.
 NAME.yaml and the variables of its NAME.env, not the caller's.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := useInstance(cmd.Flags()); err != nil {
+			name, err := useInstance(cmd.Flags())
+			if err != nil {
 				return err
+			}
+			var unit *unitCheck
+			if name != "" {
+				unit = instanceUnit(cmd.Context(), name)
 			}
 			p, err := prepare(cmd, fullCheck)
 			if err != nil {
 				return err
 			}
 			defer func() { _ = p.log.Sync() }()
-			return runChecks(cmd.Context(), cmd.OutOrStdout(), p.cfg, findInstance(p.cfg, p.configFile))
+			if unit != nil {
+				unit.configFile = p.configFile
+			}
+			return runChecks(cmd.Context(), cmd.OutOrStdout(), p.cfg, findInstance(p.cfg, p.configFile), unit)
 		},
 	}
 	addFlags(cmd.Flags(), runFlags...)
@@ -87,7 +95,7 @@ func (c *checklist) fail(what string, err error) {
 
 // runChecks prints the checklist; running is this configuration's agent
 // if one runs (nil otherwise).
-func runChecks(ctx context.Context, w io.Writer, cfg *config.Config, running *instance) error {
+func runChecks(ctx context.Context, w io.Writer, cfg *config.Config, running *instance, unit *unitCheck) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -131,6 +139,9 @@ func runChecks(ctx context.Context, w io.Writer, cfg *config.Config, running *in
 
 	c.checkToken(cfg)
 	c.checkCAFile(cfg, time.Now(), timesync.Check)
+	if unit != nil {
+		c.checkUnitOf(ctx, cfg, unit)
+	}
 	c.checkControlPlane(ctx, cfg, ev)
 	c.checkCache(cfg, time.Now())
 	if running != nil {

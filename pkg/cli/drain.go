@@ -82,7 +82,7 @@ type errMaintenance struct{ msg string }
 func (e errMaintenance) Error() string { return e.msg }
 
 func maintain(cmd *cobra.Command, drain bool) error {
-	if err := useInstance(cmd.Flags()); err != nil {
+	if _, err := useInstance(cmd.Flags()); err != nil {
 		return err
 	}
 	p, err := prepare(cmd, func(*config.Config, *source) ([]config.Warning, error) { return nil, nil })

@@ -32,25 +32,25 @@ func addInstanceFlags(fs *pflag.FlagSet) {
 // useInstance makes the command's configuration that of zoneproxy@name:
 // --config <dir>/<name>.yaml, and the ZONEPROXY_* variables of
 // <dir>/<name>.env in place of the caller's own, which the unit does not
-// see. Without --instance it does nothing.
-func useInstance(fs *pflag.FlagSet) error {
+// see. It returns the name; without --instance it does nothing.
+func useInstance(fs *pflag.FlagSet) (string, error) {
 	name, _ := fs.GetString("instance")
 	if name == "" {
-		return nil
+		return "", nil
 	}
 	if fs.Changed("config") {
-		return usageError{"--instance and --config name the configuration both: give one"}
+		return "", usageError{"--instance and --config name the configuration both: give one"}
 	}
 	dir, _ := fs.GetString("instance-dir")
 	path, env, err := instanceFiles(dir, name)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if err := fs.Set("config", path); err != nil {
-		return err
+		return "", err
 	}
 	setInstanceEnv(env)
-	return nil
+	return name, nil
 }
 
 // instanceFiles checks that instance name exists in dir and reads its
