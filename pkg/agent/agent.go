@@ -6,6 +6,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -152,23 +153,26 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		return portFailure(preflight.PortError(rp, err))
 	}
 	rs := localserver.New(ln, a.tracker)
-	if mp, ok := preflight.MetricsPort(a.cfg); ok {
-		mln, err := preflight.Listen(mp.Addr)
+	// The listeners other hosts may reach, each serving one thing.
+	for _, extra := range []struct {
+		port  func(*config.Config) (preflight.Port, bool)
+		serve func(net.Listener)
+		what  string
+	}{
+		{preflight.MetricsPort, rs.ServeMetricsOn, "serving /metrics for scrapers"},
+		{preflight.HealthPort, rs.ServeHealthOn, "serving /ready for load balancers"},
+	} {
+		p, ok := extra.port(a.cfg)
+		if !ok {
+			continue
+		}
+		eln, err := preflight.Listen(p.Addr)
 		if err != nil {
 			_ = rs.Close()
-			return portFailure(preflight.PortError(mp, err))
+			return portFailure(preflight.PortError(p, err))
 		}
-		rs.ServeMetricsOn(mln)
-		a.log.Info("serving /metrics for scrapers", zap.String("address", mln.Addr().String()))
-	}
-	if hp, ok := preflight.HealthPort(a.cfg); ok {
-		hln, err := preflight.Listen(hp.Addr)
-		if err != nil {
-			_ = rs.Close()
-			return portFailure(preflight.PortError(hp, err))
-		}
-		rs.ServeHealthOn(hln)
-		a.log.Info("serving /ready for load balancers", zap.String("address", hln.Addr().String()))
+		extra.serve(eln)
+		a.log.Info(extra.what, zap.String("address", eln.Addr().String()))
 	}
 	a.ready = rs
 	rs.Handle("/status", a.statusHandler())

@@ -21,22 +21,7 @@ func TestHealthAddress(t *testing.T) {
 		{"the egress port", "0.0.0.0:10002", "", "--health-address: port 10002 is also --egress-port"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := valid()
-			c.Role = RoleEgress
-			c.HealthAddress = tc.addr
-			err := c.ValidateResource()
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("got %v, want %q", err, tc.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("unexpected: %v", err)
-			}
-			if got, ok := c.HealthListener(); got != tc.listener || ok != (tc.listener != "") {
-				t.Errorf("HealthListener() = %q, %v; want %q", got, ok, tc.listener)
-			}
+			checkListenerSetting(t, RoleEgress, func(c *Config) { c.HealthAddress = tc.addr }, (*Config).HealthListener, tc.listener, tc.err)
 		})
 	}
 	c := valid()

@@ -33,23 +33,29 @@ func TestMetricsAddress(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := valid()
-			c.Role = tc.role
-			c.MetricsAddress = tc.addr
-			err := c.ValidateResource()
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("got %v, want %q", err, tc.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("unexpected: %v", err)
-			}
-			got, separate := c.MetricsListener()
-			if got != tc.listener || separate != (tc.listener != "") {
-				t.Errorf("MetricsListener() = %q, %v; want %q", got, separate, tc.listener)
-			}
+			checkListenerSetting(t, tc.role, func(c *Config) { c.MetricsAddress = tc.addr }, (*Config).MetricsListener, tc.listener, tc.err)
 		})
+	}
+}
+
+// checkListenerSetting validates a configuration with one listener
+// address set, and checks the error it gives or the listener it derives.
+func checkListenerSetting(t *testing.T, role Role, set func(*Config), listener func(*Config) (string, bool), want, wantErr string) {
+	t.Helper()
+	c := valid()
+	c.Role = role
+	set(&c)
+	err := c.ValidateResource()
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("got %v, want %q", err, wantErr)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("unexpected: %v", err)
+	}
+	if got, separate := listener(&c); got != want || separate != (want != "") {
+		t.Errorf("listener %q, %v; want %q", got, separate, want)
 	}
 }

@@ -3,7 +3,6 @@ package localserver
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -16,14 +15,7 @@ import (
 // status code and reason there, and reaches nothing else: no change of
 // state (drain, undrain, logging), no metrics, no status.
 func TestHealthListenerServesOnlyReady(t *testing.T) {
-	listen := func() net.Listener {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ln
-	}
-	loopback, health, metrics := listen(), listen(), listen()
+	loopback, health, metrics := loopbackListener(t), loopbackListener(t), loopbackListener(t)
 	tracker := state.NewTracker()
 	s := New(loopback, tracker)
 	s.ServeMetricsOn(metrics)

@@ -14,14 +14,7 @@ import (
 // With --metrics-address, the second listener answers /metrics and
 // nothing else; loopback keeps every endpoint.
 func TestMetricsListenerServesOnlyMetrics(t *testing.T) {
-	listen := func() net.Listener {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ln
-	}
-	loopback, extra := listen(), listen()
+	loopback, extra := loopbackListener(t), loopbackListener(t)
 	s := New(loopback, state.NewTracker())
 	s.ServeMetricsOn(extra)
 	s.HandleMetrics(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "zoneproxy_ready 0\n") }))

@@ -50,32 +50,26 @@ func (i *identity) Collect(ch chan<- prometheus.Metric) {
 
 // SetIdentity names the zone proxy on zoneproxy_info.
 func (m *Metrics) SetIdentity(mesh, role, name string) {
-	if m == nil {
-		return
-	}
-	m.id.mu.Lock()
-	m.id.mesh, m.id.role, m.id.nm = mesh, role, name
-	m.id.mu.Unlock()
+	m.updateIdentity(func(i *identity) { i.mesh, i.role, i.nm = mesh, role, name })
 }
 
 // SetTokenExpiry records the dataplane token's expiry; the zero time
 // (a token without one) leaves the series out.
 func (m *Metrics) SetTokenExpiry(at time.Time) {
-	if m == nil {
-		return
-	}
-	m.id.mu.Lock()
-	m.id.tokenExpiry = at
-	m.id.mu.Unlock()
+	m.updateIdentity(func(i *identity) { i.tokenExpiry = at })
 }
 
 // SetCacheCertificateExpiry records the earliest certificate expiry in the
 // last-known-good cache; the zero time leaves the series out.
 func (m *Metrics) SetCacheCertificateExpiry(at time.Time) {
+	m.updateIdentity(func(i *identity) { i.cacheCertExpiry = at })
+}
+
+func (m *Metrics) updateIdentity(set func(*identity)) {
 	if m == nil {
 		return
 	}
 	m.id.mu.Lock()
-	m.id.cacheCertExpiry = at
+	set(&m.id)
 	m.id.mu.Unlock()
 }

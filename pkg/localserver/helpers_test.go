@@ -1,0 +1,16 @@
+package localserver
+
+import (
+	"net"
+	"testing"
+)
+
+// loopbackListener listens on a free loopback port.
+func loopbackListener(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
