@@ -34,7 +34,7 @@ func TestConfigDumpRedactsSecretsLikeEnvoy(t *testing.T) {
 	if err := os.WriteFile(path, []byte(boot), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	startEnvoy(t, nil, "-c", path)
+	startEnvoy(t, nil, "-c", path, "--disable-hot-restart")
 	waitFor(t, 5*time.Second, "admin", func() bool { _, _, err := adminTry(sock, "GET", "/ready"); return err == nil })
 	// No dynamic resources: the server is LIVE right away.
 	if code, body := adminDo(t, sock, "GET", "/ready"); code != 200 || body != "LIVE\n" {

@@ -29,7 +29,7 @@ func TestDumpADSHeadersHook(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			proc := startEnvoy(t, tt.env, "--config-path", path, "--log-level", tt.level)
+			proc := startEnvoy(t, tt.env, "--config-path", path, "--log-level", tt.level, "--disable-hot-restart")
 			waitFor(t, 10*time.Second, "the ADS stream", func() bool {
 				return cp.streamCount() > 0 && strings.Contains(proc.stderr.String(), "config stream to system_ads established")
 			})

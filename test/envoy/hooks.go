@@ -21,6 +21,9 @@ package main
 //	                                 debug level, as Envoy's router dumps them.
 //	ENVOY_STANDIN_STATS_FILE         path; /stats?format=prometheus answers its
 //	                                 content (hook_stats.go).
+//	ENVOY_STANDIN_HOLD_ACCEPT=1      listeners are bound and listen but never
+//	                                 accept, as Envoy with busy workers: clients
+//	                                 wait in the kernel's accept queue.
 
 import (
 	"encoding/json"
@@ -43,6 +46,7 @@ type hooks struct {
 	wedgeAfter    time.Duration
 	startDelay    time.Duration
 	dumpHeaders   bool
+	holdAccept    bool
 }
 
 // build is the build string the running stand-in reports.
@@ -100,6 +104,7 @@ func loadHooks() (*hooks, error) {
 	}
 	h.ignoreSigterm = os.Getenv("ENVOY_STANDIN_IGNORE_SIGTERM") == "1"
 	h.dumpHeaders = os.Getenv("ENVOY_STANDIN_DUMP_ADS_HEADERS") == "1"
+	h.holdAccept = os.Getenv("ENVOY_STANDIN_HOLD_ACCEPT") == "1"
 	if err := loadStatsFileHook(); err != nil {
 		return nil, err
 	}

@@ -97,6 +97,15 @@ func serve(o *options, h *hooks, log *logger, stderr io.Writer) int {
 		time.AfterFunc(h.crashAfter, func() { h.crash(log) })
 	}
 
+	// MainCommonBase builds HotRestartImpl before the server; its exception
+	// text goes to stderr alone.
+	hot, baseID, err := claimHotRestart(o)
+	if err != nil {
+		fmt.Fprintln(stderr, err.Error())
+		return 1
+	}
+	defer hot.close()
+	o.baseID = baseID
 	log.main(lvlInfo, "initializing epoch %d (base id=%d, hot restart version=%s)", o.restartEpoch, o.baseID, hotRestartVers)
 	fatal := func(err error) int {
 		log.main(lvlCritical, "error initializing configuration '%s': %s", o.configPath, err)
@@ -116,6 +125,7 @@ func serve(o *options, h *hooks, log *logger, stderr io.Writer) int {
 
 	s := newServer(o, log, boot)
 	s.build = h.build()
+	s.holdAccept = h.holdAccept
 
 	if h.startDelay > 0 {
 		select {

@@ -23,7 +23,15 @@ import (
 // envoyBin is the stand-in built once for the whole test run.
 var envoyBin string
 
+// prebuiltEnv names a stand-in binary already built, for a test re-run in
+// a network namespace (handover_test.go).
+const prebuiltEnv = "STANDIN_TEST_BIN"
+
 func TestMain(m *testing.M) {
+	if bin := os.Getenv(prebuiltEnv); bin != "" {
+		envoyBin = bin
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "envoy-standin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

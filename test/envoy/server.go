@@ -62,6 +62,9 @@ type server struct {
 	stats    *statStore
 	drainFor time.Duration
 	build    string // /server_info's version: what --version prints after "version: "
+	// holdAccept leaves accepted-to-be connections in the kernel's queue
+	// (the ENVOY_STANDIN_HOLD_ACCEPT hook).
+	holdAccept bool
 
 	// accessLogs holds the access-log files opened by listeners.
 	accessLogs *accessLogManager

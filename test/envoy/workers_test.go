@@ -20,7 +20,7 @@ func TestListenerStatsPerWorker(t *testing.T) {
 	dir := shortTempDir(t)
 	path := writeBootstrap(t, dir, bootstrapParams{Port: cp.port(), CA: base64.StdEncoding.EncodeToString(p.caPEM), Token: testToken})
 	sock := filepath.Join(dir, "kuma-envoy-admin.sock")
-	startEnvoy(t, nil, "--config-path", path, "--concurrency", "2", "--log-level", "info")
+	startEnvoy(t, nil, "--config-path", path, "--concurrency", "2", "--log-level", "info", "--disable-hot-restart")
 	waitFor(t, 10*time.Second, "/ready LIVE", func() bool { return readyBody(sock) == "LIVE\n" })
 
 	for range 2 {

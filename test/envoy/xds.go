@@ -283,7 +283,7 @@ func (s *server) addOrUpdateListener(l *listenerv3.Listener, version string, sta
 		s.stats.counter("listener_manager.listener_added").inc()
 	}
 	s.stats.counter("listener_manager.listener_create_success").inc()
-	if !reuse {
+	if !reuse && !s.holdAccept {
 		al.serve(s.stats, s.log)
 	}
 	return true, nil
