@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"runtime"
 	"slices"
 	"syscall"
 	"testing"
@@ -31,7 +32,7 @@ import (
 // change of each; one op is one response received and its ACK sent.
 // cpu-ms/op is the process's CPU time per op, all three parties and the
 // GC together: on a shared machine the relay's CPU (relay minus direct)
-// varies less than its wall time.
+// varies less than its wall time. gc/op is the GC cycles per op.
 
 // snapshot1MB is a delta response of 1000 listeners of about 1 KiB each,
 // all of version.
@@ -68,7 +69,7 @@ func runPingPong(b *testing.B, stream grpc.ClientStream, size int) {
 	b.SetBytes(int64(size))
 	took := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
-	cpu := cpuTime()
+	cpu, gcs := cpuTime(), gcCount()
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
 		f := &frame{}
@@ -82,6 +83,7 @@ func runPingPong(b *testing.B, stream grpc.ClientStream, size int) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+	b.ReportMetric(float64(gcCount()-gcs)/float64(b.N), "gc/op")
 	slices.Sort(took)
 	b.ReportMetric(float64(took[len(took)/2].Nanoseconds()), "median-ns/op")
 }
@@ -91,6 +93,13 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// gcCount is how many GC cycles this process has completed.
+func gcCount() uint32 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.NumGC
 }
 
 // BenchmarkDirect1MB is the baseline: Envoy's stream straight to the

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -48,15 +49,26 @@ func (delta) observeRequest(o *observer, req *request) {
 }
 
 func (delta) readResponse(b []byte) (*pendingResponse, string, error) {
+	rest, entries, err := splitRepeated(b, deltaResourcesField)
+	if err != nil {
+		return nil, "", err
+	}
 	m := &discoveryv3.DeltaDiscoveryResponse{}
-	if err := proto.Unmarshal(b, m); err != nil {
+	if err := proto.Unmarshal(rest, m); err != nil {
 		return nil, "", err
 	}
 	p := &pendingResponse{typeURL: m.GetTypeUrl(), version: m.GetSystemVersionInfo(), removed: m.GetRemovedResources(),
-		resources: make([]lkgcache.Resource, 0, len(m.GetResources()))}
-	for _, r := range m.GetResources() {
+		resources: make([]lkgcache.Resource, 0, len(entries))}
+	r := &discoveryv3.Resource{} // Unmarshal resets it for each entry
+	for i, e := range entries {
+		if err := proto.Unmarshal(e, r); err != nil {
+			return nil, "", err
+		}
 		if r.GetResource() != nil { // a name-only entry has no body
 			p.resources = append(p.resources, p.resource(r))
+		}
+		if i%yieldEvery == yieldEvery-1 {
+			runtime.Gosched() // let forwarding run: see yieldEvery
 		}
 	}
 	for _, n := range m.GetRemovedResourceNames() {

@@ -8,6 +8,8 @@ import (
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
 )
 
 // What the relay tracks of a response: resources with bodies, by name or
@@ -35,6 +37,12 @@ func TestReadResponses(t *testing.T) {
 			RemovedResources:     []string{"old"},
 			RemovedResourceNames: []*discoveryv3.ResourceName{{Name: "older"}},
 		}), "v3 Listener n3 [zone-ingress@3 by-resource-name@4] removed [old older] replace=false"},
+		// The wire allows fields in any order and a message in parts.
+		{"delta in parts", delta{}, append(mustMarshal(t, &discoveryv3.DeltaDiscoveryResponse{
+			Nonce: "n1", Resources: []*discoveryv3.Resource{{Name: "first", Version: "1", Resource: l}}, RemovedResources: []string{"old"},
+		}), mustMarshal(t, &discoveryv3.DeltaDiscoveryResponse{
+			SystemVersionInfo: "v5", TypeUrl: listenerType, Nonce: "n5", Resources: []*discoveryv3.Resource{{Name: "second", Version: "2", Resource: l}},
+		})...), "v5 Listener n5 [first@1 second@2] removed [old] replace=false"},
 		{"state of the world", sotw{}, mustMarshal(t, &discoveryv3.DiscoveryResponse{
 			VersionInfo: "v4", TypeUrl: listenerType, Nonce: "n4", Resources: []*anypb.Any{l, wrapped},
 		}), "v4 Listener n4 [zone-ingress@ wrapped@9] removed [] replace=true"},
@@ -97,8 +105,32 @@ func TestReadRequests(t *testing.T) {
 func FuzzReadResponses(f *testing.F) {
 	f.Add(mustMarshal(f, deltaResponse(f, listenerType, "1", "n", "a", "b")))
 	f.Add(mustMarshal(f, &discoveryv3.DiscoveryResponse{TypeUrl: listenerType, Resources: []*anypb.Any{listener(f, "x", 2)}}))
+	f.Add(append(mustMarshal(f, deltaResponse(f, listenerType, "1", "n", "a")), mustMarshal(f, deltaResponse(f, listenerType, "2", "m", "b"))...))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_, _, _ = delta{}.readResponse(b)
+		p, nonce, err := delta{}.readResponse(b)
+		if want := readDeltaWhole(b); fmt.Sprint(want) != fmt.Sprint(p, nonce, err != nil) {
+			t.Errorf("read one resource at a time: %v %s %t\nread whole: %s", p, nonce, err != nil, want)
+		}
 		_, _, _ = sotw{}.readResponse(b)
 	})
+}
+
+// readDeltaWhole is what delta.readResponse reads, decoding the response
+// in one piece, as the fmt of (pendingResponse, nonce, failed).
+func readDeltaWhole(b []byte) string {
+	m := &discoveryv3.DeltaDiscoveryResponse{}
+	if err := proto.Unmarshal(b, m); err != nil {
+		return fmt.Sprint((*pendingResponse)(nil), "", true)
+	}
+	p := &pendingResponse{typeURL: m.GetTypeUrl(), version: m.GetSystemVersionInfo(), removed: m.GetRemovedResources(),
+		resources: make([]lkgcache.Resource, 0, len(m.GetResources()))}
+	for _, r := range m.GetResources() {
+		if r.GetResource() != nil {
+			p.resources = append(p.resources, p.resource(r))
+		}
+	}
+	for _, n := range m.GetRemovedResourceNames() {
+		p.removed = append(p.removed, n.GetName())
+	}
+	return fmt.Sprint(p, m.GetNonce(), false)
 }
