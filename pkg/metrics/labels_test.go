@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/zoneproxy/zoneproxy/pkg/observability/meshmetric"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 	"github.com/zoneproxy/zoneproxy/pkg/version"
@@ -87,14 +89,16 @@ func TestInvalidUTF8LabelValues(t *testing.T) {
 	}
 }
 
-func hasLabel(fams []meshmetric.Family, family, label, value string) bool {
+func hasLabel(fams []*dto.MetricFamily, family, label, value string) bool {
 	for _, f := range fams {
-		if f.Name != family {
+		if f.GetName() != family {
 			continue
 		}
-		for _, s := range f.Samples {
-			if v, ok := s.Label(label); ok && v == value {
-				return true
+		for _, m := range f.Metric {
+			for _, l := range m.Label {
+				if l.GetName() == label && l.GetValue() == value {
+					return true
+				}
 			}
 		}
 	}

@@ -4,10 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
 )
 
 // Profile names (MeshMetric sidecar.profiles.appendProfiles[].name).
@@ -35,7 +39,7 @@ type Config struct {
 	ExtraLabels map[string]string `json:"extraLabels"`
 
 	filter *filter
-	labels []Label
+	labels []*dto.LabelPair
 }
 
 // Backend is where metrics go: type Prometheus (the hijacker serves it) or
@@ -149,7 +153,7 @@ func (c *Config) IncludeUnused() bool {
 // character outside [a-zA-Z0-9_] becomes _ (kuma.proxy_role →
 // kuma_proxy_role), and a leading digit gets a _ in front. When two keys
 // map to one name, the key sorting first wins. Nil for a nil Config.
-func (c *Config) Labels() []Label {
+func (c *Config) Labels() []*dto.LabelPair {
 	if c == nil {
 		return nil
 	}
@@ -159,13 +163,9 @@ func (c *Config) Labels() []Label {
 	return c.labels
 }
 
-func promLabels(extra map[string]string) []Label {
-	keys := make([]string, 0, len(extra))
-	for k := range extra {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := make([]Label, 0, len(keys))
+func promLabels(extra map[string]string) []*dto.LabelPair {
+	keys := slices.Sorted(maps.Keys(extra))
+	out := make([]*dto.LabelPair, 0, len(keys))
 	seen := make(map[string]bool, len(keys))
 	for _, k := range keys {
 		name := labelName(k)
@@ -173,9 +173,9 @@ func promLabels(extra map[string]string) []Label {
 			continue
 		}
 		seen[name] = true
-		out = append(out, Label{Name: name, Value: extra[k]})
+		out = append(out, &dto.LabelPair{Name: proto.String(name), Value: proto.String(extra[k])})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	slices.SortFunc(out, func(a, b *dto.LabelPair) int { return strings.Compare(a.GetName(), b.GetName()) })
 	return out
 }
 

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 )
 
 func TestParseReadsWhatKumaSends(t *testing.T) {
@@ -24,8 +26,8 @@ func TestParseReadsWhatKumaSends(t *testing.T) {
 	if !c.IncludeUnused() {
 		t.Error("includeUnused: true was lost")
 	}
-	want := []Label{{"kuma_proxy_role", "zone-egress"}, {"mesh", "payments"}, {"zone", "default"}}
-	if !reflect.DeepEqual(c.Labels(), want) {
+	want := []string{"kuma_proxy_role=zone-egress", "mesh=payments", "zone=default"}
+	if !reflect.DeepEqual(flatLabels(c.Labels()), want) {
 		t.Errorf("labels %v, want %v", c.Labels(), want)
 	}
 }
@@ -60,8 +62,16 @@ func TestExtraLabelNames(t *testing.T) {
 		"kuma.proxy_role": "a", "k8s.io/app-name": "b", "9lives": "c", "ok_name": "d",
 		"x.y": "first", "x_y": "second", "": "dropped",
 	}}
-	want := []Label{{"_9lives", "c"}, {"k8s_io_app_name", "b"}, {"kuma_proxy_role", "a"}, {"ok_name", "d"}, {"x_y", "first"}}
-	if got := c.Labels(); !reflect.DeepEqual(got, want) {
+	want := []string{"_9lives=c", "k8s_io_app_name=b", "kuma_proxy_role=a", "ok_name=d", "x_y=first"}
+	if got := flatLabels(c.Labels()); !reflect.DeepEqual(got, want) {
 		t.Errorf("got %v, want %v", got, want)
 	}
+}
+
+func flatLabels(ls []*dto.LabelPair) []string {
+	var out []string
+	for _, l := range ls {
+		out = append(out, l.GetName()+"="+l.GetValue())
+	}
+	return out
 }

@@ -2,7 +2,10 @@ package meshmetric
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+
+	dto "github.com/prometheus/client_model/go"
 )
 
 // The Basic profile, as kuma-dp's profiles.go defines it: families whose
@@ -78,12 +81,12 @@ func compileAll(field string, sels []Selector) ([]func(string) bool, error) {
 	return out, nil
 }
 
-// Select applies the profile filter to families, reusing their memory:
+// Select applies the profile filter to fams, reusing their memory:
 // the profile keeps a family or not, any exclude match drops it, any
 // include match keeps it; under Basic the internal samples go, and a
 // family left without samples goes too, even if included. A nil Config
 // (no policy yet) keeps everything, as kuma-dp does.
-func (c *Config) Select(fams []Family) []Family {
+func (c *Config) Select(fams []*dto.MetricFamily) []*dto.MetricFamily {
 	if c == nil {
 		return fams
 	}
@@ -96,12 +99,12 @@ func (c *Config) Select(fams []Family) []Family {
 	}
 	out := fams[:0]
 	for _, fam := range fams {
-		if !f.keeps(fam.Name) {
+		if !f.keeps(fam.GetName()) {
 			continue
 		}
 		if f.profile == ProfileBasic {
-			fam.Samples = dropInternal(fam.Samples)
-			if len(fam.Samples) == 0 {
+			fam.Metric = slices.DeleteFunc(fam.Metric, internal)
+			if len(fam.Metric) == 0 {
 				continue
 			}
 		}
@@ -154,34 +157,18 @@ func profileKeeps(profile, name string) bool {
 	return false
 }
 
-func dropInternal(samples []Sample) []Sample {
-	n := 0
-	for i := range samples {
-		if internalSample(&samples[i]) {
-			continue
-		}
-		if n != i {
-			samples[n] = samples[i]
-		}
-		n++
-	}
-	return samples[:n]
-}
-
-func internalSample(s *Sample) bool {
-	for _, l := range s.Labels {
-		if !isEntityLabel(l.Name) || l.Value == "" {
+func internal(m *dto.Metric) bool {
+	for _, l := range m.Label {
+		if !isEntityLabel(l.GetName()) || l.GetValue() == "" {
 			continue
 		}
 		for _, p := range internalPrefixes {
-			if strings.HasPrefix(l.Value, p) {
+			if strings.HasPrefix(l.GetValue(), p) {
 				return true
 			}
 		}
-		for _, n := range internalNames {
-			if l.Value == n {
-				return true
-			}
+		if slices.Contains(internalNames, l.GetValue()) {
+			return true
 		}
 	}
 	return false

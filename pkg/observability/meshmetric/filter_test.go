@@ -4,19 +4,32 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
 )
 
-// series lists every sample as name{labels} in order, for comparisons.
-func series(fams []Family) []string {
+// counter is a counter family of one sample per label set given, each
+// as name, value, name, value...
+func counter(name string, labelSets ...[]string) *dto.MetricFamily {
+	f := &dto.MetricFamily{Name: proto.String(name), Type: dto.MetricType_COUNTER.Enum()}
+	if len(labelSets) == 0 {
+		labelSets = [][]string{nil}
+	}
+	for _, ls := range labelSets {
+		m := &dto.Metric{Counter: &dto.Counter{Value: proto.Float64(1)}}
+		for i := 0; i+1 < len(ls); i += 2 {
+			m.Label = append(m.Label, &dto.LabelPair{Name: proto.String(ls[i]), Value: proto.String(ls[i+1])})
+		}
+		f.Metric = append(f.Metric, m)
+	}
+	return f
+}
+
+func names(fams []*dto.MetricFamily) []string {
 	var out []string
 	for _, f := range fams {
-		for _, s := range f.Samples {
-			var ls []string
-			for _, l := range s.Labels {
-				ls = append(ls, l.Name+"="+l.Value)
-			}
-			out = append(out, s.Name+"{"+strings.Join(ls, ",")+"}")
-		}
+		out = append(out, f.GetName())
 	}
 	return out
 }
@@ -38,20 +51,20 @@ func TestFixtureThroughThePolicyKeepsWhatKumaDPKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := mustParse(t, readFixture(t, "policy.json"))
-	got := series(c.Select(fams))
+	got := series(t, c.Select(fams))
 	want := []string{
-		"envoy_cluster_upstream_cx_total{envoy_cluster_name=legacy-0123456789abcdef}",
-		"envoy_cluster_upstream_cx_total{envoy_cluster_name=legacy-fedcba9876543210}",
-		"envoy_cluster_upstream_rq_total{envoy_cluster_name=httpbin_80}",
-		"envoy_server_live{}",
-		"my_custom_metric{}",
-		"envoy_cluster_upstream_rq_time_bucket{envoy_cluster_name=httpbin_80,le=0.5}",
-		"envoy_cluster_upstream_rq_time_bucket{envoy_cluster_name=httpbin_80,le=1}",
-		"envoy_cluster_upstream_rq_time_bucket{envoy_cluster_name=httpbin_80,le=5}",
-		"envoy_cluster_upstream_rq_time_bucket{envoy_cluster_name=httpbin_80,le=10}",
-		"envoy_cluster_upstream_rq_time_bucket{envoy_cluster_name=httpbin_80,le=+Inf}",
-		"envoy_cluster_upstream_rq_time_sum{envoy_cluster_name=httpbin_80}",
-		"envoy_cluster_upstream_rq_time_count{envoy_cluster_name=httpbin_80}",
+		`envoy_cluster_upstream_cx_total{envoy_cluster_name="legacy-0123456789abcdef"} 3`,
+		`envoy_cluster_upstream_cx_total{envoy_cluster_name="legacy-fedcba9876543210"} 4`,
+		`envoy_cluster_upstream_rq_time_bucket{envoy_cluster_name="httpbin_80",le="0.5"} 0`,
+		`envoy_cluster_upstream_rq_time_bucket{envoy_cluster_name="httpbin_80",le="1"} 1`,
+		`envoy_cluster_upstream_rq_time_bucket{envoy_cluster_name="httpbin_80",le="5"} 5`,
+		`envoy_cluster_upstream_rq_time_bucket{envoy_cluster_name="httpbin_80",le="10"} 7`,
+		`envoy_cluster_upstream_rq_time_bucket{envoy_cluster_name="httpbin_80",le="+Inf"} 7`,
+		`envoy_cluster_upstream_rq_time_sum{envoy_cluster_name="httpbin_80"} 21.5`,
+		`envoy_cluster_upstream_rq_time_count{envoy_cluster_name="httpbin_80"} 7`,
+		`envoy_cluster_upstream_rq_total{envoy_cluster_name="httpbin_80"} 7`,
+		`envoy_server_live 1`,
+		`my_custom_metric 42`,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("kept\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -64,7 +77,7 @@ func TestNoConfigKeepsEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	var none *Config
-	if got := count(none.Select(fams)); got != 14 {
+	if got := len(series(t, none.Select(fams))); got != 14 {
 		t.Errorf("kept %d samples, want all 14", got)
 	}
 	if none.Labels() != nil || !none.IncludeUnused() {
@@ -74,7 +87,7 @@ func TestNoConfigKeepsEverything(t *testing.T) {
 
 // Each family name below is one a profile keeps or not on its own.
 func TestProfiles(t *testing.T) {
-	names := []string{
+	families := []string{
 		"envoy_cluster_upstream_rq_total",     // contains _rq
 		"envoy_listener_downstream_cx_total",  // contains cx_total
 		"envoy_cluster_membership_healthy",    // exact
@@ -85,7 +98,7 @@ func TestProfiles(t *testing.T) {
 		"envoy_cluster_membership_change",     // Basic drops it
 		"envoy_runtime_load_success",          // Basic drops it
 	}
-	basic := names[:6]
+	basic := families[:6]
 	tests := []struct {
 		profiles string
 		want     []string
@@ -94,10 +107,10 @@ func TestProfiles(t *testing.T) {
 		{``, basic},
 		{`[]`, basic},
 		{`[{"name":"Basic"}]`, basic},
-		{`[{"name":"All"}]`, names},
+		{`[{"name":"All"}]`, families},
 		{`[{"name":"None"}]`, nil},
 		{`[{"name":"None"},{"name":"Basic"}]`, basic},
-		{`[{"name":"Basic"},{"name":"All"},{"name":"None"}]`, names},
+		{`[{"name":"Basic"},{"name":"All"},{"name":"None"}]`, families},
 		{`[{"name":"Fancy"}]`, basic},
 		{`[{"name":"Fancy"},{"name":"None"}]`, nil},
 	}
@@ -108,32 +121,28 @@ func TestProfiles(t *testing.T) {
 		} else if tt.profiles != "" {
 			body = `{"observability":{"metrics":{"sidecar":{"profiles":{"appendProfiles":` + tt.profiles + `}}}}}`
 		}
-		var fams []Family
-		for _, n := range names {
-			fams = append(fams, Family{Name: n, Type: Counter, Samples: []Sample{{Name: n, Value: 1}}})
+		var fams []*dto.MetricFamily
+		for _, n := range families {
+			fams = append(fams, counter(n))
 		}
-		var got []string
-		for _, f := range mustParse(t, body).Select(fams) {
-			got = append(got, f.Name)
-		}
-		if !reflect.DeepEqual(got, tt.want) {
+		if got := names(mustParse(t, body).Select(fams)); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("profiles %s: kept %q, want %q", tt.profiles, got, tt.want)
 		}
 	}
 }
 
 func TestSelectors(t *testing.T) {
-	names := []string{"envoy_server_live", "envoy_server_uptime", "my_envoy_server", "envoy_cluster_x_server"}
+	families := []string{"envoy_server_live", "envoy_server_uptime", "my_envoy_server", "envoy_cluster_x_server"}
 	tests := []struct {
 		name, sel string
 		want      []string
 	}{
-		{"prefix", `{"type":"Prefix","match":"envoy_server"}`, names[:2]},
-		{"exact", `{"type":"Exact","match":"envoy_server_live"}`, names[:1]},
+		{"prefix", `{"type":"Prefix","match":"envoy_server"}`, families[:2]},
+		{"exact", `{"type":"Exact","match":"envoy_server_live"}`, families[:1]},
 		{"exact is not prefix", `{"type":"Exact","match":"envoy_server"}`, nil},
-		{"contains", `{"type":"Contains","match":"server"}`, names},
-		{"regex is unanchored", `{"type":"Regex","match":"server_l"}`, names[:1]},
-		{"regex anchored", `{"type":"Regex","match":"^envoy_.*server$"}`, names[3:]},
+		{"contains", `{"type":"Contains","match":"server"}`, families},
+		{"regex is unanchored", `{"type":"Regex","match":"server_l"}`, families[:1]},
+		{"regex anchored", `{"type":"Regex","match":"^envoy_.*server$"}`, families[3:]},
 		{"unknown type matches nothing", `{"type":"Glob","match":"*"}`, nil},
 	}
 	for _, tt := range tests {
@@ -143,17 +152,13 @@ func TestSelectors(t *testing.T) {
 				want := tt.want
 				if mode == "exclude" {
 					body = `{"observability":{"metrics":{"sidecar":{"profiles":{"appendProfiles":[{"name":"All"}],"exclude":[` + tt.sel + `]}}}}}`
-					want = without(names, tt.want)
+					want = without(families, tt.want)
 				}
-				var fams []Family
-				for _, n := range names {
-					fams = append(fams, Family{Name: n, Type: Gauge, Samples: []Sample{{Name: n}}})
+				var fams []*dto.MetricFamily
+				for _, n := range families {
+					fams = append(fams, counter(n))
 				}
-				var got []string
-				for _, f := range mustParse(t, body).Select(fams) {
-					got = append(got, f.Name)
-				}
-				if !reflect.DeepEqual(got, want) {
+				if got := names(mustParse(t, body).Select(fams)); !reflect.DeepEqual(got, want) {
 					t.Errorf("%s: kept %q, want %q", mode, got, want)
 				}
 			}
@@ -183,12 +188,8 @@ func contains(list []string, s string) bool {
 func TestIncludeWinsOverExclude(t *testing.T) {
 	c := mustParse(t, `{"observability":{"metrics":{"sidecar":{"profiles":{"appendProfiles":[{"name":"All"}],
 		"exclude":[{"type":"Prefix","match":"a"}],"include":[{"type":"Exact","match":"ab"}]}}}}}`)
-	fams := []Family{{Name: "aa", Samples: []Sample{{Name: "aa"}}}, {Name: "ab", Samples: []Sample{{Name: "ab"}}}, {Name: "b", Samples: []Sample{{Name: "b"}}}}
-	var got []string
-	for _, f := range c.Select(fams) {
-		got = append(got, f.Name)
-	}
-	if want := []string{"ab", "b"}; !reflect.DeepEqual(got, want) {
+	fams := []*dto.MetricFamily{counter("aa"), counter("ab"), counter("b")}
+	if got, want := names(c.Select(fams)), []string{"ab", "b"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("kept %q, want %q", got, want)
 	}
 }
@@ -202,13 +203,11 @@ func TestBasicDropsInternalSamples(t *testing.T) {
 	}
 	for _, label := range []string{"envoy_cluster_name", "envoy_http_conn_manager_prefix", "envoy_listener_address", "other_label"} {
 		for value, kept := range values {
-			fam := Family{Name: "envoy_x_rq_total", Type: Counter, Samples: []Sample{
-				{Name: "envoy_x_rq_total", Labels: []Label{{"a", "b"}, {label, value}}},
-			}}
 			for _, profile := range []string{"Basic", "All"} {
 				c := mustParse(t, `{"observability":{"metrics":{"sidecar":{"profiles":{"appendProfiles":[{"name":"`+profile+`"}]}}}}}`)
 				want := kept || label == "other_label" || profile == "All"
-				if got := len(c.Select([]Family{fam})) == 1; got != want {
+				fams := []*dto.MetricFamily{counter("envoy_x_rq_total", []string{"a", "b", label, value})}
+				if got := len(c.Select(fams)) == 1; got != want {
 					t.Errorf("%s, %s=%q: kept %v, want %v", profile, label, value, got, want)
 				}
 			}
@@ -218,10 +217,7 @@ func TestBasicDropsInternalSamples(t *testing.T) {
 
 func TestBasicDropsAnIncludedFamilyLeftEmpty(t *testing.T) {
 	c := mustParse(t, `{"observability":{"metrics":{"sidecar":{"profiles":{"include":[{"type":"Exact","match":"custom"}]}}}}}`)
-	fams := []Family{
-		{Name: "custom", Samples: []Sample{{Name: "custom", Labels: []Label{{"envoy_cluster_name", "system_x"}}}}},
-		{Name: "custom_other", Samples: []Sample{{Name: "custom_other"}}},
-	}
+	fams := []*dto.MetricFamily{counter("custom", []string{"envoy_cluster_name", "system_x"}), counter("custom_other")}
 	if got := c.Select(fams); len(got) != 0 {
 		t.Errorf("kept %+v, want nothing", got)
 	}
@@ -233,10 +229,8 @@ func TestOnlyBasicDropsInternalSamples(t *testing.T) {
 	for _, profile := range []string{"None", "All"} {
 		c := mustParse(t, `{"observability":{"metrics":{"sidecar":{"profiles":{"appendProfiles":[{"name":"`+profile+`"}],
 			"include":[{"type":"Exact","match":"envoy_cluster_upstream_rq_total"}]}}}}}`)
-		fams := []Family{{Name: "envoy_cluster_upstream_rq_total", Type: Counter, Samples: []Sample{
-			{Name: "envoy_cluster_upstream_rq_total", Labels: []Label{{"envoy_cluster_name", "system_envoy_admin"}}, Value: 1},
-		}}}
-		if got := c.Select(fams); len(got) != 1 || len(got[0].Samples) != 1 {
+		fams := []*dto.MetricFamily{counter("envoy_cluster_upstream_rq_total", []string{"envoy_cluster_name", "system_envoy_admin"})}
+		if got := c.Select(fams); len(got) != 1 || len(got[0].Metric) != 1 {
 			t.Errorf("%s: kept %+v, want the system_ sample", profile, got)
 		}
 	}

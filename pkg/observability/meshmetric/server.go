@@ -169,27 +169,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fams = cfg.Select(fams)
+	AddLabels(fams, cfg.Labels())
 
-	// The answer is at most about the size of Envoy's page: allocate it
-	// once rather than grow it (a pooled buffer is emptied by the GC
-	// between scrapes a minute apart anyway).
-	out := make([]byte, 0, len(stats)+len(stats)/4)
-	out = AppendText(out, fams, cfg.Labels())
-	out = s.appendExtraText(out)
-	w.Header().Set("Content-Type", ContentTypeText)
-	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+	var out bytes.Buffer
+	out.Grow(len(stats) + len(stats)/4) // about the size of Envoy's page
+	if err := WriteText(&out, fams); err != nil {
+		http.Error(w, "Envoy admin stats not writable as Prometheus text: "+oneLine(err), http.StatusInternalServerError)
+		return
+	}
+	if s.opts.Extra != nil {
+		s.opts.Extra(&out)
+	}
+	w.Header().Set("Content-Type", string(textFormat))
+	w.Header().Set("Content-Length", strconv.Itoa(out.Len()))
 	if r.Method == http.MethodGet {
-		w.Write(out)
+		w.Write(out.Bytes())
 	}
-}
-
-func (s *Server) appendExtraText(dst []byte) []byte {
-	if s.opts.Extra == nil {
-		return dst
-	}
-	b := bytes.NewBuffer(dst)
-	s.opts.Extra(b)
-	return b.Bytes()
 }
 
 func oneLine(err error) string {

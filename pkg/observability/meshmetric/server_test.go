@@ -85,6 +85,8 @@ func get(t *testing.T, sock, method, path string, header ...string) response {
 	return response{resp.StatusCode, resp.Header.Get("Content-Type"), string(b)}
 }
 
+const textPlain004 = "text/plain; version=0.0.4; charset=utf-8"
+
 func agentMetrics(w io.Writer) {
 	io.WriteString(w, "# HELP zoneproxy_ready 1 while the agent reports READY.\n# TYPE zoneproxy_ready gauge\nzoneproxy_ready 1\n"+
 		"# TYPE zoneproxy_envoy_exits_total counter\nzoneproxy_envoy_exits_total 0\n")
@@ -96,7 +98,7 @@ func TestScrapeAppliesThePolicyAndLabels(t *testing.T) {
 	s.SetConfig(mustParse(t, readFixture(t, "policy.json")))
 
 	r := get(t, s.Path(), "GET", "/meshmetric")
-	if r.code != 200 || r.contentType != "text/plain; version=0.0.4; charset=utf-8" {
+	if r.code != 200 || r.contentType != textPlain004 {
 		t.Fatalf("got %d %q: %s", r.code, r.contentType, r.body)
 	}
 	labels := `kuma_proxy_role="zone-egress",mesh="payments",zone="default"`
@@ -106,7 +108,7 @@ func TestScrapeAppliesThePolicyAndLabels(t *testing.T) {
 		`envoy_cluster_upstream_rq_total{envoy_cluster_name="httpbin_80",` + labels + `} 7`,
 		`envoy_server_live{` + labels + `} 1`,
 		`my_custom_metric{` + labels + `} 42`,
-		`envoy_cluster_upstream_rq_time_bucket{envoy_cluster_name="httpbin_80",le="+Inf",` + labels + `} 7`,
+		`envoy_cluster_upstream_rq_time_bucket{envoy_cluster_name="httpbin_80",` + labels + `,le="+Inf"} 7`,
 		`envoy_cluster_upstream_rq_time_sum{envoy_cluster_name="httpbin_80",` + labels + `} 21.5`,
 		"zoneproxy_ready 1", // the agent's own, unlabelled
 	} {
@@ -131,7 +133,7 @@ func TestBeforeAnyConfigEverythingPassesUnlabelled(t *testing.T) {
 	r := get(t, s.Path(), "GET", "/meshmetric")
 	want, _ := ParseText(fixture)
 	got, err := ParseText(r.body)
-	if r.code != 200 || err != nil || strings.Join(series(got), " ") != strings.Join(series(want), " ") {
+	if r.code != 200 || err != nil || strings.Join(series(t, got), " ") != strings.Join(series(t, want), " ") {
 		t.Errorf("got %d (%v):\n%s", r.code, err, r.body)
 	}
 	s.SetConfig(mustParse(t, readFixture(t, "policy.json")))
@@ -184,8 +186,8 @@ func TestTextWhateverTheScraperAsksFor(t *testing.T) {
 		"",
 	} {
 		r := get(t, s.Path(), "GET", "/meshmetric", "Accept", accept)
-		if r.code != 200 || r.contentType != ContentTypeText {
-			t.Errorf("Accept %q: %d %q, want %q", accept, r.code, r.contentType, ContentTypeText)
+		if r.code != 200 || r.contentType != textPlain004 {
+			t.Errorf("Accept %q: %d %q, want %q", accept, r.code, r.contentType, textPlain004)
 			continue
 		}
 		// Envoy's counter family keeps its name (OpenMetrics would drop the
@@ -226,7 +228,7 @@ func TestAdminFailuresAnswer503WithAReason(t *testing.T) {
 	}{
 		{"admin down", "", fmt.Errorf("dial unix /wd/kuma-envoy-admin.sock:\nconnect: connection refused"),
 			"Envoy admin stats unavailable: dial unix /wd/kuma-envoy-admin.sock: connect: connection refused\n"},
-		{"garbage", "a{b 1\n", nil, "Envoy admin stats unreadable: line 1: a: label b: want =\n"},
+		{"garbage", "a{b 1\n", nil, "Envoy admin stats unreadable: text format parsing error in line 1: expected '=' after label name, found '1'\n"},
 	}
 	for _, tt := range tests {
 		a := &admin{body: tt.body, err: tt.err}

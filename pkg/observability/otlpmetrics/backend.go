@@ -6,7 +6,9 @@ import (
 	"net"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	collectorpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
@@ -133,8 +135,8 @@ func statsQuery(cfg *meshmetric.Config) string {
 }
 
 // resource names the agent; kuma-dp sends the SDK's unknown_service.
-func resource() []meshmetric.Label {
-	return []meshmetric.Label{{Name: "service.name", Value: "zoneproxy"}, {Name: "service.version", Value: version.Version}}
+func resource() []*commonpb.KeyValue {
+	return []*commonpb.KeyValue{keyValue("service.name", "zoneproxy"), keyValue("service.version", version.Version)}
 }
 
 // envoyEpoch is when the running Envoy's counters began, kept from push
@@ -150,7 +152,7 @@ const epochSlack = 15 * time.Second
 
 // start is the running Envoy's start; zero (unknown to the collector)
 // when Envoy does not report its uptime.
-func (e *envoyEpoch) start(fams []meshmetric.Family, now time.Time) time.Time {
+func (e *envoyEpoch) start(fams []*dto.MetricFamily, now time.Time) time.Time {
 	candidate := envoyStart(fams, now)
 	switch {
 	case candidate.IsZero():
@@ -163,10 +165,10 @@ func (e *envoyEpoch) start(fams []meshmetric.Family, now time.Time) time.Time {
 
 // envoyStart is when Envoy's counters began, from its uptime gauge; zero
 // when Envoy does not report it.
-func envoyStart(fams []meshmetric.Family, now time.Time) time.Time {
-	for i := range fams {
-		if fams[i].Name == "envoy_server_uptime" && len(fams[i].Samples) > 0 {
-			if up := fams[i].Samples[0].Value; up > 0 {
+func envoyStart(fams []*dto.MetricFamily, now time.Time) time.Time {
+	for _, f := range fams {
+		if f.GetName() == "envoy_server_uptime" && len(f.Metric) > 0 {
+			if up := value(f.Metric[0]); up > 0 {
 				return now.Add(-time.Duration(up * float64(time.Second)))
 			}
 		}

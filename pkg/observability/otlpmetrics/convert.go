@@ -5,16 +5,13 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"strconv"
-	"strings"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	collectorpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	metricspb "go.opentelemetry.io/proto/otlp/metrics/v1"
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
-
-	"github.com/zoneproxy/zoneproxy/pkg/observability/meshmetric"
 )
 
 const cumulative = metricspb.AggregationTemporality_AGGREGATION_TEMPORALITY_CUMULATIVE
@@ -24,7 +21,6 @@ type converter struct {
 	extra []*commonpb.KeyValue // extraLabels by key, unchanged (kuma.proxy_role keeps its dot); shared by the points
 	now   uint64               // scrape time
 	start uint64               // when Envoy's counters started; 0 if unknown
-	key   []byte               // scratch for a series' identity
 }
 
 func newConverter(extraLabels map[string]string, now, start time.Time) *converter {
@@ -50,17 +46,13 @@ func keyValue(k, v string) *commonpb.KeyValue {
 // request is the export with one resource and the scope "kuma", as kuma-dp
 // sends: counters become monotonic cumulative sums, gauges (and untyped)
 // gauges, histograms explicit-bound histograms, summaries summaries.
-func (c *converter) request(resource []meshmetric.Label, scopeName, scopeVersion string, fams []meshmetric.Family) *collectorpb.ExportMetricsServiceRequest {
-	res := make([]*commonpb.KeyValue, len(resource))
-	for i, a := range resource {
-		res[i] = keyValue(a.Name, a.Value)
-	}
+func (c *converter) request(resource []*commonpb.KeyValue, scopeName, scopeVersion string, fams []*dto.MetricFamily) *collectorpb.ExportMetricsServiceRequest {
 	ms := make([]*metricspb.Metric, len(fams))
-	for i := range fams {
-		ms[i] = c.metric(&fams[i])
+	for i, f := range fams {
+		ms[i] = c.metric(f)
 	}
 	return &collectorpb.ExportMetricsServiceRequest{ResourceMetrics: []*metricspb.ResourceMetrics{{
-		Resource: &resourcepb.Resource{Attributes: res},
+		Resource: &resourcepb.Resource{Attributes: resource},
 		ScopeMetrics: []*metricspb.ScopeMetrics{{
 			Scope:   &commonpb.InstrumentationScope{Name: scopeName, Version: scopeVersion},
 			Metrics: ms,
@@ -68,23 +60,23 @@ func (c *converter) request(resource []meshmetric.Label, scopeName, scopeVersion
 	}}}
 }
 
-func (c *converter) metric(f *meshmetric.Family) *metricspb.Metric {
-	m := &metricspb.Metric{Name: f.Name, Description: f.Help}
-	switch f.Type {
-	case meshmetric.Counter:
+func (c *converter) metric(f *dto.MetricFamily) *metricspb.Metric {
+	m := &metricspb.Metric{Name: f.GetName(), Description: f.GetHelp()}
+	switch f.GetType() {
+	case dto.MetricType_COUNTER:
 		m.Data = &metricspb.Metric_Sum{Sum: &metricspb.Sum{
 			DataPoints: c.numbers(f, c.start), AggregationTemporality: cumulative, IsMonotonic: true,
 		}}
-	case meshmetric.Histogram:
+	case dto.MetricType_HISTOGRAM:
 		h := &metricspb.Histogram{AggregationTemporality: cumulative}
-		for _, g := range c.group(f, "le") {
-			h.DataPoints = append(h.DataPoints, c.histogram(g))
+		for _, p := range f.Metric {
+			h.DataPoints = append(h.DataPoints, c.histogram(p))
 		}
 		m.Data = &metricspb.Metric_Histogram{Histogram: h}
-	case meshmetric.Summary:
+	case dto.MetricType_SUMMARY:
 		s := &metricspb.Summary{}
-		for _, g := range c.group(f, "quantile") {
-			s.DataPoints = append(s.DataPoints, c.summary(g))
+		for _, p := range f.Metric {
+			s.DataPoints = append(s.DataPoints, c.summary(p))
 		}
 		m.Data = &metricspb.Metric_Summary{Summary: s}
 	default:
@@ -94,130 +86,81 @@ func (c *converter) metric(f *meshmetric.Family) *metricspb.Metric {
 }
 
 // numbers are f's samples as points, with start as their start time.
-func (c *converter) numbers(f *meshmetric.Family, start uint64) []*metricspb.NumberDataPoint {
-	out := make([]*metricspb.NumberDataPoint, len(f.Samples))
-	for i := range f.Samples {
-		s := &f.Samples[i]
+func (c *converter) numbers(f *dto.MetricFamily, start uint64) []*metricspb.NumberDataPoint {
+	out := make([]*metricspb.NumberDataPoint, len(f.Metric))
+	for i, p := range f.Metric {
 		out[i] = &metricspb.NumberDataPoint{
-			Attributes:        c.attrs(s, ""),
+			Attributes:        c.attrs(p),
 			StartTimeUnixNano: start,
-			TimeUnixNano:      c.time(s),
-			Value:             &metricspb.NumberDataPoint_AsDouble{AsDouble: s.Value},
+			TimeUnixNano:      c.time(p),
+			Value:             &metricspb.NumberDataPoint_AsDouble{AsDouble: value(p)},
 		}
 	}
 	return out
 }
 
-// attrs are a sample's labels but skip, then the extra labels the sample
-// does not carry itself (its own label wins, as on the Prometheus side).
-func (c *converter) attrs(s *meshmetric.Sample, skip string) []*commonpb.KeyValue {
-	out := make([]*commonpb.KeyValue, 0, len(s.Labels)+len(c.extra))
-	for _, l := range s.Labels {
-		if l.Name != skip {
-			out = append(out, keyValue(l.Name, l.Value))
-		}
+// value is a counter's, gauge's or untyped sample's value.
+func value(p *dto.Metric) float64 {
+	switch {
+	case p.Counter != nil:
+		return p.Counter.GetValue()
+	case p.Gauge != nil:
+		return p.Gauge.GetValue()
+	}
+	return p.GetUntyped().GetValue()
+}
+
+// attrs are a sample's labels, then the extra labels the sample does not
+// carry itself (its own label wins, as on the Prometheus side).
+func (c *converter) attrs(p *dto.Metric) []*commonpb.KeyValue {
+	out := make([]*commonpb.KeyValue, 0, len(p.Label)+len(c.extra))
+	for _, l := range p.Label {
+		out = append(out, keyValue(l.GetName(), l.GetValue()))
 	}
 	for _, x := range c.extra {
-		if _, own := s.Label(x.Key); !own {
+		if !slices.ContainsFunc(p.Label, func(l *dto.LabelPair) bool { return l.GetName() == x.Key }) {
 			out = append(out, x)
 		}
 	}
 	return out
 }
 
-func (c *converter) time(s *meshmetric.Sample) uint64 {
-	if s.Timestamp > 0 {
-		return uint64(s.Timestamp) * uint64(time.Millisecond)
+func (c *converter) time(p *dto.Metric) uint64 {
+	if ts := p.GetTimestampMs(); ts > 0 {
+		return uint64(ts) * uint64(time.Millisecond)
 	}
 	return c.now
 }
 
-// series gathers the samples of one histogram or summary series: those
-// with the same labels apart from le or quantile.
-type series struct {
-	first      *meshmetric.Sample
-	points     []point // by le or quantile, ascending
-	sum, count float64
-	hasCount   bool
-}
-
-// point is a bucket (le, cumulative count) or a quantile (q, value).
-type point struct{ at, value float64 }
-
-func (c *converter) group(f *meshmetric.Family, by string) []*series {
-	var order []*series
-	index := map[string]*series{}
-	for i := range f.Samples {
-		s := &f.Samples[i]
-		c.key = labelKey(c.key[:0], s, by)
-		g := index[string(c.key)]
-		if g == nil {
-			g = &series{first: s}
-			index[string(c.key)] = g
-			order = append(order, g)
-		}
-		switch strings.TrimPrefix(s.Name, f.Name) {
-		case "_sum":
-			g.sum = s.Value
-		case "_count":
-			g.count, g.hasCount = s.Value, true
-		default: // _bucket, or a summary's quantile line
-			v, ok := s.Label(by)
-			k, err := strconv.ParseFloat(v, 64)
-			if !ok || err != nil {
-				continue
-			}
-			g.points = append(g.points, point{k, s.Value})
-		}
-	}
-	for _, g := range order {
-		slices.SortStableFunc(g.points, func(a, b point) int { return cmp.Compare(a.at, b.at) })
-	}
-	return order
-}
-
-// labelKey appends a series' identity: its labels but skip.
-func labelKey(b []byte, s *meshmetric.Sample, skip string) []byte {
-	for _, l := range s.Labels {
-		if l.Name != skip {
-			b = append(b, l.Name...)
-			b = append(b, 0)
-			b = append(b, l.Value...)
-			b = append(b, 0)
-		}
-	}
-	return b
-}
-
 // histogram turns Prometheus' cumulative buckets into OTLP's per-bucket
-// counts, the last one for +Inf.
-func (c *converter) histogram(g *series) *metricspb.HistogramDataPoint {
-	bounds := make([]float64, 0, len(g.points))
-	counts := make([]uint64, 0, len(g.points)+1)
+// counts, the last one for +Inf. The text parser keeps whole counts as
+// integers and any fractional ones as floats; one of each pair is zero.
+func (c *converter) histogram(p *dto.Metric) *metricspb.HistogramDataPoint {
+	h := p.GetHistogram()
+	buckets := slices.SortedFunc(slices.Values(h.Bucket), func(a, b *dto.Bucket) int {
+		return cmp.Compare(a.GetUpperBound(), b.GetUpperBound())
+	})
+	count := float64(h.GetSampleCount()) + h.GetSampleCountFloat()
+	bounds := make([]float64, 0, len(buckets))
+	counts := make([]uint64, 0, len(buckets)+1)
 	var prev float64
-	infSeen := false
-	for _, b := range g.points {
-		if math.IsInf(b.at, 1) {
-			infSeen = true
-			if !g.hasCount {
-				g.count = b.value
-			}
+	for _, b := range buckets {
+		if math.IsInf(b.GetUpperBound(), 1) {
 			break
 		}
-		bounds = append(bounds, b.at)
-		counts = append(counts, nonNegative(b.value-prev))
-		prev = b.value
+		cumulative := float64(b.GetCumulativeCount()) + b.GetCumulativeCountFloat()
+		bounds = append(bounds, b.GetUpperBound())
+		counts = append(counts, nonNegative(cumulative-prev))
+		prev = cumulative
 	}
-	if !g.hasCount && !infSeen {
-		g.count = prev
-	}
-	counts = append(counts, nonNegative(g.count-prev))
+	counts = append(counts, nonNegative(count-prev))
+	sum := h.GetSampleSum()
 	return &metricspb.HistogramDataPoint{
-		Attributes:        c.attrs(g.first, "le"),
+		Attributes:        c.attrs(p),
 		StartTimeUnixNano: c.start,
-		TimeUnixNano:      c.time(g.first),
-		Count:             nonNegative(g.count),
-		Sum:               &g.sum, // optional: sent even when 0
+		TimeUnixNano:      c.time(p),
+		Count:             nonNegative(count),
+		Sum:               &sum, // optional: sent even when 0
 		BucketCounts:      counts,
 		ExplicitBounds:    bounds,
 	}
@@ -230,16 +173,20 @@ func nonNegative(v float64) uint64 {
 	return uint64(v)
 }
 
-func (c *converter) summary(g *series) *metricspb.SummaryDataPoint {
-	p := &metricspb.SummaryDataPoint{
-		Attributes:        c.attrs(g.first, "quantile"),
+func (c *converter) summary(p *dto.Metric) *metricspb.SummaryDataPoint {
+	s := p.GetSummary()
+	quantiles := slices.SortedFunc(slices.Values(s.Quantile), func(a, b *dto.Quantile) int {
+		return cmp.Compare(a.GetQuantile(), b.GetQuantile())
+	})
+	dp := &metricspb.SummaryDataPoint{
+		Attributes:        c.attrs(p),
 		StartTimeUnixNano: c.start,
-		TimeUnixNano:      c.time(g.first),
-		Count:             nonNegative(g.count),
-		Sum:               g.sum,
+		TimeUnixNano:      c.time(p),
+		Count:             s.GetSampleCount(),
+		Sum:               s.GetSampleSum(),
 	}
-	for _, q := range g.points {
-		p.QuantileValues = append(p.QuantileValues, &metricspb.SummaryDataPoint_ValueAtQuantile{Quantile: q.at, Value: q.value})
+	for _, q := range quantiles {
+		dp.QuantileValues = append(dp.QuantileValues, &metricspb.SummaryDataPoint_ValueAtQuantile{Quantile: q.GetQuantile(), Value: q.GetValue()})
 	}
-	return p
+	return dp
 }

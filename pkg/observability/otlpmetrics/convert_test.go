@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	collectorpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	metricspb "go.opentelemetry.io/proto/otlp/metrics/v1"
@@ -63,7 +64,7 @@ func TestRequestCarriesTheResourceAndKumaScope(t *testing.T) {
 		t.Fatalf("got %v; want one resource with one scope", md)
 	}
 	rm := md.ResourceMetrics[0]
-	if got := flat(rm.Resource.Attributes); !reflect.DeepEqual(got, []string{"service.name=zoneproxy", "service.version=" + resource()[1].Value}) {
+	if got := flat(rm.Resource.Attributes); !reflect.DeepEqual(got, []string{"service.name=zoneproxy", "service.version=" + resource()[1].Value.GetStringValue()}) {
 		t.Errorf("resource %q", got)
 	}
 	sm := rm.ScopeMetrics[0]
@@ -264,7 +265,7 @@ func TestEnvoyStartComesFromItsUptime(t *testing.T) {
 // uptime moves in whole seconds at each stats flush; a restarted Envoy
 // gets its own.
 func TestEnvoyStartStaysPutAcrossPushes(t *testing.T) {
-	uptime := func(s string) []meshmetric.Family {
+	uptime := func(s string) []*dto.MetricFamily {
 		fams, err := meshmetric.ParseText("# TYPE envoy_server_uptime gauge\nenvoy_server_uptime{} " + s + "\n")
 		if err != nil {
 			t.Fatal(err)

@@ -190,7 +190,7 @@ func TestPushesTheProfilesEnvoyMetricsWithExtraLabels(t *testing.T) {
 				}
 			}
 		}
-		want := []string{"envoy_cluster_upstream_rq_total", "envoy_server_live", "my_custom_metric", "envoy_cluster_upstream_rq_time"}
+		want := []string{"envoy_cluster_upstream_rq_time", "envoy_cluster_upstream_rq_total", "envoy_server_live", "my_custom_metric"} // by name
 		if !reflect.DeepEqual(names, want) {
 			t.Errorf("pushed %q; want the profile's %q", names, want)
 		}
