@@ -64,8 +64,8 @@ type Agent struct {
 	tokenMu sync.Mutex
 	token   string // the last one sent, redacted from Envoy's output
 
-	xds   *xds       // the relay, nil in direct mode; set before Envoy starts
-	xdsMu sync.Mutex // guards xds for /status, which may ask before it is set
+	xds   *relayWatch // the relay, nil in direct mode; set before Envoy starts
+	xdsMu sync.Mutex  // guards xds for /status, which may ask before it is set
 
 	maint        maintenance // `zoneproxy drain`/`undrain`, SIGUSR2
 	failingSince time.Time   // Envoy's health checks fail since: a maintenance drain
@@ -205,7 +205,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		return exitcode.AsConfig(err)
 	}
 
-	cache, err := a.openCache()
+	cache, err := a.openCache(state)
 	if err != nil {
 		return err
 	}

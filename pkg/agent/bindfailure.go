@@ -441,7 +441,7 @@ const noRetryWords = " (Envoy does not retry a listener it rejected, and the con
 // takes it). Otherwise a restart would leave Envoy with nothing, and cut
 // what its other listeners serve, until the control plane answers. In
 // direct mode Envoy asks the control plane itself.
-func (x *xds) newEnvoyConfigured() bool {
+func (x *relayWatch) newEnvoyConfigured() bool {
 	if x == nil {
 		return true
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/kuma/bootstrap"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
+	"github.com/zoneproxy/zoneproxy/pkg/xds"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
 )
 
@@ -116,7 +117,7 @@ func (a *Agent) hasUsableCache(c *lkgcache.Cache, wd *workDir) bool {
 	if c == nil {
 		return false
 	}
-	_, err := servableCache(c, wd)
+	_, err := xds.Servable(c, wd.file(xds.SocketName))
 	return err == nil
 }
 

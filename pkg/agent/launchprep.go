@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
+	"github.com/zoneproxy/zoneproxy/pkg/xds"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
 )
 
@@ -33,7 +34,7 @@ func (a *Agent) prepareLaunch(wd *workDir) *launchPrep {
 	go func() {
 		defer close(p.done)
 		if relayed {
-			p.relayLn, p.relayErr = relay.Listen(wd.at(relaySocket))
+			p.relayLn, p.relayErr = relay.Listen(wd.at(xds.SocketName))
 		}
 		p.obs, p.obsErr = a.startObservability(wd.path, p.stats)
 		envoy.WarmUp()

@@ -11,6 +11,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 	"github.com/zoneproxy/zoneproxy/pkg/host/securedir"
+	"github.com/zoneproxy/zoneproxy/pkg/xds"
 )
 
 func entries(t *testing.T, dir string) []string {
@@ -54,7 +55,7 @@ func TestLaunchFailureAfterTheEarlySocketsLeavesNothing(t *testing.T) {
 		t.Fatalf("err = %v, want the unusable-bootstrap config error", err)
 	}
 	// Envoy would have talked to the control plane directly: no relay socket.
-	if _, err := os.Lstat(filepath.Join(dir, relaySocket)); err == nil {
+	if _, err := os.Lstat(filepath.Join(dir, xds.SocketName)); err == nil {
 		t.Errorf("the relay's socket is left while the relay is not used")
 	}
 	prep.release()

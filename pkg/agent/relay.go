@@ -1,13 +1,9 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -21,20 +17,15 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/host/securedir"
 	"github.com/zoneproxy/zoneproxy/pkg/kuma/token"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
-	"github.com/zoneproxy/zoneproxy/pkg/xds/bootstraprewrite"
+	"github.com/zoneproxy/zoneproxy/pkg/xds"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
 )
 
-// relaySocket is where Envoy's rewritten bootstrap points its ADS.
-const relaySocket = "zoneproxy-xds.sock"
-
-// xds is the agent's side of Envoy's configuration: the relay between Envoy
-// and the control plane and the last-known-good cache it feeds. It also
-// remembers what readiness should say about it.
-type xds struct {
+// relayWatch is the agent's view of Envoy's configuration stream while the
+// relay runs: what readiness and /status should say about it.
+type relayWatch struct {
 	a     *Agent
-	cache *lkgcache.Cache
 	relay *relay.Relay
 
 	mu        sync.Mutex
@@ -43,16 +34,17 @@ type xds struct {
 	upstream  relay.Upstream
 }
 
-// openCache opens the last-known-good cache of this identity; nil when the
-// relay or the state dir is off. A cache directory another user could
-// change is the configuration's to fix (78); one that cannot be opened
-// otherwise is a warning: the proxy runs without a cache.
-func (a *Agent) openCache() (*lkgcache.Cache, error) {
-	if !a.cfg.XDSRelay || a.stateDirPath == "" {
+// openCache opens the last-known-good cache of this identity in the state
+// dir the agent holds; nil when the relay or the state dir is off. A cache
+// directory another user could change is the configuration's to fix (78);
+// one that cannot be opened otherwise is a warning: the proxy runs without
+// a cache.
+func (a *Agent) openCache(sd *stateDir) (*lkgcache.Cache, error) {
+	if !a.cfg.XDSRelay || sd == nil {
 		return nil, nil
 	}
-	c, err := lkgcache.Open(lkgcache.Options{
-		Dir: a.stateDirPath, Identity: CacheIdentity(a.cfg), MaxAge: a.cfg.CacheMaxAge, Log: a.log.Named("cache"),
+	c, err := lkgcache.OpenIn(sd.dir, lkgcache.Options{
+		Identity: CacheIdentity(a.cfg), MaxAge: a.cfg.CacheMaxAge, Log: a.log.Named("cache"),
 	})
 	if errors.Is(err, securedir.ErrUntrusted) {
 		return nil, exitcode.AsConfig(err)
@@ -71,14 +63,12 @@ func CacheIdentity(cfg *config.Config) lkgcache.Identity {
 }
 
 // usableCache is the cached configuration the agent may start Envoy on, nil
-// when there is none it may serve (logged once per reason). The cached
-// bootstrap holds work-dir paths (the relay and admin sockets, the FIFO),
-// so a cache made in another work dir (a temporary one, say) is not used.
+// when there is none it may serve (logged once per reason).
 func (a *Agent) usableCache(c *lkgcache.Cache, wd *workDir, said *string) *lkgcache.Snapshot {
 	if c == nil {
 		return nil
 	}
-	snap, err := servableCache(c, wd)
+	snap, err := xds.Servable(c, wd.file(xds.SocketName))
 	if err != nil {
 		if err.Error() != *said {
 			*said = err.Error()
@@ -89,100 +79,41 @@ func (a *Agent) usableCache(c *lkgcache.Cache, wd *workDir, said *string) *lkgca
 	return snap
 }
 
-// servableCache is c's snapshot if Envoy may be started on it in wd.
-func servableCache(c *lkgcache.Cache, wd *workDir) (*lkgcache.Snapshot, error) {
-	snap, err := c.Usable()
-	if err == nil && !bytes.Contains(snap.Bootstrap, []byte(wd.file(relaySocket))) {
-		err = fmt.Errorf("it was made in another work dir than %s (give the zone proxy a fixed --work-dir)", wd.path)
-	}
-	return snap, err
-}
-
-// startRelay rewrites the bootstrap so Envoy's ADS goes through the agent,
-// and starts the relay. res is the rewritten bootstrap, made now or taken
-// from the cache. The returned YAML is what Envoy gets: it holds no token.
-func (a *Agent) startRelay(wd *workDir, doc []byte, fromCache *lkgcache.Snapshot, cache *lkgcache.Cache, prep *launchPrep) (*xds, []byte, error) {
-	var res *bootstraprewrite.Result
-	if fromCache != nil {
-		up, err := a.configuredUpstream(fromCache.Upstream)
-		if err != nil {
-			prep.dropRelay()
-			return nil, nil, err
-		}
-		res = &bootstraprewrite.Result{YAML: fromCache.Bootstrap, Upstream: up}
-	} else {
-		r, err := bootstraprewrite.Rewrite(doc, wd.file(relaySocket))
-		if err != nil {
-			prep.dropRelay()
-			return nil, nil, err
-		}
-		res = r
-	}
-	if cache != nil { // stored with every snapshot, so that the next start can serve it
-		cache.SetBootstrap(res)
-	}
-	x := &xds{a: a, cache: cache}
-	// The socket was opened while the bootstrap was fetched (launchPrep).
-	ln, listenErr := prep.relayListener()
-	r, err := relay.New(relay.Options{
-		SocketPath: wd.file(relaySocket),
-		Listener:   ln,
-		Upstream:   res.Upstream,
-		Token:      a.readToken,
-		Cache:      cache,
-		Backoff:    backoff.Backoff{Initial: a.cfg.RetryInitial, Max: a.cfg.RetryMax},
-		Log:        a.log.Named("xds"),
-		// Started on the cache: the control plane did not answer.
-		CacheFirst: fromCache != nil,
+// startXDS starts Envoy's configuration stream on the control plane's
+// bootstrap doc or the cached configuration: through the relay (then
+// a.xds is set), or directly.
+func (a *Agent) startXDS(wd *workDir, doc []byte, cached *lkgcache.Snapshot, cache *lkgcache.Cache, prep *launchPrep) (*xds.Feature, error) {
+	w := &relayWatch{a: a}
+	f, err := xds.Start(xds.Options{
+		Relay:        a.cfg.XDSRelay,
+		Bootstrap:    doc,
+		Cached:       cached,
+		SocketPath:   wd.file(xds.SocketName),
+		Listener:     prep.relayListener, // opened while the bootstrap was fetched
+		ControlPlane: xds.ControlPlane{URL: a.cfg.CPAddress, CACertFile: a.cfg.CACertFile},
+		Token:        a.readToken,
+		Cache:        cache,
+		Backoff:      backoff.Backoff{Initial: a.cfg.RetryInitial, Max: a.cfg.RetryMax},
+		Log:          a.log.Named("xds"),
 		Events: relay.Events{
-			StreamError:  x.streamError,
-			CachedConfig: x.cachedConfig,
-			Upstream:     x.upstreamChanged,
+			StreamError:  w.streamError,
+			CachedConfig: w.cachedConfig,
+			Upstream:     w.upstreamChanged,
 			// The relay logs and counts rejections; a zone listener Envoy
 			// could not bind is the listener check's to explain and retry.
 			Rejected: a.envoyRejected,
 		},
 	})
 	if err != nil {
-		if ln != nil {
-			_ = ln.Close()
-		}
-		return nil, nil, err
+		return nil, err
 	}
-	if listenErr == nil {
-		listenErr = r.Start()
+	if w.relay = f.Relay(); w.relay != nil {
+		a.opts.Metrics.Register(w.relay.Metrics())
+		a.xdsMu.Lock()
+		a.xds = w
+		a.xdsMu.Unlock()
 	}
-	if listenErr != nil {
-		return nil, nil, classify(fmt.Errorf("cannot serve Envoy's xDS on %s: %w", wd.file(relaySocket), listenErr))
-	}
-	x.relay = r
-	a.opts.Metrics.Register(r.Metrics())
-	return x, res.YAML, nil
-}
-
-// configuredUpstream is where the relay goes when Envoy starts on the
-// cache: the control plane and the CA of the current configuration
-// (--cp-address, --ca-cert-file, else the system's roots), never those
-// the cache file names, so that a cache file, whoever wrote it, cannot send
-// the token elsewhere. The rest (the metadata kuma-cp asked for, its
-// message limit) is kept.
-func (a *Agent) configuredUpstream(cached bootstraprewrite.Upstream) (bootstraprewrite.Upstream, error) {
-	u, err := url.Parse(a.cfg.CPAddress)
-	if err != nil || u.Hostname() == "" {
-		return cached, exitcode.AsConfig(fmt.Errorf("--cp-address %q: not a URL with a host", a.cfg.CPAddress))
-	}
-	port := u.Port()
-	if port == "" {
-		port = "443"
-	}
-	up := cached
-	up.Address, up.ServerName, up.CAPEM = net.JoinHostPort(u.Hostname(), port), u.Hostname(), nil
-	if a.cfg.CACertFile != "" {
-		if up.CAPEM, err = os.ReadFile(a.cfg.CACertFile); err != nil {
-			return cached, classify(fmt.Errorf("--ca-cert-file: %w", errtext.PathCause(err)))
-		}
-	}
-	return up, nil
+	return f, nil
 }
 
 // readToken reads the token for each new upstream stream, so a rotated
@@ -206,15 +137,7 @@ func (a *Agent) readToken() (string, error) {
 	return tok, nil
 }
 
-// close stops the relay (Envoy is gone by now), then flushes the cache.
-func (x *xds) close() {
-	if x == nil {
-		return
-	}
-	x.relay.Close()
-}
-
-func (x *xds) streamError(e relay.StreamError) {
+func (x *relayWatch) streamError(e relay.StreamError) {
 	if e.Held {
 		// Without a cache to serve, Envoy waits for kuma-cp to let go.
 		why := "no cached configuration to serve meanwhile: " + heldWords
@@ -244,7 +167,7 @@ func (x *xds) streamError(e relay.StreamError) {
 	x.a.refreshServing()
 }
 
-func (x *xds) cachedConfig(c relay.CacheState) {
+func (x *relayWatch) cachedConfig(c relay.CacheState) {
 	x.mu.Lock()
 	x.cached = c
 	if !c.InUse {
@@ -262,7 +185,7 @@ func (x *xds) cachedConfig(c relay.CacheState) {
 	x.a.refreshServing()
 }
 
-func (x *xds) upstreamChanged(u relay.Upstream) {
+func (x *relayWatch) upstreamChanged(u relay.Upstream) {
 	x.mu.Lock()
 	x.upstream = u
 	x.mu.Unlock()
@@ -278,7 +201,7 @@ const anotherProxyWords = "kuma-cp has refused this proxy's streams for longer t
 
 // servingDetail is the READY detail: plain, or saying the configuration is
 // the cached one and since when.
-func (x *xds) servingDetail() string {
+func (x *relayWatch) servingDetail() string {
 	if x == nil {
 		return "Envoy ready"
 	}
@@ -301,7 +224,7 @@ func (x *xds) servingDetail() string {
 }
 
 // upstreamState is what kuma-cp is expected to make of the proxy now.
-func (x *xds) upstreamState() relay.Upstream {
+func (x *relayWatch) upstreamState() relay.Upstream {
 	if x == nil {
 		return relay.Upstream{}
 	}
@@ -311,7 +234,7 @@ func (x *xds) upstreamState() relay.Upstream {
 }
 
 // lastRefusal is the control plane's last refusal, "" if none.
-func (x *xds) lastRefusal() string {
+func (x *relayWatch) lastRefusal() string {
 	if x == nil {
 		return ""
 	}

@@ -12,19 +12,19 @@ func TestServingDetailSaysWhyTheCacheServes(t *testing.T) {
 	at := time.Date(2026, 11, 20, 8, 0, 0, 0, time.UTC)
 	tests := []struct {
 		name    string
-		x       *xds
+		x       *relayWatch
 		want    string
 		without string
 	}{
 		{"direct mode", nil, "Envoy ready", "cached"},
-		{"from the control plane", &xds{}, "Envoy ready", "cached"},
-		{"cache, control plane away", &xds{cached: relay.CacheState{InUse: true, WrittenAt: at, Since: at.Add(time.Hour)}},
+		{"from the control plane", &relayWatch{}, "Envoy ready", "cached"},
+		{"cache, control plane away", &relayWatch{cached: relay.CacheState{InUse: true, WrittenAt: at, Since: at.Add(time.Hour)}},
 			"serving the cached configuration of 2026-11-20T08:00:00Z since 2026-11-20T09:00:00Z: the control plane is unreachable", ""},
-		{"cache, control plane refusing", &xds{cached: relay.CacheState{InUse: true, WrittenAt: at, Since: at}, streamErr: "authentication failed: token expired"},
+		{"cache, control plane refusing", &relayWatch{cached: relay.CacheState{InUse: true, WrittenAt: at, Since: at}, streamErr: "authentication failed: token expired"},
 			"the control plane refuses the configuration stream: authentication failed: token expired", "unreachable"},
-		{"cache after a restart", &xds{cached: relay.CacheState{InUse: true, Held: true, WrittenAt: at, Since: at}, streamErr: "there is already an active stream from this node, try again later"},
+		{"cache after a restart", &relayWatch{cached: relay.CacheState{InUse: true, Held: true, WrittenAt: at, Since: at}, streamErr: "there is already an active stream from this node, try again later"},
 			"kuma-cp still holds the stream of this proxy's previous run (expected after a restart)", "unreachable"},
-		{"cache, another proxy with this name", &xds{cached: relay.CacheState{InUse: true, Held: true, WrittenAt: at, Since: at}, upstream: relay.Upstream{State: relay.AnotherProxy}},
+		{"cache, another proxy with this name", &relayWatch{cached: relay.CacheState{InUse: true, Held: true, WrittenAt: at, Since: at}, upstream: relay.Upstream{State: relay.AnotherProxy}},
 			"another zone proxy runs with this --name", "expected after a restart"},
 	}
 	for _, tt := range tests {

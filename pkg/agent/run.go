@@ -11,7 +11,6 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
-	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
 )
@@ -21,28 +20,14 @@ var ErrEnvoyExited = errors.New("Envoy exited unexpectedly")
 
 // runEnvoy launches Envoy on what prep made ready meanwhile.
 func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, envoyVersion envoy.Version, doc []byte, cached *lkgcache.Snapshot, cache *lkgcache.Cache, prep *launchPrep) error {
-	if a.cfg.XDSRelay {
-		x, rewritten, err := a.startRelay(wd, doc, cached, cache, prep)
-		switch {
-		case err == nil:
-			a.xdsMu.Lock()
-			a.xds, doc = x, rewritten
-			a.xdsMu.Unlock()
-			defer x.close() // after Envoy is gone
-		case cached != nil:
-			return err
-		default:
-			// An unexpected bootstrap shape: Envoy can still talk to the
-			// control plane itself, without the cache.
-			a.log.Warn("cannot relay Envoy's xDS; Envoy talks to the control plane directly", zap.Error(err))
-		}
-	}
-	a.warnIfEnvoyReadsUntrimmedToken(doc)
-	adminAddr, err := envoy.AdminFromBootstrap(doc)
+	f, err := a.startXDS(wd, doc, cached, cache, prep)
 	if err != nil {
-		return exitcode.AsConfig(fmt.Errorf("the control plane's bootstrap is unusable: %w", err))
+		return err
 	}
-	cfgPath, err := wd.write(bootstrapFile, doc)
+	defer f.Close() // after Envoy is gone
+	a.warnIfEnvoyReadsUntrimmedToken(f.Bootstrap)
+	adminAddr := f.Admin
+	cfgPath, err := wd.write(bootstrapFile, f.Bootstrap)
 	if err != nil {
 		return err
 	}

@@ -32,7 +32,7 @@ func TestWarnIfEnvoyReadsUntrimmedToken(t *testing.T) {
 			}
 			a, logs := testAgent(t, &config.Config{DataplaneTokenFile: path}, nil)
 			if tc.relay {
-				a.xds = &xds{}
+				a.xds = &relayWatch{}
 			}
 			a.warnIfEnvoyReadsUntrimmedToken([]byte(tc.bootstrap))
 			got := logs.FilterMessageSnippet("reads the dataplane token file itself").Len() == 1

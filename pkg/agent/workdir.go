@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"syscall"
 
 	"github.com/zoneproxy/zoneproxy/pkg/errtext"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
@@ -124,24 +123,6 @@ func (w *workDir) removeTemp() {
 	}
 }
 
-// transientIO are the I/O failures a restart (or an operator freeing disk
-// space) can cure: systemd should keep trying.
-var transientIO = []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT, syscall.EIO, syscall.EROFS, syscall.ENOMEM, syscall.EMFILE, syscall.ENFILE}
-
 // classify marks a file-system error as a configuration problem (exit 78),
 // unless it is one a restart may cure (exit 1).
-func classify(err error) error {
-	if ioTransient(err) {
-		return err
-	}
-	return exitcode.AsConfig(err)
-}
-
-func ioTransient(err error) bool {
-	for _, e := range transientIO {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
-}
+func classify(err error) error { return exitcode.FromIO(err) }

@@ -31,6 +31,20 @@ func AdminFromBootstrap(doc []byte) (AdminAddress, error) {
 	return adminAddress(b.Admin)
 }
 
+// AdminFromSection reads the admin address from a bootstrap's admin member
+// alone, as JSON (nil: the bootstrap has none), for a caller that parsed
+// the document already.
+func AdminFromSection(admin []byte) (AdminAddress, error) {
+	if admin == nil {
+		return adminAddress(nil)
+	}
+	var a adminSection
+	if err := json.Unmarshal(admin, &a); err != nil {
+		return AdminAddress{}, fmt.Errorf("bootstrap admin is unreadable: %w", err)
+	}
+	return adminAddress(&a)
+}
+
 // adminFromJSON decodes the top-level "admin" member of a JSON object and
 // stops there; nil if there is none. Not ok: not a JSON object.
 func adminFromJSON(d []byte) (*adminSection, bool) {

@@ -92,6 +92,29 @@ func TestAdminFromBootstrap(t *testing.T) {
 	}
 }
 
+// The admin member alone, as the bootstrap rewrite hands it over.
+func TestAdminFromSection(t *testing.T) {
+	cases := []struct {
+		section string
+		want    AdminAddress
+		ok      bool
+	}{
+		{`{"address":{"pipe":{"path":"/run/zp/a.sock"}}}`, AdminAddress{Socket: "/run/zp/a.sock"}, true},
+		{`{"address":{"socketAddress":{"address":"0.0.0.0","portValue":9901}}}`, AdminAddress{TCP: "127.0.0.1:9901"}, true},
+		{`{"accessLogPath":"/dev/null"}`, AdminAddress{}, false},
+		{`[`, AdminAddress{}, false},
+	}
+	for _, tc := range cases {
+		got, err := AdminFromSection([]byte(tc.section))
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("%s: got %+v, %v", tc.section, got, err)
+		}
+	}
+	if _, err := AdminFromSection(nil); err == nil || !strings.Contains(err.Error(), "no admin address") {
+		t.Errorf("no admin member: %v", err)
+	}
+}
+
 func TestLocateExplainsWhatIsWrong(t *testing.T) {
 	dir := t.TempDir()
 	cases := map[string]string{

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/zoneproxy/zoneproxy/internal/testutil"
-	"github.com/zoneproxy/zoneproxy/pkg/xds/bootstraprewrite"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/cpdial"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
 	"github.com/zoneproxy/zoneproxy/test/controlplane"
 	"github.com/zoneproxy/zoneproxy/test/harness"
@@ -128,7 +128,7 @@ func TestACachedControlPlaneAddressIsNeverUsed(t *testing.T) {
 			c.Close()
 		}
 	}()
-	forgeUpstream(t, zone, p, bootstraprewrite.Upstream{Address: thief.Addr().String(), ServerName: "127.0.0.1", CAPEM: pki.CAPEM})
+	forgeUpstream(t, zone, p, cpdial.Target{Address: thief.Addr().String(), ServerName: "127.0.0.1", CAPEM: pki.CAPEM})
 
 	zone.CP.SetFaults(controlplane.Faults{RefuseConnections: true})
 	again := zone.Start(p, nil)
@@ -144,7 +144,7 @@ func TestACachedControlPlaneAddressIsNeverUsed(t *testing.T) {
 }
 
 // forgeUpstream rewrites p's cache to name up as its control plane.
-func forgeUpstream(t *testing.T, zone *harness.Zone, p harness.Proxy, up bootstraprewrite.Upstream) {
+func forgeUpstream(t *testing.T, zone *harness.Zone, p harness.Proxy, up cpdial.Target) {
 	t.Helper()
 	dp := onlyDataplane(t, zone)
 	id := lkgcache.Identity{Mesh: p.Mesh, Name: dp.Name, Role: p.Role, ControlPlane: zone.CP.URL()}
@@ -156,7 +156,7 @@ func forgeUpstream(t *testing.T, zone *harness.Zone, p harness.Proxy, up bootstr
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.SetBootstrap(&bootstraprewrite.Result{YAML: snap.Bootstrap, Upstream: up})
+	c.SetBootstrap(snap.Bootstrap, up)
 	c.Store(snap.Types)
 	if err := c.Close(context.Background()); err != nil {
 		t.Fatal(err)

@@ -22,7 +22,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/zoneproxy/zoneproxy/pkg/kuma/kumasock"
-	"github.com/zoneproxy/zoneproxy/pkg/xds/bootstraprewrite"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
 	"github.com/zoneproxy/zoneproxy/test/controlplane"
 	"github.com/zoneproxy/zoneproxy/test/harness"
@@ -333,7 +332,7 @@ func addExpiredSecret(t *testing.T, zone *harness.Zone, p harness.Proxy) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.SetBootstrap(&bootstraprewrite.Result{YAML: snap.Bootstrap, Upstream: snap.Upstream})
+	c.SetBootstrap(snap.Bootstrap, snap.Upstream)
 	c.Store(append(snap.Types, lkgcache.TypeState{TypeURL: lkgcache.SecretType, Version: "1", Resources: []lkgcache.Resource{
 		{Name: "identity", Version: "1", TypeURL: lkgcache.SecretType, Body: body},
 	}}))

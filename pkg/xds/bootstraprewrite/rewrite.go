@@ -3,14 +3,19 @@
 // whatever else talks to the control plane, such as HDS) becomes an
 // envoy_grpc cluster on a Unix socket, without TLS and without the token.
 // Everything else is kept as it came. It returns what the relay needs to
-// reach the control plane itself.
+// reach the control plane itself (cpdial.Target), and the admin member, so
+// that the document is parsed once. It knows nothing of the relay or the
+// cache.
 package bootstraprewrite
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/zoneproxy/zoneproxy/pkg/xds/cpdial"
 )
 
 // ClusterName is the control plane's name for its ADS cluster; the relay
@@ -20,35 +25,15 @@ const ClusterName = "system_ads"
 // maxSocketPath is what fits in sockaddr_un.sun_path with its NUL.
 const maxSocketPath = 107
 
-// Upstream is how the control plane's bootstrap told Envoy to reach it.
-type Upstream struct {
-	Address    string // host:port of the control plane's xDS server
-	ServerName string // SNI, and the exact DNS or IP SAN its certificate must carry
-	CAPEM      []byte // the CA the bootstrap trusts for the control plane
-	// Metadata is the gRPC metadata the control plane asked for besides
-	// the token, in order.
-	Metadata []Header
-	// HadToken says the ADS service carried an authorization header.
-	HadToken bool
-	// TokenPath is the token file Envoy was told to read (google_grpc with
-	// reloadable tokens), else "".
-	TokenPath string
-	// GoogleGRPC says ADS came as google_grpc (reloadable tokens).
-	GoogleGRPC bool
-	// MaxReceiveMessageLength is the limit the control plane set on its
-	// messages to Envoy; 0 means none.
-	MaxReceiveMessageLength int
-	// HDS says hds_config talks to the control plane, so through the relay.
-	HDS bool
-}
-
-// Header is one gRPC metadata entry.
-type Header struct{ Key, Value string }
-
 // Result is the rewritten bootstrap and the control plane it came for.
 type Result struct {
-	YAML     []byte // no token anywhere in it
-	Upstream Upstream
+	// JSON is the rewritten bootstrap, which Envoy reads as YAML (JSON is
+	// YAML too). No token anywhere in it.
+	JSON []byte
+	// Admin is the bootstrap's admin member as JSON, nil if it has none:
+	// where Envoy's admin API listens, without parsing JSON again.
+	Admin    []byte
+	Upstream cpdial.Target
 }
 
 // Rewrite points doc's ADS (and HDS) at socketPath. Errors say what part of
@@ -90,13 +75,19 @@ func Rewrite(doc []byte, socketPath string) (*Result, error) {
 		}
 	}
 	rw.up.HDS = rw.usedBy(obj(root, "hdsConfig"))
-	return &Result{YAML: out, Upstream: rw.up}, nil
+	res := &Result{JSON: out, Upstream: rw.up}
+	if admin := get(root, "admin"); admin != nil {
+		if res.Admin, err = json.Marshal(admin); err != nil {
+			return nil, fmt.Errorf("rendering the bootstrap's admin: %w", err)
+		}
+	}
+	return res, nil
 }
 
 type rewriter struct {
 	root    object
 	socket  string
-	up      Upstream
+	up      cpdial.Target
 	cluster string // the control plane's ADS cluster (envoy_grpc), "" for google_grpc
 	target  string // google_grpc target_uri of the control plane
 	tokens  []string

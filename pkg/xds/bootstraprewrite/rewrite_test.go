@@ -13,6 +13,8 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/zoneproxy/zoneproxy/pkg/config"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/cpdial"
 )
 
 // withoutRelayedParts drops what Rewrite may change, so the rest of two
@@ -57,16 +59,16 @@ func TestRewritePointsADSAndHDSAtTheRelay(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if bytes.Contains(res.YAML, []byte(b.token)) {
+				if bytes.Contains(res.JSON, []byte(b.token)) {
 					t.Fatal("the rewritten bootstrap holds the token")
 				}
 				for _, gone := range []string{"initialMetadata", "googleGrpc", "callCredentials", tokenPath} {
-					if bytes.Contains(res.YAML, []byte(gone)) {
+					if bytes.Contains(res.JSON, []byte(gone)) {
 						t.Errorf("the rewritten bootstrap still has %s", gone)
 					}
 				}
 
-				root, err := parse(res.YAML)
+				root, err := parse(res.JSON)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -79,7 +81,7 @@ func TestRewritePointsADSAndHDSAtTheRelay(t *testing.T) {
 				rw := &rewriter{root: root}
 				c := rw.staticCluster(ClusterName)
 				if c == nil {
-					t.Fatalf("no %s cluster in\n%s", ClusterName, res.YAML)
+					t.Fatalf("no %s cluster in\n%s", ClusterName, res.JSON)
 				}
 				pipe := obj(list(obj(list(obj(c, "loadAssignment"), "endpoints")[0].(object)), "lbEndpoints")[0].(object), "endpoint", "address", "pipe")
 				if str(pipe, "path") != sock || str(c, "type") != "STATIC" || get(c, "transportSocket") != nil || get(c, "upstreamConnectionOptions") != nil {
@@ -88,23 +90,30 @@ func TestRewritePointsADSAndHDSAtTheRelay(t *testing.T) {
 				if get(obj(list(obj(root, "dynamicResources", "adsConfig"), "grpcServices")[0].(object), "envoyGrpc"), "maxReceiveMessageLength") == nil && form == "google_grpc" {
 					t.Error("the control plane's message size limit was lost")
 				}
-				if !reflect.DeepEqual(withoutRelayedParts(t, orig), withoutRelayedParts(t, res.YAML)) {
-					t.Errorf("parts other than ADS/HDS changed:\n--- original\n%s\n--- rewritten\n%s", orig, res.YAML)
+				if !reflect.DeepEqual(withoutRelayedParts(t, orig), withoutRelayedParts(t, res.JSON)) {
+					t.Errorf("parts other than ADS/HDS changed:\n--- original\n%s\n--- rewritten\n%s", orig, res.JSON)
 				}
 
-				want := Upstream{Address: b.cpAddr, ServerName: hostOf(b.cpAddr), CAPEM: b.caPEM, HadToken: true, HDS: true}
+				want := cpdial.Target{Address: b.cpAddr, ServerName: hostOf(b.cpAddr), CAPEM: b.caPEM, HadToken: true, HDS: true}
 				if form == "google_grpc" {
 					want.GoogleGRPC, want.TokenPath, want.MaxReceiveMessageLength = true, tokenPath, 4194304
 				}
 				if !reflect.DeepEqual(res.Upstream, want) {
 					t.Errorf("upstream = %+v\nwant %+v", res.Upstream, want)
 				}
+				// The admin address comes with the rewrite: nobody parses
+				// the document again for it.
+				gotAdmin, err := envoy.AdminFromSection(res.Admin)
+				wantAdmin, werr := envoy.AdminFromBootstrap(orig)
+				if err != nil || werr != nil || gotAdmin != wantAdmin {
+					t.Errorf("admin = %v (%v), want %v (%v)", gotAdmin, err, wantAdmin, werr)
+				}
 
 				if msg := validateWithStandIn(t, orig); msg != "" {
 					t.Fatalf("the stand-in rejects the control plane's own bootstrap: %s", msg)
 				}
-				if msg := validateWithStandIn(t, res.YAML); msg != "" {
-					t.Errorf("the stand-in rejects the rewritten bootstrap: %s\n%s", msg, res.YAML)
+				if msg := validateWithStandIn(t, res.JSON); msg != "" {
+					t.Errorf("the stand-in rejects the rewritten bootstrap: %s\n%s", msg, res.JSON)
 				}
 			})
 		}
@@ -151,18 +160,18 @@ static_resources:
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Upstream{Address: "cp.example:5678", ServerName: "cp.example", CAPEM: []byte("-----BEGIN CERTIFICATE-----"),
-		Metadata: []Header{{Key: "x-zone", Value: "east"}}, HadToken: true}
+	want := cpdial.Target{Address: "cp.example:5678", ServerName: "cp.example", CAPEM: []byte("-----BEGIN CERTIFICATE-----"),
+		Metadata: []cpdial.Header{{Key: "x-zone", Value: "east"}}, HadToken: true}
 	if !reflect.DeepEqual(res.Upstream, want) {
 		t.Errorf("upstream = %+v\nwant %+v", res.Upstream, want)
 	}
 	for _, gone := range []string{"secret-token-123", "east", "initial_metadata", "transport_socket", "cp.example"} {
-		if bytes.Contains(res.YAML, []byte(gone)) {
-			t.Errorf("rewritten bootstrap still has %q:\n%s", gone, res.YAML)
+		if bytes.Contains(res.JSON, []byte(gone)) {
+			t.Errorf("rewritten bootstrap still has %q:\n%s", gone, res.JSON)
 		}
 	}
-	if !bytes.Contains(res.YAML, []byte(`"connect_timeout":"2s"`)) || !bytes.Contains(res.YAML, []byte("/run/zp/xds.sock")) {
-		t.Errorf("relay cluster lost its settings or socket:\n%s", res.YAML)
+	if !bytes.Contains(res.JSON, []byte(`"connect_timeout":"2s"`)) || !bytes.Contains(res.JSON, []byte("/run/zp/xds.sock")) {
+		t.Errorf("relay cluster lost its settings or socket:\n%s", res.JSON)
 	}
 }
 
@@ -207,7 +216,7 @@ func TestRewriteIsPure(t *testing.T) {
 		t.Fatal(err)
 	}
 	a2, _ := Rewrite(b.yaml, "/nonexistent/xds.sock")
-	if !bytes.Equal(a1.YAML, a2.YAML) {
+	if !bytes.Equal(a1.JSON, a2.JSON) {
 		t.Fatal("two rewrites of one bootstrap differ")
 	}
 	if _, err := os.Stat("/nonexistent"); err == nil {
@@ -224,10 +233,10 @@ func TestRewriteWritesJSONThatIsTheSameAsYAML(t *testing.T) {
 		t.Fatal(err)
 	}
 	var asJSON, asYAML any
-	if err := json.Unmarshal(res.YAML, &asJSON); err != nil {
-		t.Fatalf("not JSON: %v\n%s", err, res.YAML)
+	if err := json.Unmarshal(res.JSON, &asJSON); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, res.JSON)
 	}
-	if err := yaml.Unmarshal(res.YAML, &asYAML); err != nil {
+	if err := yaml.Unmarshal(res.JSON, &asYAML); err != nil {
 		t.Fatalf("not YAML: %v", err)
 	}
 	if got := fmt.Sprint(asJSON.(map[string]any)["extra"]); got != "map[1:one 4294967295:big true:yes]" {
@@ -286,7 +295,7 @@ func TestRewriteKeepsStringsThatLookNumeric(t *testing.T) {
 				}
 			}
 		}
-		if err := json.Unmarshal(res.YAML, &out); err != nil {
+		if err := json.Unmarshal(res.JSON, &out); err != nil {
 			t.Fatal(err)
 		}
 		if got := out.Node.Metadata.Version.Envoy.Build; got != tc.want {

@@ -8,6 +8,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/zoneproxy/zoneproxy/pkg/xds/cpdial"
 )
 
 const fileBasedMetadata = "envoy.grpc_credentials.file_based_metadata"
@@ -23,7 +25,7 @@ func (rw *rewriter) upstreamFrom(svc object) error {
 			rw.up.HadToken = true
 			continue
 		}
-		rw.up.Metadata = append(rw.up.Metadata, Header{Key: strings.ToLower(str(ho, "key")), Value: str(ho, "value")})
+		rw.up.Metadata = append(rw.up.Metadata, cpdial.Header{Key: strings.ToLower(str(ho, "key")), Value: str(ho, "value")})
 	}
 	if eg := obj(svc, "envoyGrpc"); eg != nil {
 		rw.cluster = str(eg, "clusterName")

@@ -14,7 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zoneproxy/zoneproxy/pkg/host/securedir"
-	"github.com/zoneproxy/zoneproxy/pkg/xds/bootstraprewrite"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/cpdial"
 )
 
 // DefaultMaxAge matches the control plane's cleanup of offline Dataplanes
@@ -36,9 +36,9 @@ const writeSettle = 200 * time.Millisecond
 // writeRetry paces the writes of a snapshot the disk refused.
 const writeRetry = 10 * time.Second
 
-// Options configures Open.
+// Options configures Open and OpenIn.
 type Options struct {
-	Dir      string // state dir; the cache goes in its SubDir, 0700
+	Dir      string // the state dir's path, for Open; the cache goes in its SubDir, 0700
 	Identity Identity
 	MaxAge   time.Duration // 0 means DefaultMaxAge
 	Now      func() time.Time
@@ -58,7 +58,7 @@ type Cache struct {
 	mu        sync.Mutex
 	current   *Snapshot // what Usable judges; nil if none
 	bootstrap []byte
-	upstream  bootstraprewrite.Upstream
+	upstream  cpdial.Target
 	pending   *Snapshot // not written yet
 	failing   bool      // the last write failed (logged once per episode)
 	// source and sourceAt: the last Update, not read into a snapshot yet.
@@ -74,13 +74,27 @@ type Cache struct {
 	retryEvery time.Duration                       // after a failed write
 }
 
-// Open loads the cache in opts.Dir if it is intact and made for
-// opts.Identity, and starts the writer. A damaged cache is removed with a
-// warning; one of another identity is left alone and not used.
+// Open opens the state dir at opts.Dir as pkg/host/securedir trusts it
+// (this user's, nobody else's to change, up to /) and opens the cache in
+// it, as OpenIn.
 func Open(opts Options) (*Cache, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("lkgcache: no state dir")
 	}
+	d, err := securedir.Open(opts.Dir, "--state-dir", true)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return OpenIn(d, opts)
+}
+
+// OpenIn loads the cache in stateDir, which the caller opened (and the
+// agent locked) already, if it is intact and made for opts.Identity, and
+// starts the writer; opts.Dir is not read. The caller may close stateDir
+// once OpenIn returns. A damaged cache is removed with a warning; one of
+// another identity is left alone and not used.
+func OpenIn(stateDir *securedir.Dir, opts Options) (*Cache, error) {
 	if opts.MaxAge <= 0 {
 		opts.MaxAge = DefaultMaxAge
 	}
@@ -90,7 +104,10 @@ func Open(opts Options) (*Cache, error) {
 	if opts.Log == nil {
 		opts.Log = zap.NewNop()
 	}
-	sub, err := openSubDir(opts.Dir)
+	// SubDir is made 0700: the cache holds the proxy's TLS keys, and what
+	// it holds is served to Envoy. The state dir itself is the operator's
+	// and keeps its mode.
+	sub, err := stateDir.Sub(SubDir, "--state-dir", true, true)
 	if err != nil {
 		return nil, err
 	}
@@ -108,19 +125,6 @@ func Open(opts Options) (*Cache, error) {
 	}
 	go c.writer()
 	return c, nil
-}
-
-// openSubDir opens the state dir and its SubDir as pkg/host/securedir trusts
-// them (this user's, nobody else's to change, up to /), making SubDir 0700:
-// the cache holds the proxy's TLS keys, and what it holds is served to
-// Envoy. The state dir itself is the operator's and keeps its mode.
-func openSubDir(stateDir string) (*securedir.Dir, error) {
-	d, err := securedir.Open(stateDir, "--state-dir", true)
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
-	return d.Sub(SubDir, "--state-dir", true, true)
 }
 
 func removeTemps(d *securedir.Dir) {
@@ -163,11 +167,12 @@ func (c *Cache) readFile() ([]byte, error) {
 	return io.ReadAll(f)
 }
 
-// SetBootstrap is the rewritten (tokenless) bootstrap and the control
-// plane it came from, stored with every later snapshot.
-func (c *Cache) SetBootstrap(r *bootstraprewrite.Result) {
+// SetBootstrap is the rewritten (tokenless) bootstrap Envoy runs with and
+// how the relay reaches the control plane, stored with every later
+// snapshot.
+func (c *Cache) SetBootstrap(bootstrap []byte, upstream cpdial.Target) {
 	c.mu.Lock()
-	c.bootstrap, c.upstream = r.YAML, r.Upstream
+	c.bootstrap, c.upstream = bootstrap, upstream
 	c.mu.Unlock()
 }
 

@@ -16,7 +16,8 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/zoneproxy/zoneproxy/internal/testutil"
-	"github.com/zoneproxy/zoneproxy/pkg/xds/bootstraprewrite"
+	"github.com/zoneproxy/zoneproxy/pkg/host/securedir"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/cpdial"
 )
 
 type clock struct{ now time.Time }
@@ -51,9 +52,9 @@ func TestStoredConfigurationIsServedAfterRestart(t *testing.T) {
 	if _, err := c.Usable(); err == nil {
 		t.Fatal("a fresh cache claims a usable configuration")
 	}
-	up := bootstraprewrite.Upstream{Address: "cp.example:5678", ServerName: "cp.example", CAPEM: []byte("CA"), HDS: true,
-		Metadata: []bootstraprewrite.Header{{Key: "x-zone", Value: "east"}}}
-	c.SetBootstrap(&bootstraprewrite.Result{YAML: []byte("node: {id: default.zp-1}\n"), Upstream: up})
+	up := cpdial.Target{Address: "cp.example:5678", ServerName: "cp.example", CAPEM: []byte("CA"), HDS: true,
+		Metadata: []cpdial.Header{{Key: "x-zone", Value: "east"}}}
+	c.SetBootstrap([]byte("node: {id: default.zp-1}\n"), up)
 	c.Store(listenerTypes())
 	closeCache(t, c)
 
@@ -308,6 +309,28 @@ func TestStateDirThatIsAFileIsRefused(t *testing.T) {
 	}
 }
 
+// The agent hands over the state dir it opened and locked: the cache does
+// not resolve the path again, and keeps writing once that handle is closed.
+func TestCacheOpenedInAHeldStateDirOutlivesTheHandle(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state")
+	held, err := securedir.Open(path, "--state-dir", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := OpenIn(held, Options{Identity: testID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held.Close()
+	c.SetBootstrap([]byte("node: {id: default.zp-1}\n"), cpdial.Target{Address: "cp.example:5678"})
+	c.Store(listenerTypes())
+	closeCache(t, c)
+	st := Inspect(path, testID, 0, time.Now())
+	if !st.Present || st.Problem != "" || st.Resources != 2 {
+		t.Fatalf("after a write through the held dir: %+v", st)
+	}
+}
+
 func TestLeftoverTempFilesAreRemoved(t *testing.T) {
 	dir := t.TempDir()
 	tmp := filepath.Join(dir, SubDir, ".xds-lkg-123.tmp")
@@ -362,8 +385,8 @@ func TestSnapshotsAfterAStartFromTheCacheKeepItsBootstrap(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
 	clk := &clock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
 	c, _ := open(t, dir, testID, clk)
-	up := bootstraprewrite.Upstream{Address: "cp.example:5678", ServerName: "cp.example", CAPEM: []byte("CA")}
-	c.SetBootstrap(&bootstraprewrite.Result{YAML: []byte("node: {id: default.zp-1}\n"), Upstream: up})
+	up := cpdial.Target{Address: "cp.example:5678", ServerName: "cp.example", CAPEM: []byte("CA")}
+	c.SetBootstrap([]byte("node: {id: default.zp-1}\n"), up)
 	c.Store(listenerTypes())
 	closeCache(t, c)
 

@@ -30,7 +30,7 @@ const (
 	fWrittenAt = 3
 	fBootstrap = 4
 	fType      = 5
-	fUpstream  = 6 // JSON of bootstraprewrite.Upstream
+	fUpstream  = 6 // JSON of cpdial.Target
 
 	fIDMesh = 1
 	fIDName = 2

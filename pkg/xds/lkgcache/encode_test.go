@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zoneproxy/zoneproxy/pkg/xds/bootstraprewrite"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/cpdial"
 )
 
 func TestEncodeDecodeRoundTrip(t *testing.T) {
 	s := &Snapshot{Identity: testID, WrittenAt: time.Unix(1900000000, 123), Bootstrap: []byte("admin: {}\n"),
-		Upstream: bootstraprewrite.Upstream{Address: "cp:5678", ServerName: "cp", CAPEM: []byte("CA"), MaxReceiveMessageLength: 4 << 20},
+		Upstream: cpdial.Target{Address: "cp:5678", ServerName: "cp", CAPEM: []byte("CA"), MaxReceiveMessageLength: 4 << 20},
 		Types:    append(listenerTypes(), TypeState{TypeURL: SecretType, Resources: []Resource{trustBundle(t, "bundle")}})}
 	data := Encode(s)
 	if cap(data) != len(data) {
@@ -36,6 +36,18 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	}
 	if !bytes.Equal(streamed.Bytes(), Encode(s)) {
 		t.Fatal("the streamed file differs from Encode's")
+	}
+}
+
+// The control plane is kept as JSON under the field names caches already
+// written carry: renaming a field of cpdial.Target would lose it there.
+func TestUpstreamKeepsTheFieldNamesOfWrittenCaches(t *testing.T) {
+	s := &Snapshot{Identity: testID, WrittenAt: time.Unix(1, 0), Upstream: cpdial.Target{Address: "cp:5678", ServerName: "cp",
+		CAPEM: []byte("CA"), Metadata: []cpdial.Header{{Key: "x-zone", Value: "east"}}, HadToken: true, MaxReceiveMessageLength: 4 << 20, HDS: true}}
+	written := `{"Address":"cp:5678","ServerName":"cp","CAPEM":"Q0E=","Metadata":[{"Key":"x-zone","Value":"east"}],` +
+		`"HadToken":true,"TokenPath":"","GoogleGRPC":false,"MaxReceiveMessageLength":4194304,"HDS":true}`
+	if data := Encode(s); !bytes.Contains(data, []byte(written)) {
+		t.Fatalf("the upstream is no longer written as\n%s\nin\n%q", written, data)
 	}
 }
 
@@ -72,7 +84,7 @@ func TestDecodeRejects(t *testing.T) {
 // checksum. Whatever decodes must re-encode to something that decodes equal.
 func FuzzDecode(f *testing.F) {
 	f.Add(Encode(&Snapshot{Identity: testID, WrittenAt: time.Unix(1900000000, 0), Types: listenerTypes()})[len(magic):])
-	f.Add(Encode(&Snapshot{Identity: testID, WrittenAt: time.Unix(1, 0), Bootstrap: []byte("x"), Upstream: bootstraprewrite.Upstream{Address: "a:1"},
+	f.Add(Encode(&Snapshot{Identity: testID, WrittenAt: time.Unix(1, 0), Bootstrap: []byte("x"), Upstream: cpdial.Target{Address: "a:1"},
 		Types: []TypeState{{TypeURL: SecretType, Resources: []Resource{trustBundle(f, "b")}}}})[len(magic):])
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if len(body) >= sumSize {

@@ -10,7 +10,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/zoneproxy/zoneproxy/pkg/xds/bootstraprewrite"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/cpdial"
 )
 
 // Identity is who a cache was made for; a cache of another identity is
@@ -45,7 +45,7 @@ type Snapshot struct {
 	Identity  Identity
 	WrittenAt time.Time // when Envoy ACKed the last of it from the control plane
 	Bootstrap []byte
-	Upstream  bootstraprewrite.Upstream
+	Upstream  cpdial.Target
 	Types     []TypeState
 }
 

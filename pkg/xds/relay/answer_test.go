@@ -10,7 +10,7 @@ import (
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/zoneproxy/zoneproxy/pkg/xds/bootstraprewrite"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/cpdial"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
 )
 
@@ -110,7 +110,7 @@ func TestDeltaCacheAnswers(t *testing.T) {
 // After a reconnect Envoy keeps only the resources it declared; the
 // relay's view of what Envoy holds follows.
 func TestEnvoyStateFollowsEnvoyAcrossStreams(t *testing.T) {
-	r, err := New(Options{SocketPath: "/x", Upstream: bootstraprewrite.Upstream{Address: "cp:5678", CAPEM: newPKI(t).caPEM}, Token: staticToken("t")})
+	r, err := New(Options{SocketPath: "/x", Upstream: cpdial.Target{Address: "cp:5678", CAPEM: newPKI(t).caPEM}, Token: staticToken("t")})
 	if err != nil {
 		t.Fatal(err)
 	}

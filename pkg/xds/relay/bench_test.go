@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/mem"
 
-	"github.com/zoneproxy/zoneproxy/pkg/xds/bootstraprewrite"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/cpdial"
 )
 
 // Benchmarks of a 1 MB xDS response and its ACK, straight from the
@@ -152,7 +152,7 @@ func BenchmarkRelay1MB(b *testing.B) {
 // its ACK applied to what Envoy holds. It runs beside the forwarding, on
 // the other core.
 func BenchmarkObserve1MB(b *testing.B) {
-	r, err := New(Options{SocketPath: "/x", Upstream: bootstraprewrite.Upstream{Address: "cp:5678", CAPEM: newPKI(b).caPEM}, Token: staticToken("t")})
+	r, err := New(Options{SocketPath: "/x", Upstream: cpdial.Target{Address: "cp:5678", CAPEM: newPKI(b).caPEM}, Token: staticToken("t")})
 	if err != nil {
 		b.Fatal(err)
 	}

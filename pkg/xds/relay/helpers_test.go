@@ -27,7 +27,7 @@ import (
 
 	"github.com/zoneproxy/zoneproxy/internal/testutil"
 	"github.com/zoneproxy/zoneproxy/pkg/backoff"
-	"github.com/zoneproxy/zoneproxy/pkg/xds/bootstraprewrite"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/cpdial"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
 )
 
@@ -218,7 +218,7 @@ func startRelay(t testing.TB, p *pki, cpAddr string, token func() (string, error
 	}
 	opts := Options{
 		SocketPath: filepath.Join(dir, "xds.sock"),
-		Upstream:   bootstraprewrite.Upstream{Address: cpAddr, ServerName: "127.0.0.1", CAPEM: caPEM, Metadata: []bootstraprewrite.Header{{Key: "x-zone", Value: "east"}}},
+		Upstream:   cpdial.Target{Address: cpAddr, ServerName: "127.0.0.1", CAPEM: caPEM, Metadata: []cpdial.Header{{Key: "x-zone", Value: "east"}}},
 		Token:      token,
 		Backoff:    backoff.Backoff{Initial: 5 * time.Millisecond, Max: 50 * time.Millisecond},
 		Log:        zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)),

@@ -77,7 +77,7 @@ func kumaBootstrapAt(t *testing.T, address string, port int) kumaSetup {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return kumaSetup{cp: cp, cfg: cfg, token: token, rewrite: res, node: bootstrapNode(t, res.YAML), socket: sock, original: doc}
+	return kumaSetup{cp: cp, cfg: cfg, token: token, rewrite: res, node: bootstrapNode(t, res.JSON), socket: sock, original: doc}
 }
 
 // bootstrapNode is the node Envoy announces, read from its bootstrap.
@@ -110,7 +110,7 @@ func (k kumaSetup) relay(t *testing.T, token string, ev *events, mods ...relayOp
 // rewritten bootstrap and the relay get Envoy its configuration.
 func TestKumaShapedControlPlaneThroughTheRelay(t *testing.T) {
 	k := kumaBootstrap(t)
-	if strings.Contains(string(k.rewrite.YAML), k.token) {
+	if strings.Contains(string(k.rewrite.JSON), k.token) {
 		t.Fatal("token in the rewritten bootstrap")
 	}
 	ev := newEvents()

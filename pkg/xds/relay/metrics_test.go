@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
 
-	"github.com/zoneproxy/zoneproxy/pkg/xds/bootstraprewrite"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/cpdial"
 )
 
 // WriteMetrics writes the relay's metrics as the agent's page shows them,
@@ -33,7 +33,7 @@ func (r *Relay) WriteMetrics(w io.Writer) {
 func idleRelay(t *testing.T, now time.Time) *Relay {
 	t.Helper()
 	r, err := New(Options{
-		SocketPath: "unused.sock", Upstream: bootstraprewrite.Upstream{Address: "cp.example:5678"},
+		SocketPath: "unused.sock", Upstream: cpdial.Target{Address: "cp.example:5678"},
 		Token: staticToken("tok"), Now: func() time.Time { return now },
 	})
 	if err != nil {

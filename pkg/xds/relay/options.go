@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/zoneproxy/zoneproxy/pkg/backoff"
-	"github.com/zoneproxy/zoneproxy/pkg/xds/bootstraprewrite"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/cpdial"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
 )
 
@@ -21,8 +21,9 @@ type Options struct {
 	// Listener, when set, is SocketPath opened ahead with Listen (while
 	// the bootstrap is fetched); Start serves on it, Close closes it.
 	Listener net.Listener
-	// Upstream is how to reach the control plane, from bootstraprewrite.
-	Upstream bootstraprewrite.Upstream
+	// Upstream is how to reach the control plane, as the bootstrap
+	// (bootstraprewrite) or the cache gave it.
+	Upstream cpdial.Target
 	// Token returns the dataplane token; called for every new upstream
 	// stream, so a rotated token file applies at the next reconnect. An
 	// error (a file being replaced) is retried with Backoff.

@@ -5,7 +5,7 @@ import (
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
-	"github.com/zoneproxy/zoneproxy/pkg/xds/bootstraprewrite"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/cpdial"
 )
 
 // Envoy resets its stream and opens a new one at once: the old stream's
@@ -13,7 +13,7 @@ import (
 // removed), or the relay's view of Envoy, and the cache after it, would
 // keep y.
 func TestANewStreamIsObservedAfterTheOldOne(t *testing.T) {
-	r, err := New(Options{SocketPath: "/x", Upstream: bootstraprewrite.Upstream{Address: "cp:5678", CAPEM: newPKI(t).caPEM}, Token: staticToken("t")})
+	r, err := New(Options{SocketPath: "/x", Upstream: cpdial.Target{Address: "cp:5678", CAPEM: newPKI(t).caPEM}, Token: staticToken("t")})
 	if err != nil {
 		t.Fatal(err)
 	}

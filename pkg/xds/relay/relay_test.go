@@ -23,7 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/zoneproxy/zoneproxy/internal/testutil"
-	"github.com/zoneproxy/zoneproxy/pkg/xds/bootstraprewrite"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/cpdial"
 )
 
 const deltaMethod = "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources"
@@ -407,9 +407,9 @@ func TestSocketIsPrivateAndReplacesOnlyASocket(t *testing.T) {
 
 func TestNewRefusesIncompleteOptions(t *testing.T) {
 	for name, opts := range map[string]Options{
-		"no socket": {Upstream: bootstraprewrite.Upstream{Address: "a:1", CAPEM: newPKI(t).caPEM}, Token: staticToken("t")},
+		"no socket": {Upstream: cpdial.Target{Address: "a:1", CAPEM: newPKI(t).caPEM}, Token: staticToken("t")},
 		// No CA at all means the system's roots; one that is not PEM is a mistake.
-		"a CA that is no certificate": {SocketPath: "/x", Upstream: bootstraprewrite.Upstream{Address: "a:1", CAPEM: []byte("not PEM")}, Token: staticToken("t")},
+		"a CA that is no certificate": {SocketPath: "/x", Upstream: cpdial.Target{Address: "a:1", CAPEM: []byte("not PEM")}, Token: staticToken("t")},
 	} {
 		if _, err := New(opts); err == nil {
 			t.Errorf("%s: accepted", name)

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/zoneproxy/zoneproxy/pkg/xds/bootstraprewrite"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/cpdial"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
 )
 
@@ -19,7 +19,7 @@ import (
 func TestUnreachableWarningsAreThrottledRefusalsAreNot(t *testing.T) {
 	core, logs := zapobserver.New(zap.WarnLevel)
 	var told int
-	r, err := New(Options{SocketPath: "/x", Upstream: bootstraprewrite.Upstream{Address: "cp:5678", CAPEM: newPKI(t).caPEM},
+	r, err := New(Options{SocketPath: "/x", Upstream: cpdial.Target{Address: "cp:5678", CAPEM: newPKI(t).caPEM},
 		Token: staticToken("t"), Log: zap.New(core), Events: Events{StreamError: func(StreamError) { told++ }}})
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +43,7 @@ func TestUnreachableWarningsAreThrottledRefusalsAreNot(t *testing.T) {
 func TestCachedConfigEventsEndInTheRelaysState(t *testing.T) {
 	var mu sync.Mutex
 	last := CacheState{}
-	r, err := New(Options{SocketPath: "/x", Upstream: bootstraprewrite.Upstream{Address: "cp:5678", CAPEM: newPKI(t).caPEM}, Token: staticToken("t"),
+	r, err := New(Options{SocketPath: "/x", Upstream: cpdial.Target{Address: "cp:5678", CAPEM: newPKI(t).caPEM}, Token: staticToken("t"),
 		Events: Events{CachedConfig: func(c CacheState) { mu.Lock(); last = c; mu.Unlock() }}})
 	if err != nil {
 		t.Fatal(err)

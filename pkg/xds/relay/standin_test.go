@@ -29,10 +29,10 @@ var freePort = testutil.FreePort
 func runStandIn(t *testing.T, k kumaSetup) (admin *envoy.Admin, log *testutil.SyncBuffer, stop func()) {
 	t.Helper()
 	path := filepath.Join(filepath.Dir(k.socket), "bootstrap.yaml")
-	if err := os.WriteFile(path, k.rewrite.YAML, 0o600); err != nil {
+	if err := os.WriteFile(path, k.rewrite.JSON, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	adminAddr, err := envoy.AdminFromBootstrap(k.rewrite.YAML)
+	adminAddr, err := envoy.AdminFromBootstrap(k.rewrite.JSON)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestStandInRestartsOnTheCacheWhileTheControlPlaneIsDown(t *testing.T) {
 	k := kumaBootstrapAt(t, "127.0.0.1", freePort(t))
 	stateDir := t.TempDir()
 	cache1 := openCache(t, stateDir)
-	cache1.SetBootstrap(k.rewrite)
+	cache1.SetBootstrap(k.rewrite.JSON, k.rewrite.Upstream)
 	ev1 := newEvents()
 	r1 := k.relay(t, k.token, ev1, func(o *Options) { o.Cache = cache1 })
 	admin, log, stop := runStandIn(t, k)
@@ -109,11 +109,11 @@ func TestStandInRestartsOnTheCacheWhileTheControlPlaneIsDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(snap.Bootstrap, k.rewrite.YAML) || bytes.Contains(lkgcache.Encode(snap), []byte(k.token)) {
+	if !bytes.Equal(snap.Bootstrap, k.rewrite.JSON) || bytes.Contains(lkgcache.Encode(snap), []byte(k.token)) {
 		t.Fatal("the cache lacks the tokenless bootstrap, or holds the token")
 	}
 	// The restarted agent has only the cache: bootstrap and upstream come from it.
-	k.rewrite = &bootstraprewrite.Result{YAML: snap.Bootstrap, Upstream: snap.Upstream}
+	k.rewrite = &bootstraprewrite.Result{JSON: snap.Bootstrap, Upstream: snap.Upstream}
 	ev := newEvents()
 	k.relay(t, k.token, ev, func(o *Options) { o.Cache = cache2 })
 	admin, log, _ = runStandIn(t, k)

@@ -1,0 +1,199 @@
+// Package xds is Envoy's configuration stream as one feature. Start points
+// Envoy at the relay: it rewrites the control plane's bootstrap (or takes
+// the last-known-good one from the cache), starts the relay on the work
+// dir's socket with the cache behind it, and says where Envoy's admin API
+// listens; Close stops the relay. With the relay off, or a bootstrap it
+// cannot rewrite, Envoy talks to the control plane itself and the feature
+// only reads the admin address. It knows nothing of the agent's phases or
+// readiness: what happens on the stream is reported through relay.Events.
+package xds
+
+import (
+	"fmt"
+	"net"
+
+	"go.uber.org/zap"
+
+	"github.com/zoneproxy/zoneproxy/pkg/backoff"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy"
+	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/bootstraprewrite"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/cpdial"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
+)
+
+// SocketName is the relay's socket in the work dir, where the rewritten
+// bootstrap points Envoy's ADS.
+const SocketName = "zoneproxy-xds.sock"
+
+// Options configures Start.
+type Options struct {
+	// Relay is --xds-relay: Envoy's xDS goes through the agent. Off, Envoy
+	// gets the control plane's bootstrap as it came.
+	Relay bool
+	// Bootstrap is the control plane's bootstrap document; not read when
+	// Cached is set.
+	Bootstrap []byte
+	// Cached is the last-known-good configuration Envoy starts on because
+	// the control plane did not answer; nil otherwise.
+	Cached *lkgcache.Snapshot
+	// SocketPath is the relay's socket, SocketName in the work dir.
+	SocketPath string
+	// Listener hands over SocketPath opened ahead (relay.Listen, while the
+	// bootstrap was fetched), or the error opening it. Start calls it once
+	// when Relay is set, and closes what it gives when the relay does not
+	// start. Nil: the relay opens the socket itself.
+	Listener func() (net.Listener, error)
+	// ControlPlane is where the relay goes when Envoy starts on Cached.
+	ControlPlane ControlPlane
+	// Token returns the dataplane token for each new upstream stream.
+	Token   func() (string, error)
+	Cache   *lkgcache.Cache // nil: no last-known-good configuration is kept
+	Backoff backoff.Backoff
+	Log     *zap.Logger
+	Events  relay.Events
+}
+
+// Feature is the started xDS feature.
+type Feature struct {
+	// Bootstrap is what Envoy is started with: when relayed, the rewritten
+	// bootstrap, JSON (which Envoy reads as YAML) with no token in it;
+	// otherwise the control plane's document as it came.
+	Bootstrap []byte
+	// Admin is where Envoy's admin API listens, read from Bootstrap once.
+	Admin envoy.AdminAddress
+	relay *relay.Relay
+}
+
+// Start starts the feature. A control plane's bootstrap the relay cannot
+// serve (no ADS, an unexpected shape, a socket that cannot be served) is
+// logged and falls back to direct mode. An error means Envoy must not
+// start: a bootstrap without a usable admin address, or a cached
+// configuration the relay cannot serve (under the configured control
+// plane, on the socket), since direct mode has no bootstrap to fall back on.
+func Start(o Options) (*Feature, error) {
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	switch {
+	case !o.Relay:
+		return direct(o.Bootstrap)
+	case o.Cached != nil:
+		return startOnCache(o)
+	}
+	res, err := bootstraprewrite.Rewrite(o.Bootstrap, o.SocketPath)
+	if err != nil {
+		o.dropListener()
+		return fallBack(o, err)
+	}
+	admin, err := envoy.AdminFromSection(res.Admin)
+	if err != nil {
+		o.dropListener()
+		return nil, unusable("the control plane's", err)
+	}
+	f, err := start(o, res.JSON, admin, res.Upstream)
+	if err != nil {
+		return fallBack(o, err)
+	}
+	return f, nil
+}
+
+// fallBack: Envoy can still talk to the control plane itself, without the
+// cache, when the relay cannot serve it.
+func fallBack(o Options, why error) (*Feature, error) {
+	o.Log.Warn("cannot relay Envoy's xDS; Envoy talks to the control plane directly", zap.Error(why))
+	return direct(o.Bootstrap)
+}
+
+// direct is Envoy talking to the control plane itself.
+func direct(doc []byte) (*Feature, error) {
+	admin, err := envoy.AdminFromBootstrap(doc)
+	if err != nil {
+		return nil, unusable("the control plane's", err)
+	}
+	return &Feature{Bootstrap: doc, Admin: admin}, nil
+}
+
+// startOnCache relays to the configured control plane, never to the one
+// the cache file names (ControlPlane.dialFor).
+func startOnCache(o Options) (*Feature, error) {
+	up, err := o.ControlPlane.dialFor(o.Cached.Upstream)
+	if err != nil {
+		o.dropListener()
+		return nil, err
+	}
+	admin, err := envoy.AdminFromBootstrap(o.Cached.Bootstrap)
+	if err != nil {
+		o.dropListener()
+		return nil, unusable("the cached", err)
+	}
+	return start(o, o.Cached.Bootstrap, admin, up)
+}
+
+func unusable(whose string, err error) error {
+	return exitcode.AsConfig(fmt.Errorf("%s bootstrap is unusable: %w", whose, err))
+}
+
+// start starts the relay for bootstrap, which points Envoy at it.
+func start(o Options, bootstrap []byte, admin envoy.AdminAddress, up cpdial.Target) (*Feature, error) {
+	if o.Cache != nil { // stored with every snapshot, so that the next start can serve it
+		o.Cache.SetBootstrap(bootstrap, up)
+	}
+	var ln net.Listener
+	var listenErr error
+	if o.Listener != nil {
+		ln, listenErr = o.Listener()
+	}
+	r, err := relay.New(relay.Options{
+		SocketPath: o.SocketPath,
+		Listener:   ln,
+		Upstream:   up,
+		Token:      o.Token,
+		Cache:      o.Cache,
+		Backoff:    o.Backoff,
+		Log:        o.Log,
+		// Started on the cache: the control plane did not answer.
+		CacheFirst: o.Cached != nil,
+		Events:     o.Events,
+	})
+	if err != nil {
+		if ln != nil {
+			_ = ln.Close()
+		}
+		return nil, err
+	}
+	if listenErr == nil {
+		listenErr = r.Start()
+	}
+	if listenErr != nil {
+		return nil, exitcode.FromIO(fmt.Errorf("cannot serve Envoy's xDS on %s: %w", o.SocketPath, listenErr))
+	}
+	return &Feature{Bootstrap: bootstrap, Admin: admin, relay: r}, nil
+}
+
+// dropListener closes the socket opened ahead: the relay does not start.
+func (o Options) dropListener() {
+	if o.Listener == nil {
+		return
+	}
+	if ln, _ := o.Listener(); ln != nil {
+		_ = ln.Close()
+	}
+}
+
+// Relay is the running relay, nil in direct mode.
+func (f *Feature) Relay() *relay.Relay {
+	if f == nil {
+		return nil
+	}
+	return f.relay
+}
+
+// Close stops the relay, once Envoy is gone; it may be called again. The
+// cache is not closed: its owner flushes it after Close.
+func (f *Feature) Close() {
+	if f != nil && f.relay != nil {
+		f.relay.Close()
+	}
+}
