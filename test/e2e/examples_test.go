@@ -632,7 +632,7 @@ func TestExampleTokensArePerMesh(t *testing.T) {
 	}
 	code, _, errOut := runCommand(t, nil, "run", "--config", filepath.Join(examplesDir, "two-meshes", "billing-egress.yaml"),
 		"--dataplane-token-file", path)
-	if code != 78 || !strings.Contains(errOut, `token is for mesh "payments", not "billing"`) {
+	if code != 78 || !strings.Contains(errOut, `token is for mesh "payments", but --mesh is "billing"`) {
 		t.Errorf("billing-egress with a payments token: exit %d, want 78 naming the mesh; stderr:\n%s", code, errOut)
 	}
 }
