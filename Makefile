@@ -38,7 +38,7 @@ demo: ## Wait-for-mesh → bootstrap → Envoy ready → drain, on loopback (DEM
 	$(GO) build -o bin/demo ./test/cmd/demo
 	./bin/demo
 
-test: check-format vet test-packaging unit ## Everything CI runs (go test last, so its summary closes the output).
+test: check-format vet alerts-test cloud-init-test test-packaging unit ## Everything CI runs (go test last, so its summary closes the output).
 
 check-format:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^tools/')); \

@@ -23,6 +23,9 @@ rpm="$PKG_OUT/zoneproxy-${VERSION}-1.${rpmarch}.rpm"
 
 packaging/ensure-tools.sh lintian rpmlint rpm shellcheck dpkg-deb:dpkg cpio systemd-analyze:systemd
 
+# The guides the packages ship in /usr/share/doc/zoneproxy (nfpm.yaml).
+docs="README.md docs/operator-guide.md docs/migration-from-kuma-dp.md docs/benchmarks.md docs/benchmark-history.md"
+
 tmp=$(mktemp -d)
 ltmp=""
 trap 'rm -rf "$tmp" ${ltmp:+"$ltmp"}' EXIT
@@ -91,6 +94,10 @@ grep -E ' \./etc/' "$tmp/deb.list" | grep -v -E ' \./etc/(zoneproxy/(tokens/)?)?
 for f in $(find examples -type f | LC_ALL=C sort); do
 	grep -q "^-rw-r--r-- root/root .* ./usr/share/doc/zoneproxy/$f\$" "$tmp/deb.list" || die "deb: $f is not in /usr/share/doc/zoneproxy (0644)"
 done
+# The guides, beside the examples as in the repository.
+for f in $docs; do
+	grep -q "^-rw-r--r-- root/root .* ./usr/share/doc/zoneproxy/$f\$" "$tmp/deb.list" || die "deb: $f is not in /usr/share/doc/zoneproxy (0644)"
+done
 for p in ./usr/bin/zoneproxy ./usr/lib/systemd/system/zoneproxy@.service \
 	./usr/share/man/man1/zoneproxy.1.gz ./usr/share/man/man1/zoneproxy-run.1.gz \
 	./usr/share/bash-completion/completions/zoneproxy ./usr/share/zsh/vendor-completions/_zoneproxy \
@@ -116,7 +123,10 @@ grep -E ' /etc/' "$tmp/rpm.list" | grep -v -E '^ root:(root|zoneproxy) d[rwx-]+ 
 for f in $(find examples -type f | LC_ALL=C sort); do
 	grep -q "^d root:root -rw-r--r-- /usr/share/doc/zoneproxy/$f\$" "$tmp/rpm.list" || die "rpm: $f is not %doc in /usr/share/doc/zoneproxy (0644)"
 done
-for d in zoneproxy zoneproxy/examples; do
+for f in $docs; do
+	grep -q "^d root:root -rw-r--r-- /usr/share/doc/zoneproxy/$f\$" "$tmp/rpm.list" || die "rpm: $f is not %doc in /usr/share/doc/zoneproxy (0644)"
+done
+for d in zoneproxy zoneproxy/examples zoneproxy/docs; do
 	grep -q "^ root:root drwxr-xr-x /usr/share/doc/$d\$" "$tmp/rpm.list" || die "rpm: does not own /usr/share/doc/$d"
 done
 grep -q ' root:zoneproxy drwxr-x--- /etc/zoneproxy/tokens$' "$tmp/rpm.list" || die "rpm: tokens/ must be root:zoneproxy 0750"

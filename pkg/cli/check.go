@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hashicorp/go-multierror"
 	"github.com/spf13/cobra"
 
 	"github.com/zoneproxy/zoneproxy/pkg/agent"
@@ -137,12 +136,19 @@ func runChecks(ctx context.Context, w io.Writer, cfg *config.Config, running *in
 	}
 	c.checkPorts(append(preflight.AgentPorts(cfg), preflight.Ports(cfg)...), running)
 
-	c.checkToken(cfg)
+	tokenless := cfg.DataplaneToken == "" && cfg.DataplaneTokenFile == ""
+	if !tokenless {
+		c.checkToken(cfg)
+	}
 	c.checkCAFile(cfg, time.Now(), timesync.Check)
 	if unit != nil {
 		c.checkUnitOf(ctx, cfg, unit)
 	}
-	c.checkControlPlane(ctx, cfg, ev)
+	cpErr := c.checkControlPlane(ctx, cfg, ev, tokenless)
+	if tokenless {
+		// After the control plane: only its answer tells whether it needs one.
+		c.checkNoToken(cfg, cpErr)
+	}
 	c.checkCache(cfg, time.Now())
 	if running != nil {
 		c.checkRunning(ctx, cfg, running)
@@ -181,19 +187,19 @@ func (c *checklist) checkRunning(ctx context.Context, cfg *config.Config, runnin
 // configuration holds is noted, not failed.
 func (c *checklist) checkPorts(ports []preflight.Port, running *instance) {
 	var free, held []string
-	var busy *multierror.Error
+	var busy []error // one line each under the [FAIL]
 	for _, p := range ports {
-		switch err := preflight.CheckFree(p); {
+		switch err := bindOnce(p); {
 		case err == nil:
 			free = append(free, p.Addr)
 		case running != nil && running.holds(p):
 			held = append(held, p.Addr)
 		default:
-			busy = multierror.Append(busy, err)
+			busy = append(busy, err)
 		}
 	}
-	if busy != nil {
-		c.fail("ports are free", busy)
+	if len(busy) > 0 {
+		c.fail("ports are free", errors.Join(busy...))
 	} else if len(free) > 0 {
 		c.ok("ports are free: %s", strings.Join(free, ", "))
 	}
@@ -202,11 +208,18 @@ func (c *checklist) checkPorts(ports []preflight.Port, running *instance) {
 	}
 }
 
-func (c *checklist) checkToken(cfg *config.Config) {
-	if cfg.DataplaneToken == "" && cfg.DataplaneTokenFile == "" {
-		c.ok("no dataplane token configured (only works if the control plane's dataplane authentication is off)")
-		return
+// bindOnce binds and releases p; its error is one port's own sentence
+// (CheckFree's would come as a list of one).
+func bindOnce(p preflight.Port) error {
+	l, err := preflight.Listen(p.Addr)
+	if err != nil {
+		return preflight.PortError(p, err)
 	}
+	return l.Close()
+}
+
+// checkToken describes the configured token.
+func (c *checklist) checkToken(cfg *config.Config) {
 	tok, err := token.Load(cfg.DataplaneToken, cfg.DataplaneTokenFile)
 	if err != nil {
 		c.fail("dataplane token", err)
@@ -263,18 +276,47 @@ func (c *checklist) checkCAFile(cfg *config.Config, now time.Time, clock timesyn
 	}
 }
 
-func (c *checklist) checkControlPlane(ctx context.Context, cfg *config.Config, ev envoy.Version) {
+// tokenRequired is kuma-cp's answer to a request without a token when its
+// dataplane authentication is on (pkg/kuma/bootstrap classifies it by the
+// same text).
+const tokenRequired = "Dataplane Token is required"
+
+// refusedForNoToken: err is the control plane requiring a token.
+func refusedForNoToken(err error) bool {
+	var be *bootstrap.Error
+	return errors.As(err, &be) && be.Status == 422 && strings.HasPrefix(be.Body, tokenRequired)
+}
+
+// checkNoToken gives the verdict on running without a token from the
+// control plane's answer: one verdict, whichever line says it.
+func (c *checklist) checkNoToken(cfg *config.Config, cpErr error) {
+	switch {
+	case cpErr == nil:
+		c.ok("no dataplane token configured, and the control plane accepts this proxy without one (its dataplane authentication is off)")
+	case refusedForNoToken(cpErr):
+		c.fail("dataplane token configured", fmt.Errorf("none is, and the control plane requires one: generate one with `kumactl generate dataplane-token --mesh %s --workload %s` and pass it with --dataplane-token-file",
+			errtext.Arg(cfg.Mesh), errtext.Arg(cfg.Workload)))
+	default:
+		c.note("no dataplane token configured: this works only if the control plane's dataplane authentication is off, which its answer above does not tell")
+	}
+}
+
+// checkControlPlane asks for a bootstrap and returns the answer's error.
+// Without a token, a refusal for the want of one is left to checkNoToken.
+func (c *checklist) checkControlPlane(ctx context.Context, cfg *config.Config, ev envoy.Version, tokenless bool) error {
 	_, err := fetchOnce(ctx, cfg, ev)
 	var setup setupError
 	if errors.As(err, &setup) {
 		c.fail("control plane", setup.err)
-		return
+		return err
 	}
 	tlsNote := "TLS verified with the system trust store"
 	if cfg.CACertFile != "" {
 		tlsNote = "TLS verified with " + cfg.CACertFile
 	}
 	switch kind := bootstrap.KindOf(err); {
+	case tokenless && refusedForNoToken(err):
+		c.ok("control plane %s reachable, %s", cfg.CPAddress, tlsNote)
 	case err == nil:
 		c.ok("control plane %s reachable, %s", cfg.CPAddress, tlsNote)
 		c.ok("mesh %q exists and the control plane accepts this Dataplane", cfg.Mesh)
@@ -288,6 +330,7 @@ func (c *checklist) checkControlPlane(ctx context.Context, cfg *config.Config, e
 	default:
 		c.fail(fmt.Sprintf("control plane %s accepts this zone proxy", cfg.CPAddress), err)
 	}
+	return err
 }
 
 // checkCache reports the last-known-good configuration run would serve

@@ -52,10 +52,12 @@ func prepare(cmd *cobra.Command, validate validation) (*prepared, error) {
 		err = multierror.Append(err, verr).ErrorOrNil()
 	}
 	if err != nil {
-		printProblems(stderr, nameSources(err, cmd.Flags(), src))
+		// One heading per exit code: "invalid configuration" is 78 only.
 		if config.OnlyTransient(err) {
+			printProblems(stderr, "cannot start yet", nameSources(err, cmd.Flags(), src))
 			return nil, reportedError{err} // exit 1: a restart may find it fixed
 		}
+		printProblems(stderr, "invalid configuration", nameSources(err, cmd.Flags(), src))
 		return nil, reportedError{exitcode.AsConfig(err)}
 	}
 	p := &prepared{cfg: cfg, logLevel: parseLevel(cfg.LogLevel), configFile: src.path}
@@ -92,10 +94,12 @@ func nameSources(err error, fs *pflag.FlagSet, src *source) error {
 	return out
 }
 
-func printProblems(w io.Writer, err error) {
+// printProblems lists every problem under heading, which says what the
+// exit code means.
+func printProblems(w io.Writer, heading string, err error) {
 	var merr *multierror.Error
 	if !errors.As(err, &merr) || len(merr.Errors) == 0 {
-		fmt.Fprintln(w, "zoneproxy: invalid configuration: "+err.Error())
+		fmt.Fprintln(w, "zoneproxy: "+heading+": "+err.Error())
 		return
 	}
 	n := len(merr.Errors)
@@ -104,7 +108,7 @@ func printProblems(w io.Writer, err error) {
 		noun = "problems"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "zoneproxy: invalid configuration (%d %s):\n", n, noun)
+	fmt.Fprintf(&b, "zoneproxy: %s (%d %s):\n", heading, n, noun)
 	for _, e := range merr.Errors {
 		fmt.Fprintf(&b, "  %s\n", e)
 	}

@@ -24,6 +24,9 @@ func (r Role) HasIngress() bool { return r == RoleIngress || r == RoleCombined }
 // HasEgress reports whether the role carries a ZoneEgress listener.
 func (r Role) HasEgress() bool { return r == RoleEgress || r == RoleCombined }
 
+// Known reports whether r is one of the roles.
+func (r Role) Known() bool { return r == RoleIngress || r == RoleEgress || r == RoleCombined }
+
 // Config is everything `zoneproxy run` needs. Keys match the flag names.
 type Config struct {
 	Mesh     string
@@ -31,6 +34,9 @@ type Config struct {
 	Name     string
 	Workload string
 	Labels   map[string]string
+	// derivedName and derivedWorkload: Complete made them from the mesh
+	// and role, so a mistyped role made them too.
+	derivedName, derivedWorkload bool
 
 	Address string
 	// AddressChosen says why Address is what it is when it was not given

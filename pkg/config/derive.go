@@ -110,9 +110,11 @@ func (c *Config) Complete(h Host) {
 	short := strings.SplitN(h.Hostname, ".", 2)[0]
 	if c.Name == "" && c.Mesh != "" && c.Role != "" {
 		c.Name = keepingTail(dataplane.SanitizeName, 253, "zone-proxy-"+c.Mesh, fmt.Sprintf("-%s-%s", c.Role, short))
+		c.derivedName = true
 	}
 	if c.Workload == "" && c.Mesh != "" && c.Role != "" {
 		c.Workload = keepingTail(dataplane.SanitizeLabel, 63, "zone-proxy-"+c.Mesh, "-"+string(c.Role))
+		c.derivedWorkload = true
 	}
 	if c.Address == "" {
 		c.Address, c.AddressChosen = h.FirstIPv4, "the host's default"

@@ -117,7 +117,7 @@ func (c *Config) validate(now time.Time, files bool) (warnings []Warning, err er
 	}
 
 	if c.Mesh == "" {
-		add("mesh", "required: the mesh this zone proxy serves, e.g. --mesh payments")
+		add("mesh", "required: the mesh this zone proxy serves, %s", premade(c.meshExample(files)))
 	}
 	switch c.Role {
 	case RoleIngress, RoleEgress, RoleCombined:
@@ -336,6 +336,11 @@ func (c *Config) validateCPAddress(add func(key, format string, args ...any)) {
 	switch {
 	case c.CPAddress == "":
 		add("cp-address", "required: the zone control plane's DP server, e.g. https://cp.zone-1.internal:5678")
+	case !strings.Contains(c.CPAddress, "://") && strings.Contains(c.CPAddress, "@"):
+		add("cp-address", "must not hold a user name or password: give only https://host:port (the dataplane token authenticates the proxy)")
+	case !strings.Contains(c.CPAddress, "://"):
+		// host:port alone: url.Parse fails, or takes the host for a scheme.
+		add("cp-address", "%q has no scheme: did you mean %s? (the DP server speaks only TLS)", c.CPAddress, premade(httpsOf(c.CPAddress)))
 	case err != nil:
 		add("cp-address", "%q is not a URL: %v", c.CPAddress, err)
 	case u.User != nil: // before any message that quotes the address
@@ -360,6 +365,16 @@ func (c *Config) validateCPAddress(add func(key, format string, args ...any)) {
 			add("cp-address", "%q is a wildcard address: use the control plane's host name or IP", c.CPAddress)
 		}
 	}
+}
+
+// httpsOf is what a cp-address given without a scheme most likely meant:
+// https, and the DP server's default port when none is given.
+func httpsOf(addr string) string {
+	addr = strings.TrimRight(errtext.Value(addr), "/")
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		addr = net.JoinHostPort(strings.Trim(addr, "[]"), "5678")
+	}
+	return "https://" + addr
 }
 
 // validPort: p is a TCP port a dial can use, 1-65535.
@@ -420,7 +435,7 @@ func (c *Config) validateToken(now time.Time, add, transient, warn func(key, for
 		add(key, "cannot read %s: %v", c.DataplaneTokenFile, errtext.PathCause(err))
 		return
 	}
-	if err := tok.Claims.Check(c.Mesh, c.Name, c.Workload, c.Dataplane().Labels, func(k string) bool { return reservedLabels[k] }); err != nil {
+	if err := c.checkClaims(tok.Claims); err != nil {
 		add(key, "%s cannot be used: %v", premade(where), err)
 	}
 	if te := tok.Claims.CheckTime(now); te != nil {
@@ -432,4 +447,35 @@ func (c *Config) validateToken(now time.Time, add, transient, warn func(key, for
 var reservedLabels = map[string]bool{
 	"kuma.io/mesh": true, "kuma.io/zone": true, "kuma.io/origin": true, "kuma.io/env": true,
 	"kuma.io/display-name": true, "kuma.io/proxy-type": true,
+}
+
+// checkClaims compares the token's bindings with this proxy. Without a
+// --mesh there is nothing to compare (--mesh has its own problem, which
+// names the token's mesh); a name or workload made from a mistyped --role
+// is not the operator's, so the token is not blamed for it.
+func (c *Config) checkClaims(claims token.Claims) error {
+	if c.Mesh == "" {
+		return nil
+	}
+	name, workload := c.Name, c.Workload
+	if !c.Role.Known() {
+		if c.derivedName {
+			name = claims.Name
+		}
+		if c.derivedWorkload {
+			workload = claims.Workload
+		}
+	}
+	return claims.Check(c.Mesh, name, workload, c.Dataplane().Labels, func(k string) bool { return reservedLabels[k] })
+}
+
+// meshExample ends the missing --mesh's message: the token's mesh when
+// the token names one, else an example.
+func (c *Config) meshExample(files bool) string {
+	if files {
+		if tok, err := token.Load(c.DataplaneToken, c.DataplaneTokenFile); err == nil && tok.Claims.Mesh != "" {
+			return fmt.Sprintf("the dataplane token is for mesh %q: --mesh %s", errtext.Value(tok.Claims.Mesh), errtext.Arg(tok.Claims.Mesh))
+		}
+	}
+	return "e.g. --mesh payments"
 }

@@ -218,7 +218,7 @@ func TestBadTokensAreConfigErrors(t *testing.T) {
 		{"empty, and a setting wrong", filepath.Join(dir, "empty"), "is empty", 78, []string{"--drain-time", "-1s"}},
 		{"a directory", dir, "is a directory", 78, nil},
 		{"not a JWT", write("garbage", "not-a-token", 0o600), "not a JWT", 78, nil},
-		{"other mesh", write("billing", fakeJWT(`{"Mesh":"billing"}`), 0o600), `token is for mesh "billing", not "payments"`, 78, nil},
+		{"other mesh", write("billing", fakeJWT(`{"Mesh":"billing"}`), 0o600), `token is for mesh "billing", but --mesh is "payments"`, 78, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -82,7 +82,11 @@ func (c Claims) Check(mesh, name, workload string, labels map[string]string, set
 	// must not break the message, nor the command it suggests.
 	q := func(s string) string { return strconv.Quote(errtext.Value(s)) }
 	if c.Mesh != "" && c.Mesh != mesh {
-		return fmt.Errorf("token is for mesh %s, not %s; issue one with --mesh %s", q(c.Mesh), q(mesh), errtext.Arg(mesh))
+		// Both values are shown, --mesh first: a typo in either is likelier
+		// than a deliberate mismatch, and minting a token for a mistyped
+		// mesh would only move the failure to the control plane.
+		return fmt.Errorf("token is for mesh %s, but --mesh is %s: one of the two is likely a typo; set --mesh %s if this proxy serves that mesh, or issue a token for mesh %s",
+			q(c.Mesh), q(mesh), errtext.Arg(c.Mesh), errtext.Arg(mesh))
 	}
 	if c.Name != "" && c.Name != name {
 		return fmt.Errorf("token is bound to name %s, but this proxy is %s; set --name %s or issue a token without --name", q(c.Name), q(name), errtext.Arg(c.Name))

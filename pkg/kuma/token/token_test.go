@@ -29,7 +29,7 @@ func TestCheck(t *testing.T) {
 		{"a fractional expiry, still valid", fakeJWT(`{"Mesh":"payments","exp":1900000000.5}`), ""},
 		{"a fractional expiry, past", fakeJWT(`{"Mesh":"payments","exp":1700000000.25}`), "token expired at 2023-11-14T22:13:20Z"},
 		{"not yet valid", fakeJWT(`{"Mesh":"payments","nbf":1800000001}`), "not valid before 2027-01-15T08:00:01Z"},
-		{"other mesh", fakeJWT(`{"Mesh":"billing"}`), `for mesh "billing"`},
+		{"other mesh", fakeJWT(`{"Mesh":"billing"}`), `token is for mesh "billing", but --mesh is "payments": one of the two is likely a typo; set --mesh billing if this proxy serves that mesh, or issue a token for mesh payments`},
 		{"other workload", fakeJWT(`{"Workload":"zp-ingress"}`), `workload "zp-ingress"`},
 		{"other name", fakeJWT(`{"Name":"other"}`), `name "other"`},
 		{"tag the proxy has", fakeJWT(`{"Mesh":"payments","Tags":{"team":["payments","core"]}}`), ""},
