@@ -180,7 +180,9 @@ func TestRelayNoticesAControlPlaneThatStopsAnswering(t *testing.T) {
 		return len(e.errs) > 0 && e.errs[len(e.errs)-1].Unreachable
 	})
 	took := time.Since(frozen)
-	if limit := testKeepalive.Time + testKeepalive.Timeout + 3*time.Second; took > limit {
+	// Slack for a loaded host; the relay's own keepalive (20 s + 20 s)
+	// would still miss it.
+	if limit := testKeepalive.Time + testKeepalive.Timeout + 10*time.Second; took > limit {
 		t.Errorf("noticed after %s, want within the keepalive time and timeout (%s)", took.Round(time.Millisecond), limit)
 	}
 	if st := r.State(); st.Upstream.State != Unreachable || st.LastError == nil || st.LastError.Code != codes.Unavailable {
