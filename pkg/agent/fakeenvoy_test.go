@@ -171,7 +171,11 @@ func startRun(t *testing.T, cfg *config.Config, fake *fakeEnvoy) *agentRun {
 		default:
 			r.signal(syscall.SIGTERM)
 			r.signal(syscall.SIGTERM)
-			<-r.done
+			select {
+			case <-r.done:
+			case <-time.After(30 * time.Second):
+				t.Error("two stop signals did not end Run")
+			}
 		}
 	})
 	return r
