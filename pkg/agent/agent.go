@@ -132,8 +132,9 @@ func New(o Options) *Agent {
 //
 // A maintenance drain (`zoneproxy drain`, SIGUSR2), an undrain and a zone
 // port freed after a failed bind restart Envoy in place; none of them
-// ends Run. Meanwhile systemd hears the state (sd_notify), and its
-// watchdog is fed while Envoy is alive and its admin API answers.
+// ends Run; nor do a third stop signal or SIGUSR2 once stopping. Meanwhile
+// systemd hears the state (sd_notify), and its watchdog is fed while no
+// Envoy runs yet or Envoy is alive and its admin API answers.
 func (a *Agent) Run(ctx context.Context) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()

@@ -52,8 +52,10 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 	if err != nil {
 		return err
 	}
-	defer obs.close()                           // after Envoy is gone: it writes the FIFO to the end
-	if client, ok := admin.(*envoy.Admin); ok { // MeshMetric and OTLP read /stats through it
+	defer obs.close() // after Envoy is gone: it writes the FIFO to the end
+	// MeshMetric and OTLP read /stats through the real client; a fake
+	// Envoy's admin has none to give.
+	if client, ok := admin.(*envoy.Admin); ok {
 		prep.admin.Store(client)
 	}
 	obs.register()
