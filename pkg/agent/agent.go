@@ -18,6 +18,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 	"github.com/zoneproxy/zoneproxy/pkg/host/preflight"
+	"github.com/zoneproxy/zoneproxy/pkg/host/timesync"
 	"github.com/zoneproxy/zoneproxy/pkg/kuma/bootstrap"
 	"github.com/zoneproxy/zoneproxy/pkg/localserver"
 	"github.com/zoneproxy/zoneproxy/pkg/metrics"
@@ -38,19 +39,24 @@ const AfterDrain = StopGrace + cacheFlushTimeout
 
 // Options wire the agent to its surroundings.
 type Options struct {
-	Config  *config.Config
-	Log     *zap.Logger
+	Config *config.Config
+	Log    *zap.Logger
+	// LogLevel is Log's level, which POST /logging changes. Zero is a
+	// level of its own, at info.
+	LogLevel zap.AtomicLevel
+	// Signals are the process's, caught by CatchSignals; nil is none: only
+	// Run's ctx stops the agent.
+	Signals *Signals
+	// Envoy finds, starts and talks to Envoy; nil runs the binary
+	// --envoy-binary names.
+	Envoy Envoy
+	// Tracker holds the state every observer reads; nil is a new one.
 	Tracker *state.Tracker
-	// Hurry is closed on a second stop signal: skip the rest of the drain.
-	Hurry <-chan struct{}
 	// Clock paces bootstrap retries; nil is the wall clock.
 	Clock backoff.Clock
-	// OnReadiness lets the caller add endpoints (metrics, logging).
-	OnReadiness func(*localserver.Server)
-	// Metrics counts bootstrap attempts and Envoy's life; nil records nothing.
+	// Metrics counts bootstrap attempts and Envoy's life and is served on
+	// /metrics; nil is a new set.
 	Metrics *metrics.Metrics
-	// OnEnvoy is called once Envoy runs, with its admin client and process.
-	OnEnvoy func(*envoy.Admin, *envoy.Process)
 }
 
 // Agent runs one zone proxy.
@@ -59,7 +65,13 @@ type Agent struct {
 	cfg     *config.Config
 	log     *zap.Logger
 	tracker *state.Tracker
+	envoy   Envoy
 	ready   *localserver.Server
+
+	// skipDrain is closed on a second stop signal: skip the rest of the
+	// drain (and of an egress's withdrawal).
+	skipDrain chan struct{}
+	running   atomic.Pointer[runningEnvoy] // nil until Envoy starts
 
 	tokenMu sync.Mutex
 	token   string // the last one sent, redacted from Envoy's output
@@ -82,25 +94,35 @@ func New(o Options) *Agent {
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
+	if o.LogLevel == (zap.AtomicLevel{}) {
+		o.LogLevel = zap.NewAtomicLevel()
+	}
+	if o.Envoy == nil {
+		o.Envoy = binaryEnvoy{}
+	}
 	if o.Tracker == nil {
 		o.Tracker = state.NewTracker()
 	}
-	a := &Agent{opts: o, cfg: o.Config, log: o.Log, tracker: o.Tracker}
+	if o.Metrics == nil {
+		o.Metrics = metrics.New(o.Tracker)
+	}
+	a := &Agent{opts: o, cfg: o.Config, log: o.Log, tracker: o.Tracker, envoy: o.Envoy, skipDrain: make(chan struct{})}
 	a.maint.kick = make(chan struct{}, 1)
 	return a
 }
 
-// Run blocks until the zone proxy stops. Cancelling ctx is the stop
-// signal. The error's exit code is exitcode.Of(err). Every way out:
+// Run blocks until the zone proxy stops, and logs why. A stop signal
+// (Options.Signals) or cancelling ctx stops it. The error's exit code is
+// exitcode.Of(err). Every way out:
 //
-//  1. A stop (ctx cancelled: SIGTERM, SIGINT, SIGHUP) while waiting for the
-//     mesh, the control plane or `envoy --version`: nil, at once.
+//  1. A stop (SIGTERM, SIGINT, SIGHUP) while waiting for the mesh, the
+//     control plane or `envoy --version`: nil, at once.
 //  2. A stop while Envoy starts: Envoy is stopped without a drain; nil.
 //  3. A stop while serving: a zone egress first leaves kuma-cp's egress set
 //     (withdraw.go), then Envoy fails its health checks and drains
-//     (--drain-min to --drain-time; a second signal, Options.Hurry, cuts
-//     both short), then Envoy is stopped (SIGTERM, SIGKILL after
-//     StopGrace) and the cache written; nil. So also during DRAINED.
+//     (--drain-min to --drain-time; a second stop signal cuts both
+//     short), then Envoy is stopped (SIGTERM, SIGKILL after StopGrace)
+//     and the cache written; nil. So also during DRAINED.
 //  4. Envoy exits by itself while serving: ErrEnvoyExited (exit 1), so the
 //     supervisor restarts both; during a stop it is a clean stop (nil).
 //  5. A configuration the control plane refuses for good, an untrusted or
@@ -110,9 +132,54 @@ func New(o Options) *Agent {
 //     address not up yet, a full disk, --bootstrap-timeout, Envoy failing
 //     to start): exit 1.
 //
-// A drain (`zoneproxy drain`), an undrain and a zone port freed after a
-// failed bind restart Envoy in place; none of them ends Run.
-func (a *Agent) Run(ctx context.Context) (err error) {
+// A maintenance drain (`zoneproxy drain`, SIGUSR2), an undrain and a zone
+// port freed after a failed bind restart Envoy in place; none of them
+// ends Run; nor do a third stop signal or SIGUSR2 once stopping. Meanwhile
+// systemd hears the state (sd_notify), and its watchdog is fed while no
+// Envoy runs yet or Envoy is alive and its admin API answers.
+func (a *Agent) Run(ctx context.Context) error {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan struct{})
+	followed := a.followSignals(a.opts.Signals, stop, done)
+	defer func() {
+		close(done)
+		<-followed
+		if a.opts.Signals != nil {
+			a.opts.Signals.release()
+		}
+	}()
+	notified := a.notifySystemd()
+	a.log.Info("starting", zap.String("version", version.Version), zap.String("mesh", a.cfg.Mesh),
+		zap.String("role", string(a.cfg.Role)), zap.String("name", a.cfg.Name), zap.String("address", a.cfg.Address),
+		zap.String("clock", clockState(timesync.Check())))
+	err := a.run(ctx)
+	<-notified // the last STATUS= line reaches systemd before exit
+	switch {
+	case err == nil:
+		a.log.Info("stopped")
+	case exitcode.IsConfig(err):
+		a.log.Error("cannot run: " + err.Error())
+	default:
+		a.log.Error("failed: " + err.Error())
+	}
+	return err
+}
+
+// clockState is the system clock's NTP state for the start-up line: what
+// decides whether an expired token or certificate is final.
+func clockState(s timesync.Status) string {
+	switch {
+	case s.Synced:
+		return "synchronised"
+	case s.Err != nil:
+		return "unknown (" + s.Err.Error() + ")"
+	}
+	return "not synchronised"
+}
+
+// run is the story Run tells: preflight, bootstrap, Envoy, the stop.
+func (a *Agent) run(ctx context.Context) (err error) {
 	defer func() {
 		if err != nil {
 			a.tracker.Set(state.Failed, err.Error())
@@ -176,9 +243,9 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	}
 	a.ready = rs
 	rs.Handle("/status", a.statusHandler())
-	if a.opts.OnReadiness != nil {
-		a.opts.OnReadiness(rs)
-	}
+	rs.HandleMetrics(a.opts.Metrics)
+	rs.Handle("/logging", loggingHandler(a.opts.LogLevel, &a.running, a.log))
+	rs.HandleMaintenance(localserver.Maintenance{Drain: a.Drain, Undrain: a.Undrain})
 	go func() {
 		if err := rs.Serve(); err != nil {
 			a.log.Error("readiness endpoint stopped", zap.Error(err))
@@ -199,10 +266,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		return nil // a stop signal is not a broken --envoy-binary
 	}
 	if err != nil {
-		if envoy.IsTransient(err) {
-			return err // a restart may get past it: not 78
-		}
-		return exitcode.AsConfig(err)
+		return err
 	}
 
 	cache, err := a.openCache(state)
@@ -223,15 +287,16 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 
 // findEnvoy locates Envoy and reads its version, kept in the state dir
 // while the binary is unchanged: running Envoy's large binary only to
-// print its version is a good part of a warm start.
+// print its version is a good part of a warm start. A binary that is
+// missing or is no Envoy is exit 78; a `--version` that timed out or was
+// killed may pass after a restart: exit 1.
 func (a *Agent) findEnvoy(ctx context.Context) (string, envoy.Version, error) {
-	path, err := envoy.Locate(a.cfg.EnvoyBinary)
-	if err != nil {
+	path, found, err := a.envoy.Find(ctx, a.cfg.EnvoyBinary, a.stateDirPath)
+	if envoy.IsTransient(err) {
 		return "", envoy.Version{}, err
 	}
-	found, err := envoy.VersionCache{Dir: a.stateDirPath}.Read(ctx, path)
 	if err != nil {
-		return "", envoy.Version{}, err
+		return "", envoy.Version{}, exitcode.AsConfig(err)
 	}
 	v, warning := found.Version, found.Unread
 	if warning != nil {
@@ -253,7 +318,7 @@ func (a *Agent) findEnvoy(ctx context.Context) (string, envoy.Version, error) {
 // wrapper whose Envoy was upgraded: the version cache is keyed on the
 // wrapper's file and kept the old answer. It takes the new one, for the
 // next start.
-func (a *Agent) checkEnvoyBuild(ctx context.Context, admin *envoy.Admin, path string, told envoy.Version) {
+func (a *Agent) checkEnvoyBuild(ctx context.Context, admin EnvoyAdmin, path string, told envoy.Version) {
 	build, err := admin.Build(ctx)
 	if err != nil || build == told.Build {
 		return // nothing learnt: a busy admin

@@ -34,7 +34,7 @@ func TestServeRestartsEnvoyOnceARejectedPortIsFree(t *testing.T) {
 	admin := &bindAdmin{fakeAdmin: fakeAdmin{counts: func(int) (int, error) { return 0, nil }}}
 	first := newFakeProc()
 	started := make(chan *fakeProc, 4)
-	e := &supervised{admin: admin, proc: first, start: func() (envoyProcess, error) {
+	e := &supervised{admin: admin, proc: first, start: func() (EnvoyProcess, error) {
 		p := newFakeProc()
 		admin.bound.Store(true) // the port is free: the new Envoy binds it
 		started <- p

@@ -283,7 +283,7 @@ func TestFreedPortRestartsEnvoyPaced(t *testing.T) {
 	old := newFakeProc()
 	var started []*fakeProc
 	e := &supervised{admin: &maintAdmin{fakeAdmin: fakeAdmin{counts: func(int) (int, error) { return 0, nil }}}, proc: old,
-		start: func() (envoyProcess, error) { p := newFakeProc(); started = append(started, p); return p, nil }}
+		start: func() (EnvoyProcess, error) { p := newFakeProc(); started = append(started, p); return p, nil }}
 	if err := a.restartForBind(context.Background(), e); err != nil {
 		t.Fatal(err)
 	}

@@ -10,25 +10,6 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 )
 
-// envoyAdmin is what the agent asks of Envoy's admin API.
-type envoyAdmin interface {
-	Ready(ctx context.Context) (word string, live bool, err error)
-	FailHealthChecks(ctx context.Context) error
-	DrainListeners(ctx context.Context) error
-	StopListeners(ctx context.Context) error
-	DownstreamConnections(ctx context.Context) (int, error)
-}
-
-// envoyProcess is the running Envoy as the agent supervises it.
-type envoyProcess interface {
-	PID() int
-	Done() <-chan struct{}
-	Exited() bool
-	ExitDescription() string
-	StoppedBySignal() bool
-	Stop(grace time.Duration) (killed bool)
-}
-
 // Drain pacing. The quiet period keeps a reading of zero between two
 // connections (a client reconnecting, a scrape) from ending the drain.
 const (
@@ -44,7 +25,7 @@ const (
 	drainNoAdmin     drainEnd = "no admin"
 	drainIdle        drainEnd = "idle"
 	drainTimeUp      drainEnd = "time up"
-	drainHurried     drainEnd = "second signal"
+	drainSkipped     drainEnd = "second signal"
 	drainEnvoyExited drainEnd = "envoy exited"
 	drainCancelled   drainEnd = "cancelled" // a maintenance drain: stop or undrain
 )
@@ -71,7 +52,7 @@ func (a *Agent) newDrainWindow(failingSince time.Time) drainWindow {
 // --drain-time. It may end early once --drain-min has passed (so a load
 // balancer has seen the failing health check) and the listeners have had no
 // connection for drainQuiet; a second stop signal or Envoy's exit ends it.
-func (a *Agent) drain(admin envoyAdmin, proc envoyProcess) drainEnd {
+func (a *Agent) drain(admin drainAdmin, proc EnvoyProcess) drainEnd {
 	w := a.newDrainWindow(a.failingSince)
 	a.tracker.SetDraining(drainDetail(w.deadline), w.deadline)
 	a.log.Info("draining Envoy", zap.Duration("drain-time", a.cfg.DrainTime), zap.Duration("drain-min", min(a.cfg.DrainMin, a.cfg.DrainTime)))
@@ -90,10 +71,10 @@ func (a *Agent) drain(admin envoyAdmin, proc envoyProcess) drainEnd {
 	if err := admin.DrainListeners(ctx); err != nil {
 		a.log.Warn("cannot drain Envoy's listeners; waiting the drain time anyway", zap.Error(err))
 	}
-	end := a.awaitDrain(ctx, admin, proc, w, a.opts.Hurry, func() { a.tracker.SetDraining(drainDetail(w.deadline), w.deadline) })
+	end := a.awaitDrain(ctx, admin, proc, w, a.skipDrain, func() { a.tracker.SetDraining(drainDetail(w.deadline), w.deadline) })
 	if end == drainCancelled {
 		a.log.Info("second stop signal: skipping the rest of the drain")
-		return drainHurried
+		return drainSkipped
 	}
 	return end
 }
@@ -101,7 +82,7 @@ func (a *Agent) drain(admin envoyAdmin, proc envoyProcess) drainEnd {
 // awaitDrain waits out w: until the listeners have been quiet for
 // drainQuiet after w.earliest, w.deadline, Envoy's exit, or cancel
 // (drainCancelled). tick runs every drainTick.
-func (a *Agent) awaitDrain(ctx context.Context, admin envoyAdmin, proc envoyProcess, w drainWindow, cancel <-chan struct{}, tick func()) drainEnd {
+func (a *Agent) awaitDrain(ctx context.Context, admin drainAdmin, proc EnvoyProcess, w drainWindow, cancel <-chan struct{}, tick func()) drainEnd {
 	ticker := time.NewTicker(drainTick)
 	defer ticker.Stop()
 	end := time.NewTimer(time.Until(w.deadline))
@@ -138,7 +119,7 @@ func (a *Agent) awaitDrain(ctx context.Context, admin envoyAdmin, proc envoyProc
 
 // connections reads Envoy's count, logging it at debug and a failure to
 // read it at warn (once per distinct error).
-func (a *Agent) connections(ctx context.Context, admin envoyAdmin, lastErr *string) (int, error) {
+func (a *Agent) connections(ctx context.Context, admin drainAdmin, lastErr *string) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, adminBudget)
 	defer cancel()
 	n, err := admin.DownstreamConnections(ctx)
@@ -159,7 +140,7 @@ func drainDetail(deadline time.Time) string {
 }
 
 // stop ends Envoy: SIGTERM, then SIGKILL after StopGrace.
-func (a *Agent) stop(proc envoyProcess, why string) {
+func (a *Agent) stop(proc EnvoyProcess, why string) {
 	a.tracker.Set(state.Terminating, "stopping Envoy")
 	if proc.Exited() {
 		return

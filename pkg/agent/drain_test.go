@@ -70,9 +70,9 @@ func (p *fakeProc) Exited() bool {
 }
 func (p *fakeProc) Stop(time.Duration) bool { p.stops++; p.exit(); return false }
 
-func testAgent(t *testing.T, cfg *config.Config, hurry chan struct{}) (*Agent, *observer.ObservedLogs) {
+func testAgent(t *testing.T, cfg *config.Config) (*Agent, *observer.ObservedLogs) {
 	core, logs := observer.New(zap.DebugLevel)
-	return New(Options{Config: cfg, Log: zap.New(core), Tracker: state.NewTracker(), Hurry: hurry}), logs
+	return New(Options{Config: cfg, Log: zap.New(core), Tracker: state.NewTracker()}), logs
 }
 
 func TestDrainDecisions(t *testing.T) {
@@ -84,7 +84,7 @@ func TestDrainDecisions(t *testing.T) {
 		drainMin  time.Duration
 		counts    func(call int) (int, error)
 		failErr   error
-		hurry     bool
+		skipDrain bool // a second stop signal came
 		exit      bool
 		want      drainEnd
 		atLeast   time.Duration // the drain may not end sooner
@@ -96,18 +96,17 @@ func TestDrainDecisions(t *testing.T) {
 		{name: "a single zero between connections is not idle", drainTime: 2 * time.Second, counts: func(c int) (int, error) { return c % 2, nil }, want: drainTimeUp, atLeast: 2 * time.Second},
 		{name: "an unreadable count is not idle", drainTime: 2 * time.Second, counts: func(int) (int, error) { return 0, errors.New("admin gone") }, want: drainTimeUp, atLeast: 2 * time.Second},
 		{name: "connections that close end it once quiet", drainTime: time.Minute, counts: func(c int) (int, error) { return max(0, 3-c), nil }, want: drainIdle, atLeast: drainQuiet},
-		{name: "a second signal skips the rest", drainTime: time.Minute, counts: never, hurry: true, want: drainHurried},
+		{name: "a second signal skips the rest", drainTime: time.Minute, counts: never, skipDrain: true, want: drainSkipped},
 		{name: "Envoy exiting ends it", drainTime: time.Minute, counts: never, exit: true, want: drainEnvoyExited},
 		{name: "no admin API: stop now", drainTime: time.Minute, counts: never, failErr: errors.New("refused"), want: drainNoAdmin},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			hurry := make(chan struct{})
-			if tt.hurry {
-				close(hurry)
+			a, _ := testAgent(t, &config.Config{DrainTime: tt.drainTime, DrainMin: tt.drainMin})
+			if tt.skipDrain {
+				close(a.skipDrain)
 			}
-			a, _ := testAgent(t, &config.Config{DrainTime: tt.drainTime, DrainMin: tt.drainMin}, hurry)
 			admin := &fakeAdmin{counts: tt.counts, failErr: tt.failErr}
 			proc := newFakeProc()
 			if tt.exit {
@@ -130,7 +129,7 @@ func TestDrainDecisions(t *testing.T) {
 }
 
 func TestDrainLogsCountsAtDebugAndErrorsOnceAtWarn(t *testing.T) {
-	a, logs := testAgent(t, &config.Config{DrainTime: 1200 * time.Millisecond}, make(chan struct{}))
+	a, logs := testAgent(t, &config.Config{DrainTime: 1200 * time.Millisecond})
 	admin := &fakeAdmin{counts: func(c int) (int, error) {
 		if c <= 3 {
 			return 0, errors.New("connection refused")
@@ -162,7 +161,7 @@ func TestEnvoyExitDuringAStopIsACleanStop(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			a, logs := testAgent(t, &config.Config{}, make(chan struct{}))
+			a, logs := testAgent(t, &config.Config{})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			if tt.cancelled {

@@ -39,7 +39,7 @@ func TestReadTokenRefusesWhatIsNoTokenFile(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			a, _ := testAgent(t, &config.Config{DataplaneTokenFile: tc.path}, nil)
+			a, _ := testAgent(t, &config.Config{DataplaneTokenFile: tc.path})
 			done := make(chan struct{})
 			var tok string
 			var err error
@@ -72,7 +72,7 @@ func TestUntrimmedTokenCheckNeverBlocks(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a, logs := testAgent(t, &config.Config{DataplaneTokenFile: fifo}, nil)
+	a, logs := testAgent(t, &config.Config{DataplaneTokenFile: fifo})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

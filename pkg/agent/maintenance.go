@@ -60,12 +60,12 @@ func (m *maintenance) poke() {
 // supervised is the Envoy the agent runs now; restart replaces proc.
 type supervised struct {
 	admin interface {
-		envoyAdmin
+		drainAdmin
 		listenerLister
 	}
-	proc envoyProcess
+	proc EnvoyProcess
 	// start runs a new Envoy from the same bootstrap.
-	start func() (envoyProcess, error)
+	start func() (EnvoyProcess, error)
 }
 
 // serveEnd says why a serving period ended.
@@ -99,7 +99,7 @@ func (a *Agent) serve(ctx context.Context, e *supervised) error {
 		case endStop:
 			if !a.egressWithdrawn {
 				a.tracker.SetDraining(withdrawingWords("draining"), time.Now().Add(WithdrawTime+a.cfg.DrainTime))
-				a.egressWithdrawn = a.withdrawEgress(a.opts.Hurry)
+				a.egressWithdrawn = a.withdrawEgress(a.skipDrain)
 			}
 			a.drain(e.admin, e.proc)
 			a.stop(e.proc, "stopped")

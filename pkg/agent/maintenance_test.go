@@ -70,7 +70,7 @@ func maintConfig() *config.Config {
 }
 
 func TestDrainIsRefusedBeforeEnvoyServes(t *testing.T) {
-	a, _ := testAgent(t, maintConfig(), make(chan struct{}))
+	a, _ := testAgent(t, maintConfig())
 	a.tracker.Set(state.WaitingForMesh, `waiting for mesh "payments"`)
 	err := a.Drain()
 	if !errors.Is(err, ErrNotServing) || !strings.Contains(err.Error(), "WAITING_FOR_MESH") {
@@ -84,11 +84,11 @@ func TestDrainIsRefusedBeforeEnvoyServes(t *testing.T) {
 // drain → DRAINING → DRAINED (listeners closed, the listener check off),
 // undrain → a new Envoy → READY, stop → the stop's drain, Envoy stopped.
 func TestMaintenanceDrainUndrainAndStop(t *testing.T) {
-	a, logs := testAgent(t, maintConfig(), make(chan struct{}))
+	a, logs := testAgent(t, maintConfig())
 	admin := &maintAdmin{fakeAdmin: fakeAdmin{counts: func(int) (int, error) { return 0, nil }}}
 	first := newFakeProc()
 	restarts := make(chan *fakeProc, 4)
-	e := &supervised{admin: admin, proc: first, start: func() (envoyProcess, error) {
+	e := &supervised{admin: admin, proc: first, start: func() (EnvoyProcess, error) {
 		p := newFakeProc()
 		restarts <- p
 		return p, nil
@@ -154,10 +154,10 @@ func TestMaintenanceDrainUndrainAndStop(t *testing.T) {
 
 // Envoy exiting by itself while drained is still a crash.
 func TestEnvoyExitWhileDrainedFails(t *testing.T) {
-	a, _ := testAgent(t, maintConfig(), make(chan struct{}))
+	a, _ := testAgent(t, maintConfig())
 	admin := &maintAdmin{fakeAdmin: fakeAdmin{counts: func(int) (int, error) { return 0, nil }}}
 	proc := newFakeProc()
-	e := &supervised{admin: admin, proc: proc, start: func() (envoyProcess, error) { t.Fatal("restarted"); return nil, nil }}
+	e := &supervised{admin: admin, proc: proc, start: func() (EnvoyProcess, error) { t.Fatal("restarted"); return nil, nil }}
 	served := make(chan error, 1)
 	go func() { served <- a.serve(context.Background(), e) }()
 	awaitPhase(t, a.tracker, state.Ready)
@@ -178,11 +178,11 @@ func TestEnvoyExitWhileDrainedFails(t *testing.T) {
 func TestUndrainCutsTheDrainShort(t *testing.T) {
 	cfg := maintConfig()
 	cfg.DrainTime = time.Hour
-	a, _ := testAgent(t, cfg, make(chan struct{}))
+	a, _ := testAgent(t, cfg)
 	admin := &maintAdmin{fakeAdmin: fakeAdmin{counts: func(int) (int, error) { return 1, nil }}}
 	proc := newFakeProc()
 	started := make(chan struct{}, 1)
-	e := &supervised{admin: admin, proc: proc, start: func() (envoyProcess, error) { started <- struct{}{}; return newFakeProc(), nil }}
+	e := &supervised{admin: admin, proc: proc, start: func() (EnvoyProcess, error) { started <- struct{}{}; return newFakeProc(), nil }}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = a.serve(ctx, e) }()
@@ -203,7 +203,7 @@ func TestUndrainCutsTheDrainShort(t *testing.T) {
 func TestStopWhileDrainedSkipsDrainMin(t *testing.T) {
 	cfg := maintConfig()
 	cfg.DrainMin, cfg.DrainTime = time.Minute, 2*time.Minute
-	a, _ := testAgent(t, cfg, make(chan struct{}))
+	a, _ := testAgent(t, cfg)
 	a.failingSince = time.Now().Add(-time.Hour)
 	admin := &fakeAdmin{counts: func(int) (int, error) { return 0, nil }}
 	start := time.Now()

@@ -31,14 +31,18 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 	if err != nil {
 		return err
 	}
-	admin := envoy.NewAdmin(adminAddr)
+	admin := a.envoy.Admin(adminAddr)
 	defer admin.Close()
 	obs, err := prep.observability()
 	if err != nil {
 		return err
 	}
 	defer obs.close() // after Envoy is gone: it writes the FIFO to the end
-	prep.admin.Store(admin)
+	// MeshMetric and OTLP read /stats through the real client; a fake
+	// Envoy's admin has none to give.
+	if client, ok := admin.(*envoy.Admin); ok {
+		prep.admin.Store(client)
+	}
 	obs.register()
 
 	a.tracker.Set(state.EnvoyStarting, "Envoy starting")
@@ -53,18 +57,16 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 		Output: func(line string) { logEnvoyLine(envoyLog, redact(line, a.currentToken())) },
 	}
 	// start runs Envoy: here, and again from the same bootstrap on an undrain.
-	var proc *envoy.Process
-	start := func() (envoyProcess, error) {
-		p, err := envoy.Start(spec)
+	var proc EnvoyProcess
+	start := func() (EnvoyProcess, error) {
+		p, err := a.envoy.Start(spec)
 		if err != nil {
 			return nil, err
 		}
 		proc = p
 		a.envoyNow.Store(&envoyRecord{proc: p, build: envoyVersion.Build})
 		a.log.Info("started Envoy", zap.Int("pid", p.PID()), zap.Strings("args", args), zap.String("admin", adminAddr.String()))
-		if a.opts.OnEnvoy != nil {
-			a.opts.OnEnvoy(admin, p)
-		}
+		a.running.Store(&runningEnvoy{admin: admin, proc: p})
 		return p, nil
 	}
 	if _, err := start(); err != nil {
@@ -102,7 +104,7 @@ const envoyWaitHint = 15 * time.Second
 
 // awaitLive polls Envoy's /ready until LIVE. It returns an error only when
 // Envoy exits by itself; a cancelled ctx returns nil.
-func (a *Agent) awaitLive(ctx context.Context, admin envoyAdmin, proc envoyProcess) error {
+func (a *Agent) awaitLive(ctx context.Context, admin drainAdmin, proc EnvoyProcess) error {
 	// Envoy usually turns LIVE within a few hundred milliseconds: ask often
 	// at first (READY reaches systemd sooner), then settle to a slower pace.
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -149,7 +151,7 @@ const stopSignalGrace = time.Second
 
 // envoyExited decides what Envoy's exit means. During a stop it is a clean
 // stop; otherwise the agent fails so that systemd restarts both.
-func (a *Agent) envoyExited(ctx context.Context, proc envoyProcess) error {
+func (a *Agent) envoyExited(ctx context.Context, proc EnvoyProcess) error {
 	if stopping(ctx, proc) {
 		a.log.Info("Envoy stopped before the drain finished", zap.String("status", proc.ExitDescription()))
 		a.tracker.Set(state.Terminating, "Envoy stopped")
@@ -161,7 +163,7 @@ func (a *Agent) envoyExited(ctx context.Context, proc envoyProcess) error {
 	return fmt.Errorf("%w (%s)", ErrEnvoyExited, desc)
 }
 
-func stopping(ctx context.Context, proc envoyProcess) bool {
+func stopping(ctx context.Context, proc EnvoyProcess) bool {
 	if ctx.Err() != nil {
 		return true
 	}

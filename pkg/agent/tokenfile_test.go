@@ -30,7 +30,7 @@ func TestWarnIfEnvoyReadsUntrimmedToken(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tc.token), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			a, logs := testAgent(t, &config.Config{DataplaneTokenFile: path}, nil)
+			a, logs := testAgent(t, &config.Config{DataplaneTokenFile: path})
 			if tc.relay {
 				a.xds = &relayWatch{}
 			}

@@ -38,9 +38,10 @@ const (
 const nodeResourceKey = "dataplane.resource"
 
 // withdrawEgress takes a zone egress out of the egress set and waits until
-// the sidecars have heard of it; hurry (a second stop signal) cuts it short.
+// the sidecars have heard of it; skip closed (a second stop signal, or a
+// stop during a maintenance drain) cuts it short.
 // It reports whether the proxy was withdrawn.
-func (a *Agent) withdrawEgress(hurry <-chan struct{}) bool {
+func (a *Agent) withdrawEgress(skip <-chan struct{}) bool {
 	if a.xds == nil || a.xds.relay == nil || !a.cfg.Role.HasEgress() {
 		return false
 	}
@@ -51,7 +52,7 @@ func (a *Agent) withdrawEgress(hurry <-chan struct{}) bool {
 	defer cancel()
 	go func() {
 		select {
-		case <-hurry:
+		case <-skip:
 			cancel()
 		case <-ctx.Done():
 		}
@@ -69,7 +70,7 @@ func (a *Agent) withdrawEgress(hurry <-chan struct{}) bool {
 	defer t.Stop()
 	select {
 	case <-t.C:
-	case <-hurry:
+	case <-skip:
 	}
 	return true
 }

@@ -1,4 +1,4 @@
-package cli
+package agent
 
 import (
 	"net/http"
@@ -14,19 +14,20 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 )
 
-// fakeEnvoyAdmin records the raw queries of POST /logging.
-type fakeEnvoyAdmin struct {
+// fakeLoggingEndpoint is Envoy's /logging: it records the raw queries
+// POST /logging sends it.
+type fakeLoggingEndpoint struct {
 	mu      sync.Mutex
 	queries []string
 }
 
-func (f *fakeEnvoyAdmin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (f *fakeLoggingEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.queries = append(f.queries, r.URL.RawQuery)
 	f.mu.Unlock()
 }
 
-func (f *fakeEnvoyAdmin) seen() []string {
+func (f *fakeLoggingEndpoint) seen() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]string(nil), f.queries...)
@@ -55,7 +56,7 @@ func TestLoggingTakesOnlyWhatItUnderstands(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {
-			fake := &fakeEnvoyAdmin{}
+			fake := &fakeLoggingEndpoint{}
 			srv := httptest.NewServer(fake)
 			defer srv.Close()
 			admin := envoy.NewAdmin(envoy.AdminAddress{TCP: strings.TrimPrefix(srv.URL, "http://")})

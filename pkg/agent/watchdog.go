@@ -1,0 +1,43 @@
+package agent
+
+import (
+	"context"
+
+	"github.com/zoneproxy/zoneproxy/pkg/host/sdnotify"
+)
+
+// runningEnvoy is the Envoy that runs now, for the watchdog and /logging;
+// an undrain's restart replaces it.
+type runningEnvoy struct {
+	admin EnvoyAdmin
+	proc  EnvoyProcess
+}
+
+// envoyHealthy is the watchdog's rule for healthy: before Envoy runs (the
+// agent waits for the mesh or the control plane) the agent being alive is
+// enough; then Envoy must not have exited, and its admin API must answer.
+func (a *Agent) envoyHealthy(ctx context.Context) bool {
+	e := a.running.Load()
+	if e == nil {
+		return true
+	}
+	if e.proc.Exited() {
+		return false
+	}
+	_, _, err := e.admin.Ready(ctx)
+	return err == nil
+}
+
+// notifySystemd speaks sd_notify (a no-op outside a Type=notify unit)
+// until the agent reaches STOPPED or FAILED. The returned channel is
+// closed once the last STATUS= line is sent.
+func (a *Agent) notifySystemd() <-chan struct{} {
+	notified := make(chan struct{})
+	go func() {
+		defer close(notified)
+		_ = sdnotify.Run(context.Background(), a.tracker, sdnotify.Options{
+			Healthy: a.envoyHealthy, StopGrace: AfterDrain, Log: a.log,
+		})
+	}()
+	return notified
+}

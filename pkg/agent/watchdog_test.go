@@ -1,0 +1,40 @@
+package agent
+
+import (
+	"context"
+	"testing"
+
+	"github.com/zoneproxy/zoneproxy/pkg/config"
+)
+
+// The watchdog's rule for healthy: the agent alone is enough until Envoy
+// runs; then Envoy must run and its admin API answer.
+func TestWatchdogHealthyRule(t *testing.T) {
+	tests := []struct {
+		name        string
+		envoy       bool // Envoy has been started
+		exited      bool
+		adminDown   bool
+		wantHealthy bool
+	}{
+		{name: "no Envoy yet", wantHealthy: true},
+		{name: "Envoy runs and answers", envoy: true, wantHealthy: true},
+		{name: "Envoy exited", envoy: true, exited: true},
+		{name: "Envoy's admin API does not answer", envoy: true, adminDown: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, _ := testAgent(t, &config.Config{})
+			if tt.envoy {
+				proc := newFakeProc()
+				if tt.exited {
+					proc.exit()
+				}
+				a.running.Store(&runningEnvoy{admin: &fakeEnvoyAdmin{unreachable: tt.adminDown}, proc: proc})
+			}
+			if got := a.envoyHealthy(context.Background()); got != tt.wantHealthy {
+				t.Fatalf("healthy %v, want %v", got, tt.wantHealthy)
+			}
+		})
+	}
+}
