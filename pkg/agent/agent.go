@@ -108,6 +108,9 @@ func New(o Options) *Agent {
 	}
 	a := &Agent{opts: o, cfg: o.Config, log: o.Log, tracker: o.Tracker, envoy: o.Envoy, skipDrain: make(chan struct{})}
 	a.maint.kick = make(chan struct{}, 1)
+	if c := o.Config; c != nil {
+		o.Metrics.SetIdentity(c.Mesh, string(c.Role), c.Name)
+	}
 	return a
 }
 

@@ -53,6 +53,7 @@ func (a *Agent) openCache(sd *stateDir) (*lkgcache.Cache, error) {
 		a.log.Warn("cannot keep a last-known-good configuration; running without one", zap.String("state-dir", a.cfg.StateDir), zap.Error(err))
 		return nil, nil
 	}
+	a.opts.Metrics.WatchCacheCertificateExpiry(c.EarliestNotAfter)
 	return c, nil
 }
 
@@ -243,10 +244,17 @@ func (x *relayWatch) lastRefusal() string {
 	return x.streamErr
 }
 
+// setToken keeps the token last sent, and its expiry for the metrics
+// (none for a token that is not a JWT or has no expiry).
 func (a *Agent) setToken(tok string) {
 	a.tokenMu.Lock()
 	a.token = tok
 	a.tokenMu.Unlock()
+	var exp time.Time
+	if c, err := token.Parse(tok); err == nil && c.ExpiresAt != nil {
+		exp = c.ExpiresAt.Time
+	}
+	a.opts.Metrics.SetTokenExpiry(exp)
 }
 
 func (a *Agent) currentToken() string {

@@ -32,7 +32,7 @@ type EnvoyStatus struct {
 
 // envoyRecord is what Status says of the Envoy started last.
 type envoyRecord struct {
-	proc  envoyProcess
+	proc  EnvoyProcess
 	build string
 }
 

@@ -23,7 +23,7 @@ type identity struct {
 	mu              sync.Mutex
 	mesh, role, nm  string
 	tokenExpiry     time.Time
-	cacheCertExpiry time.Time
+	cacheCertExpiry func() time.Time // read at each scrape
 }
 
 func (*identity) Describe(ch chan<- *prometheus.Desc) {
@@ -38,10 +38,14 @@ func (i *identity) Collect(ch chan<- prometheus.Metric) {
 	if i.mesh != "" {
 		ch <- prometheus.MustNewConstMetric(infoDesc, prometheus.GaugeValue, 1, LabelValue(i.mesh), LabelValue(i.role), LabelValue(i.nm))
 	}
+	var cacheCert time.Time
+	if i.cacheCertExpiry != nil {
+		cacheCert = i.cacheCertExpiry()
+	}
 	for _, e := range []struct {
 		desc *prometheus.Desc
 		at   time.Time
-	}{{tokenExpiryDesc, i.tokenExpiry}, {cacheCertExpiryDesc, i.cacheCertExpiry}} {
+	}{{tokenExpiryDesc, i.tokenExpiry}, {cacheCertExpiryDesc, cacheCert}} {
 		if !e.at.IsZero() {
 			ch <- prometheus.MustNewConstMetric(e.desc, prometheus.GaugeValue, float64(e.at.UnixMilli())/1e3)
 		}
@@ -59,10 +63,11 @@ func (m *Metrics) SetTokenExpiry(at time.Time) {
 	m.updateIdentity(func(i *identity) { i.tokenExpiry = at })
 }
 
-// SetCacheCertificateExpiry records the earliest certificate expiry in the
-// last-known-good cache; the zero time leaves the series out.
-func (m *Metrics) SetCacheCertificateExpiry(at time.Time) {
-	m.updateIdentity(func(i *identity) { i.cacheCertExpiry = at })
+// WatchCacheCertificateExpiry reads the earliest certificate expiry in
+// the last-known-good cache at each scrape; the zero time leaves the
+// series out.
+func (m *Metrics) WatchCacheCertificateExpiry(earliest func() time.Time) {
+	m.updateIdentity(func(i *identity) { i.cacheCertExpiry = earliest })
 }
 
 func (m *Metrics) updateIdentity(set func(*identity)) {

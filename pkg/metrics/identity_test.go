@@ -24,7 +24,10 @@ func TestIdentityAndExpiries(t *testing.T) {
 		{"nothing known", func(*Metrics) {}, ""},
 		{"identity", func(m *Metrics) { m.SetIdentity("payments", "egress", "vm-1-egress") },
 			`zoneproxy_info{mesh="payments",name="vm-1-egress",role="egress"} 1`},
-		{"expiries", func(m *Metrics) { m.SetTokenExpiry(token); m.SetCacheCertificateExpiry(cert) },
+		{"expiries", func(m *Metrics) {
+			m.SetTokenExpiry(token)
+			m.WatchCacheCertificateExpiry(func() time.Time { return cert })
+		},
 			"zoneproxy_cache_certificate_expiry_timestamp_seconds 1.7960832005e+09\n" +
 				"zoneproxy_token_expiry_timestamp_seconds 1.798859045e+09"},
 		{"token without expiry", func(m *Metrics) { m.SetTokenExpiry(token); m.SetTokenExpiry(time.Time{}) }, ""},

@@ -245,6 +245,19 @@ func (c *Cache) Usable() (*Snapshot, error) {
 	return s, Judge(s, c.opts.Now(), c.opts.MaxAge)
 }
 
+// EarliestNotAfter is the first certificate expiry in the current
+// snapshot; the zero time without one, or when it cannot be read.
+func (c *Cache) EarliestNotAfter() time.Time {
+	c.mu.Lock()
+	s := c.current
+	c.mu.Unlock()
+	if s == nil {
+		return time.Time{}
+	}
+	na, _ := s.EarliestNotAfter()
+	return na
+}
+
 // Judge says why s must not be served at now, nil if it may.
 func Judge(s *Snapshot, now time.Time, maxAge time.Duration) error {
 	age := s.Age(now)
