@@ -107,8 +107,8 @@ func (a *Agent) bootstrap(ctx context.Context, wd *workDir, ev envoy.Version, ca
 }
 
 // cachedFallbackAfter is how long a bootstrap attempt may take when a
-// last-known-good configuration is ready: kuma-cp answers /bootstrap in
-// about 20 ms, so a control plane silent this long is hung or unreachable.
+// last-known-good configuration is ready: a well kuma-cp renders the
+// bootstrap at once, so one silent this long is hung or unreachable.
 const cachedFallbackAfter = 2500 * time.Millisecond
 
 // hasUsableCache says, without logging, whether a cached configuration

@@ -49,7 +49,7 @@ type Process struct {
 
 // WarmUp does ahead what the process's first Start would otherwise do
 // on the way to Envoy's exec: on Linux, package os checks once whether
-// pidfds work, with a throwaway fork of its own (about 0.3 ms), the first
+// pidfds work, with a throwaway fork of its own, the first
 // time the process starts or finds a process. Run it while waiting for
 // something else, such as the bootstrap.
 func WarmUp() {
