@@ -37,13 +37,23 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 // FreePort is a TCP port on 127.0.0.1 that was free a moment ago.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		// The kernel may hand a closed port out again: tests running in
+		// parallel would then share it.
+		if _, taken := handedOut.LoadOrStore(port, true); !taken {
+			return port
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
+
+// handedOut are the ports FreePort gave in this process.
+var handedOut sync.Map
 
 // ClosedAddr is an address on 127.0.0.1 where nothing listens.
 func ClosedAddr(t testing.TB) string {

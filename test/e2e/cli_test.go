@@ -197,36 +197,45 @@ func TestCheckNextToItsRunningInstance(t *testing.T) {
 	})
 }
 
-// Without a work dir (systemd gives the unit its own, which a shell does
-// not see), the instance is the one started with the same --config file.
-func TestCheckFindsTheInstanceByItsConfigFile(t *testing.T) {
+// Without --work-dir, the agent's work dir is one per name (under /run
+// or $XDG_RUNTIME_DIR), else a temporary one; check finds the running
+// instance of its config either way (by that work dir's lock, or by the
+// --config file), and a config of another name is another zone proxy.
+func TestCheckFindsTheInstanceOfItsConfig(t *testing.T) {
 	t.Parallel()
 	zone := harness.NewZone(t, bins, "payments")
 	p := zone.NewProxy("payments", "egress")
+	name := "zp-find-" + strconv.Itoa(p.Readiness)
+	config := func(name string) string {
+		return strings.Join([]string{
+			"mesh: payments", "role: egress", "name: " + name, "address: 127.0.0.1",
+			"cp-address: " + zone.CP.URL(), "ca-cert-file: " + zone.CP.CACertFile(),
+			"dataplane-token-file: " + p.TokenFile, "envoy-binary: " + bins.Envoy,
+			"readiness-port: " + strconv.Itoa(p.Readiness), "egress-port: " + strconv.Itoa(p.Egress),
+			"retry-initial: 50ms", "retry-max: 200ms", "drain-time: 2s",
+		}, "\n") + "\n"
+	}
 	file := filepath.Join(zone.Dir, "payments-egress.yaml")
-	config := strings.Join([]string{
-		"mesh: payments", "role: egress", "address: 127.0.0.1",
-		"cp-address: " + zone.CP.URL(), "ca-cert-file: " + zone.CP.CACertFile(),
-		"dataplane-token-file: " + p.TokenFile, "envoy-binary: " + bins.Envoy,
-		"readiness-port: " + strconv.Itoa(p.Readiness), "egress-port: " + strconv.Itoa(p.Egress),
-		"retry-initial: 50ms", "retry-max: 200ms", "drain-time: 2s",
-	}, "\n") + "\n"
-	if err := os.WriteFile(file, []byte(config), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte(config(name)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	noWorkDir := []string{"RUNTIME_DIRECTORY="}
-	agent := harness.StartAgent(t, bins.Zoneproxy, noWorkDir, "run", "--config", file)
+	// As systemd would not: no RUNTIME_DIRECTORY; a runtime dir of the
+	// test's own for a user other than root.
+	env := []string{"RUNTIME_DIRECTORY=", "XDG_RUNTIME_DIR=" + zone.Dir}
+	t.Cleanup(func() { os.RemoveAll(filepath.Join("/run/zoneproxy", name)) })
+	agent := harness.StartAgent(t, bins.Zoneproxy, env, "run", "--config", file)
 	agent.AwaitReadiness(p.Readiness, 200, "READY", promptly)
 
-	code, out := harness.Run(t, bins.Zoneproxy, noWorkDir, "check", "--config", file)
+	code, out := harness.Run(t, bins.Zoneproxy, env, "check", "--config", file)
 	if code != 0 || !strings.Contains(out, "in use by zoneproxy (pid "+strconv.Itoa(agent.PID())+", this config)") {
 		t.Fatalf("exit %d\n%s", code, out)
 	}
-	other := filepath.Join(zone.Dir, "copy.yaml")
-	if err := os.WriteFile(other, []byte(config), 0o600); err != nil {
+	other := filepath.Join(zone.Dir, "other.yaml")
+	if err := os.WriteFile(other, []byte(config(name+"-other")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if code, out := harness.Run(t, bins.Zoneproxy, noWorkDir, "check", "--config", other); code == 0 || !strings.Contains(out, "[FAIL] ports are free") {
-		t.Fatalf("a copy of the config is another zone proxy: exit %d\n%s", code, out)
+	t.Cleanup(func() { os.RemoveAll(filepath.Join("/run/zoneproxy", name+"-other")) })
+	if code, out := harness.Run(t, bins.Zoneproxy, env, "check", "--config", other); code == 0 || !strings.Contains(out, "[FAIL] ports are free") {
+		t.Fatalf("a config of another name is another zone proxy: exit %d\n%s", code, out)
 	}
 }
