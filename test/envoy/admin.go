@@ -68,13 +68,18 @@ func startAdmin(s *server) (*adminServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	sock, err := bindAddress(a, false)
+	sock, err := bindAddress(a, false, 1)
 	if err != nil {
+		return nil, err
+	}
+	// The admin listener listens at once, before initialization.
+	if err := sock.listen(backlogSomaxconn); err != nil {
+		sock.close()
 		return nil, err
 	}
 	as := &adminServer{s: s, sock: sock, addr: addr}
 	if sa := a.GetSocketAddress(); sa != nil {
-		as.addr = sock.tcp.Addr().String()
+		as.addr = sock.addr.String()
 	}
 	as.handlers = as.routes()
 	// The admin listener runs on the main thread: its per-handler stats are
@@ -112,7 +117,7 @@ func startAdmin(s *server) (*adminServer, error) {
 			s.log.main(lvlCritical, "cannot open admin address output file %s for writing.", p)
 		}
 	}
-	go as.srv.Serve(sock.tcp)
+	go as.srv.Serve(sock.tcp[0])
 	return as, nil
 }
 
@@ -636,8 +641,8 @@ func (as *adminServer) listeners(_ *http.Request, q url.Values) adminResponse {
 	for _, n := range names {
 		l := s.listeners[n]
 		addr := l.addr
-		if l.sock != nil && l.sock.tcp != nil && !l.stopped {
-			addr = l.sock.tcp.Addr().String()
+		if l.sock != nil && l.sock.addr != nil && !l.stopped {
+			addr = l.sock.addr.String()
 		}
 		fmt.Fprintf(&b, "%s::%s\n", n, addr)
 		info.ListenerStatuses = append(info.ListenerStatuses, &adminv3.ListenerStatus{Name: n, LocalAddress: boundAddress(l)})
@@ -650,8 +655,8 @@ func (as *adminServer) listeners(_ *http.Request, q url.Values) adminResponse {
 }
 
 func boundAddress(l *activeListener) *corev3.Address {
-	if l.sock != nil && l.sock.tcp != nil {
-		if ta, ok := l.sock.tcp.Addr().(*net.TCPAddr); ok {
+	if l.sock != nil {
+		if ta, ok := l.sock.addr.(*net.TCPAddr); ok {
 			return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
 				Address: ta.IP.String(), PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(ta.Port)},
 			}}}

@@ -118,6 +118,10 @@ func (s *server) buildConfigDump(includeEDS bool) *adminv3.ConfigDump {
 			st := &adminv3.ListenersConfigDump_DynamicListenerState{VersionInfo: l.version, Listener: redactedAny(l.cfg), LastUpdated: timestamppb.New(l.updated)}
 			if l.afterInit && !s.resourceWarm(listenerDeps(l.cfg)) {
 				dl.WarmingState = st
+				// The version it replaces stays active until it is warm.
+				if cur := l.live.Load(); cur != nil && cur != l && cur.started {
+					dl.ActiveState = &adminv3.ListenersConfigDump_DynamicListenerState{VersionInfo: cur.version, Listener: redactedAny(cur.cfg), LastUpdated: timestamppb.New(cur.updated)}
+				}
 			} else {
 				dl.ActiveState = st
 			}

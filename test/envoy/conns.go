@@ -44,37 +44,53 @@ func newListenerStats(st *statStore, prefix string, workers uint32) *listenerSta
 // from them (downstream_cx_active, on one worker each).
 type connSet struct {
 	mu    sync.Mutex
-	m     map[net.Conn]int // worker index, or -1 while in the listener filters
+	m     map[net.Conn]connState
 	stats *listenerStats
-	next  atomic.Uint32 // round-robin worker assignment
+	next  atomic.Uint32 // turns of workers sharing one socket
 }
+
+type connState struct {
+	worker int  // the worker, or anyWorker until a turn is taken
+	active bool // past the listener filters: a connection
+}
+
+// anyWorker marks a socket accepted from a socket all workers share.
+const anyWorker = -1
 
 func newConnSet(stats *listenerStats) *connSet {
-	return &connSet{m: map[net.Conn]int{}, stats: stats}
+	return &connSet{m: map[net.Conn]connState{}, stats: stats}
 }
 
-// accept registers a socket that enters the listener filters.
-func (c *connSet) accept(conn net.Conn) {
+// accept registers a socket that enters the listener filters, accepted by
+// worker (anyWorker: the workers take turns).
+func (c *connSet) accept(conn net.Conn, worker int) {
+	if worker >= len(c.stats.workerActive) {
+		worker = anyWorker
+	}
 	c.mu.Lock()
-	c.m[conn] = -1
+	c.m[conn] = connState{worker: worker}
 	c.mu.Unlock()
 	c.stats.preActive.inc()
 }
 
 // activate turns a socket that passed the listener filters and matched a
-// filter chain into a connection on one worker; it returns the
+// filter chain into a connection on its worker; it returns the
 // connection's number, for Envoy's ConnectionId tag.
 func (c *connSet) activate(conn net.Conn) int64 {
-	w := int(c.next.Add(1)-1) % len(c.stats.workerActive)
 	c.mu.Lock()
-	_, ok := c.m[conn]
+	st, ok := c.m[conn]
 	if ok {
-		c.m[conn] = w
+		if st.worker == anyWorker {
+			st.worker = int(c.next.Add(1)-1) % len(c.stats.workerActive)
+		}
+		st.active = true
+		c.m[conn] = st
 	}
 	c.mu.Unlock()
 	if !ok {
 		return 0
 	}
+	w := st.worker
 	c.stats.preActive.dec()
 	c.stats.cxActive.inc()
 	c.stats.cxTotal.inc()
@@ -86,17 +102,17 @@ func (c *connSet) activate(conn net.Conn) int64 {
 // remove forgets a closed socket.
 func (c *connSet) remove(conn net.Conn) {
 	c.mu.Lock()
-	w, ok := c.m[conn]
+	st, ok := c.m[conn]
 	delete(c.m, conn)
 	c.mu.Unlock()
 	switch {
 	case !ok:
-	case w < 0:
+	case !st.active:
 		c.stats.preActive.dec()
 	default:
 		c.stats.cxActive.dec()
 		c.stats.cxDestroy.inc()
-		c.stats.workerActive[w].dec()
+		c.stats.workerActive[st.worker].dec()
 	}
 }
 
@@ -106,8 +122,8 @@ func (c *connSet) count() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var n int64
-	for _, w := range c.m {
-		if w >= 0 {
+	for _, st := range c.m {
+		if st.active {
 			n++
 		}
 	}

@@ -26,6 +26,7 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -246,8 +247,10 @@ func TestReusePortOffKeepsThePortExclusive(t *testing.T) {
 	l := tcpProxyListener(t, "exclusive", port, "backend")
 	l.EnableReusePort = wrapperspb.Bool(false)
 	cp.setSnapshot(t, "v1", []types.Resource{staticCluster("backend")}, []types.Resource{l})
-	startWithCPArgs(t, cp)
-	waitFor(t, 10*time.Second, "LDS ACK", func() bool { return cp.ackCount(resource.ListenerType) >= 1 })
+	_, sock, _ := startWithCPArgs(t, cp)
+	// LIVE: the listener listens (a bound socket alone lets a second
+	// SO_REUSEADDR socket bind).
+	waitFor(t, 10*time.Second, "/ready LIVE", func() bool { return readyBody(sock) == "LIVE\n" })
 	if err := bindReusePort(port); err == nil {
 		t.Error("a SO_REUSEPORT socket could bind the port of a listener with enable_reuse_port false")
 	}
@@ -258,7 +261,7 @@ func bindReusePort(port int) error {
 	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
 		var serr error
 		if err := c.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, soReusePort, 1)
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, unix.SO_REUSEPORT, 1)
 		}); err != nil {
 			return err
 		}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -19,25 +18,6 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"google.golang.org/protobuf/proto"
 )
-
-// boundSocket is the listening side of one listener address.
-type boundSocket struct {
-	key    string // identifies the bind so an update can keep the socket
-	tcp    net.Listener
-	packet net.PacketConn
-}
-
-func (b *boundSocket) close() {
-	if b == nil {
-		return
-	}
-	if b.tcp != nil {
-		b.tcp.Close()
-	}
-	if b.packet != nil {
-		b.packet.Close()
-	}
-}
 
 type activeListener struct {
 	name       string
@@ -59,6 +39,7 @@ type activeListener struct {
 	continueOnTimeout bool
 	static            bool
 	afterInit         bool
+	started           bool // listening and on the workers
 	stopOnce          sync.Once
 	stopped           bool
 }
@@ -76,25 +57,31 @@ func (l *activeListener) stop() {
 	})
 }
 
+// serve runs an accept loop per listening socket. With one socket per
+// worker (reuse_port), a connection is on its socket's worker; workers
+// sharing one socket take turns.
 func (l *activeListener) serve(st *statStore, log *logger) {
-	if l.sock == nil || l.sock.tcp == nil {
-		return
-	}
-	ln := l.sock.tcp
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				if ne, ok := err.(net.Error); ok && ne.Timeout() {
-					continue
-				}
-				return
-			}
-			cur := l.live.Load()
-			cur.conns.accept(c)
-			go cur.accepted(c, st, log)
+	lns := l.sock.listenersToServe()
+	for i, ln := range lns {
+		worker := i
+		if len(lns) == 1 {
+			worker = anyWorker
 		}
-	}()
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					if ne, ok := err.(net.Error); ok && ne.Timeout() {
+						continue
+					}
+					return
+				}
+				cur := l.live.Load()
+				cur.conns.accept(c, worker)
+				go cur.accepted(c, st, log)
+			}
+		}()
+	}
 }
 
 // envoyAddr renders an Address like Network::Address::Instance::asString.
@@ -140,81 +127,6 @@ func checkPipePath(p *corev3.Pipe) error {
 	}
 	return nil
 }
-
-// bindAddress binds like Envoy's ListenSocketImpl: pipes are unlinked first
-// and chmod-ed after bind; TCP gets SO_REUSEADDR and, by default, SO_REUSEPORT.
-func bindAddress(a *corev3.Address, reusePort bool) (*boundSocket, error) {
-	switch t := a.GetAddress().(type) {
-	case *corev3.Address_Pipe:
-		p := t.Pipe
-		if err := checkPipePath(p); err != nil {
-			return nil, err
-		}
-		if !strings.HasPrefix(p.GetPath(), "@") {
-			os.Remove(p.GetPath())
-		}
-		ln, err := net.Listen("unix", p.GetPath())
-		if err != nil {
-			return nil, fmt.Errorf("cannot bind '%s': %s", p.GetPath(), strerror(err))
-		}
-		// Envoy leaves the socket file behind when it closes.
-		ln.(*net.UnixListener).SetUnlinkOnClose(false)
-		if p.GetMode() != 0 && !strings.HasPrefix(p.GetPath(), "@") {
-			if err := os.Chmod(p.GetPath(), os.FileMode(p.GetMode())); err != nil {
-				ln.Close()
-				return nil, fmt.Errorf("Failed to create socket with mode %d: %s", p.GetMode(), strerror(err))
-			}
-		}
-		return &boundSocket{key: "unix:" + p.GetPath(), tcp: ln}, nil
-	case *corev3.Address_SocketAddress:
-		sa := t.SocketAddress
-		ip, err := netip.ParseAddr(sa.GetAddress())
-		if err != nil {
-			return nil, fmt.Errorf("malformed IP address: %s", sa.GetAddress())
-		}
-		ap := netip.AddrPortFrom(ip, uint16(sa.GetPortValue()))
-		lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-			var serr error
-			err := c.Control(func(fd uintptr) {
-				if reusePort {
-					serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, soReusePort, 1)
-				}
-			})
-			if err != nil {
-				return err
-			}
-			return serr
-		}}
-		if sa.GetProtocol() == corev3.SocketAddress_UDP {
-			network := "udp4"
-			if ip.Is6() {
-				network = "udp6"
-			}
-			pc, err := lc.ListenPacket(context.Background(), network, ap.String())
-			if err != nil {
-				return nil, fmt.Errorf("cannot bind '%s': %s", ap, strerror(err))
-			}
-			return &boundSocket{key: "udp:" + ap.String(), packet: pc}, nil
-		}
-		network := "tcp4"
-		if ip.Is6() {
-			network = "tcp6"
-			if sa.GetIpv4Compat() {
-				network = "tcp"
-			}
-		}
-		ln, err := lc.Listen(context.Background(), network, ap.String())
-		if err != nil {
-			return nil, fmt.Errorf("cannot bind '%s': %s", ap, strerror(err))
-		}
-		return &boundSocket{key: network + ":" + ap.String(), tcp: ln}, nil
-	case *corev3.Address_EnvoyInternalAddress:
-		return nil, nil
-	}
-	return nil, errors.New("Address must be set: ")
-}
-
-const soReusePort = 0xf // SO_REUSEPORT on Linux
 
 func bindKey(l *listenerv3.Listener) string {
 	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(l.GetAddress())

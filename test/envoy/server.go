@@ -246,6 +246,7 @@ func (s *server) evalInit() {
 		s.initDone = true
 		s.log.config(lvlInfo, "source/common/listener_manager/listener_manager_impl.cc:930", "all dependencies initialized. starting workers")
 	}
+	s.startListeners()
 }
 
 func (s *server) resourceNames(typ string) []string {

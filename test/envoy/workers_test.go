@@ -23,15 +23,27 @@ func TestListenerStatsPerWorker(t *testing.T) {
 	startEnvoy(t, nil, "--config-path", path, "--concurrency", "2", "--log-level", "info", "--disable-hot-restart")
 	waitFor(t, 10*time.Second, "/ready LIVE", func() bool { return readyBody(sock) == "LIVE\n" })
 
-	for range 2 {
+	// Each worker has its own SO_REUSEPORT socket: the kernel picks one per
+	// connection, so dial until both workers hold one.
+	prefix := fmt.Sprintf("listener.127.0.0.1_%d.", port)
+	workerActive := func(w int) int64 {
+		return statValue(t, sock, fmt.Sprintf("%sworker_%d.downstream_cx_active", prefix, w))
+	}
+	n := 0
+	for workerActive(0) == 0 || workerActive(1) == 0 {
+		if n == 64 {
+			t.Fatalf("64 connections and a worker without one: worker_0 %d, worker_1 %d", workerActive(0), workerActive(1))
+		}
 		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
+		n++
+		waitFor(t, 5*time.Second, "the connection counted", func() bool {
+			return statValue(t, sock, prefix+"downstream_cx_active") == int64(n)
+		})
 	}
-	prefix := fmt.Sprintf("listener.127.0.0.1_%d.", port)
-	waitFor(t, 5*time.Second, "downstream_cx_active 2", func() bool { return statValue(t, sock, prefix+"downstream_cx_active") == 2 })
 
 	// Envoy reports each listener twice: its total and per worker.
 	_, text := adminDo(t, sock, "GET", "/stats?filter=downstream_cx_active$")
@@ -55,8 +67,8 @@ func TestListenerStatsPerWorker(t *testing.T) {
 	if strings.Contains(text, prefix+"worker_2.") {
 		t.Errorf("a third worker with --concurrency 2:\n%s", text)
 	}
-	if perWorker != 2 || sum != 4 {
-		t.Errorf("per-worker sum %d (want 2), naive sum %d (want 4, twice the connections)\n%s", perWorker, sum, text)
+	if perWorker != int64(n) || sum != int64(2*n) {
+		t.Errorf("per-worker sum %d (want %d), naive sum %d (want %d, twice the connections)\n%s", perWorker, n, sum, 2*n, text)
 	}
 	if !strings.Contains(text, "listener.admin.main_thread.downstream_cx_active: ") {
 		t.Errorf("no admin main_thread stat in\n%s", text)
@@ -70,9 +82,9 @@ func TestListenerStatsPerWorker(t *testing.T) {
 	_, prom := adminDo(t, sock, "GET", "/stats/prometheus")
 	addr := fmt.Sprintf("127.0.0.1_%d", port)
 	for _, want := range []string{
-		fmt.Sprintf(`envoy_listener_downstream_cx_active{envoy_listener_address=%q} 2`, addr),
-		fmt.Sprintf(`envoy_listener_downstream_cx_active{worker="0",envoy_worker_id="0",envoy_listener_address=%q} 1`, addr),
-		fmt.Sprintf(`envoy_listener_downstream_cx_total{worker="1",envoy_worker_id="1",envoy_listener_address=%q} 1`, addr),
+		fmt.Sprintf(`envoy_listener_downstream_cx_active{envoy_listener_address=%q} %d`, addr, n),
+		fmt.Sprintf(`envoy_listener_downstream_cx_active{worker="0",envoy_worker_id="0",envoy_listener_address=%q} %d`, addr, workerActive(0)),
+		fmt.Sprintf(`envoy_listener_downstream_cx_total{worker="1",envoy_worker_id="1",envoy_listener_address=%q} %d`, addr, workerActive(1)),
 		"envoy_listener_admin_main_thread_downstream_cx_active ",
 	} {
 		if !strings.Contains(prom, want) {

@@ -235,7 +235,7 @@ func (s *server) addOrUpdateListener(l *listenerv3.Listener, version string, sta
 			// Same address on a stopped listener: release it before binding again.
 			old.stop()
 		}
-		sock, err = bindAddress(l.GetAddress(), reusePort)
+		sock, err = bindAddress(l.GetAddress(), reusePort, int(s.o.concurrency))
 		if err != nil {
 			return false, err
 		}
@@ -269,7 +269,11 @@ func (s *server) addOrUpdateListener(l *listenerv3.Listener, version string, sta
 		al.live = &atomic.Pointer[activeListener]{}
 	}
 	al.runtime = runtime
-	al.live.Store(al)
+	// An update on a kept socket leaves the old version serving until this
+	// one starts (warm), as Envoy's warming listener replaces the active one.
+	if !reuse {
+		al.live.Store(al)
+	}
 	s.listeners[l.GetName()] = al
 	for _, d := range listenerDeps(l) {
 		s.addDep(depKey{d.typ, d.name}, d.source)
@@ -282,11 +286,45 @@ func (s *server) addOrUpdateListener(l *listenerv3.Listener, version string, sta
 	} else {
 		s.stats.counter("listener_manager.listener_added").inc()
 	}
-	s.stats.counter("listener_manager.listener_create_success").inc()
-	if !reuse && !s.holdAccept {
-		al.serve(s.stats, s.log)
-	}
 	return true, nil
+}
+
+// startListeners starts the listeners that may take connections now: none
+// before the workers start (initialization done), then every warm one.
+func (s *server) startListeners() {
+	for _, name := range s.listenerNames() {
+		l := s.listeners[name]
+		if l == nil || l.started || l.stopped || !s.resourceWarm(listenerDeps(l.cfg)) {
+			continue
+		}
+		s.startListener(l)
+	}
+}
+
+// startListener is Envoy's doFinalPreWorkerListenerInit (listen() on each
+// socket) followed by addListenerToWorker on every worker. A listen()
+// failure removes the listener.
+func (s *server) startListener(l *activeListener) {
+	l.started = true
+	backlog := backlogSomaxconn
+	if b := l.cfg.GetTcpBacklogSize(); b != nil {
+		backlog = int(b.GetValue())
+	}
+	if err := l.sock.listen(backlog); err != nil {
+		s.log.config(lvlError, "source/common/listener_manager/listener_manager_impl.cc:741",
+			"final pre-worker listener init for listener '%s' failed: %s", l.name, err)
+		s.stats.counter("listener_manager.listener_create_failure").inc()
+		delete(s.listeners, l.name)
+		s.drainRemoved(l)
+		s.stats.counter("listener_manager.listener_removed").inc()
+		return
+	}
+	l.live.Store(l)
+	if !s.holdAccept {
+		l.serve(s.stats, s.log)
+	}
+	// Each worker's completion counts once.
+	s.stats.counter("listener_manager.listener_create_success").add(int64(s.o.concurrency))
 }
 
 func bindToPort(l *listenerv3.Listener) bool {
@@ -403,6 +441,10 @@ func (s *server) subscriptions() (order []string, want map[string]wanted) {
 	}
 	for _, l := range s.listeners {
 		addDeps(listenerDeps(l.cfg))
+		// The version still serving while an update warms keeps its own.
+		if cur := l.live.Load(); cur != nil && cur != l && cur.started {
+			addDeps(listenerDeps(cur.cfg))
+		}
 	}
 	list := func(t string) []string {
 		out := make([]string, 0, len(names[t]))
