@@ -38,9 +38,23 @@ type upstream struct {
 	// previous one; the connection is kept for the next attempt.
 	held      atomic.Bool
 	closeOnce sync.Once
+
+	// A handover (handover.go) moves the stream from one Envoy session to
+	// another: target is the session the control plane's responses go to,
+	// changed only under deliver; pumped carries the pump's end to
+	// whichever session owns the stream then.
+	deliver  sync.Mutex
+	target   *session
+	pumpOnce sync.Once
+	pumped   chan error
+	sendMu   sync.Mutex // during a handover two sessions may send
 }
 
-func (u *upstream) send(b []byte) error { return u.stream.SendMsg(&frame{b: b}) }
+func (u *upstream) send(b []byte) error {
+	u.sendMu.Lock()
+	defer u.sendMu.Unlock()
+	return u.stream.SendMsg(&frame{b: b})
+}
 
 func (u *upstream) recv() ([]byte, error) {
 	f := &frame{}
@@ -138,7 +152,7 @@ func (r *Relay) dialUpstream(ctx context.Context, method string, replay [][]byte
 		return nil, &tokenError{err}
 	}
 	sctx, cancel := context.WithCancel(ctx)
-	u := &upstream{r: r, cancel: cancel}
+	u := &upstream{r: r, cancel: cancel, pumped: make(chan error, 1)}
 	if u.conn = r.spare.take(); u.conn == nil {
 		if u.conn, err = r.newConn(u); err != nil {
 			cancel()
