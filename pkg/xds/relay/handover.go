@@ -25,7 +25,8 @@ import (
 // second until the first one's deregistration has ended (held.go), so the
 // relay keeps its ONE upstream stream and moves it:
 //
-//  1. BeginHandover names the new Envoy's process. Its ADS stream is a
+//  1. BeginHandover names the serving Envoy's process: the ADS stream of
+//     any other process (SO_PEERCRED, peer.go) is the new Envoy's, a
 //     standby: it opens nothing upstream and is answered from what the
 //     serving Envoy holds (envoyState), as the cache answers a restart.
 //     The serving Envoy's session keeps the upstream stream and its live
@@ -92,6 +93,7 @@ type handover struct {
 	mirror       map[string]map[string]lkgcache.Resource
 	observedDone chan struct{}
 	pid          int
+	ctx          context.Context // the session's; ends with Envoy's stream
 }
 
 type switchRequest struct{ result chan error }
@@ -132,16 +134,19 @@ func (u *upstream) owns(s *session) bool {
 // handoverState is the relay's handover under way.
 type handoverState struct {
 	mu      sync.Mutex
-	pid     int      // the new Envoy's process (group); 0: none under way
-	standby *session // its newest ADS session
+	on      bool
+	serving int      // the serving Envoy's process (group)
+	standby *session // the new Envoy's newest ADS session
 }
 
-// BeginHandover makes the ADS streams of process pid (or of its process
-// group: a wrapper's child) standbys until EndHandover.
-func (r *Relay) BeginHandover(pid int) {
+// BeginHandover makes the ADS streams of any process but serving (and its
+// process group: a wrapper's child) standbys until EndHandover: those of
+// the new Envoy, which the agent starts after this call. The serving
+// Envoy's own reconnections stay what they are.
+func (r *Relay) BeginHandover(serving int) {
 	r.hand.mu.Lock()
 	defer r.hand.mu.Unlock()
-	r.hand.pid, r.hand.standby = pid, nil
+	r.hand.on, r.hand.serving, r.hand.standby = true, serving, nil
 }
 
 // EndHandover ends the handover, done or not. A standby that did not adopt
@@ -149,7 +154,7 @@ func (r *Relay) BeginHandover(pid int) {
 func (r *Relay) EndHandover() {
 	r.hand.mu.Lock()
 	defer r.hand.mu.Unlock()
-	r.hand.pid, r.hand.standby = 0, nil
+	r.hand.on, r.hand.standby = false, nil
 }
 
 // ErrHandoverNotReady: the switch found no quiet moment in time.
@@ -193,7 +198,7 @@ func (r *Relay) CompleteHandover(ctx context.Context) error {
 func (r *Relay) isStandby(pid int) bool {
 	r.hand.mu.Lock()
 	defer r.hand.mu.Unlock()
-	return r.hand.pid != 0 && pid != 0 && (pid == r.hand.pid || pgid(pid) == r.hand.pid)
+	return r.hand.on && pid != 0 && pid != r.hand.serving && pgid(pid) != r.hand.serving
 }
 
 // serveStandby answers the new Envoy from what the serving one holds until
@@ -309,6 +314,8 @@ func (s *session) takeOver() (*upstream, error) {
 			return nil, fmt.Errorf("the control plane's stream failed while being moved: %w", err)
 		}
 	}
+	up.unlink()
+	up.unlink = context.AfterFunc(s.ctx, up.cancel) // the stream now ends with the new Envoy's
 	s.obs.carryOver(held)
 	s.responded.Store(true)
 	s.adopted, s.standby = true, false

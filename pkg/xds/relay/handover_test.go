@@ -2,7 +2,6 @@ package relay
 
 import (
 	"context"
-	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -83,7 +82,7 @@ func TestHandoverMovesTheOneStreamToTheNewEnvoy(t *testing.T) {
 		t.Fatalf("ACK %v", ack)
 	}
 
-	r.BeginHandover(os.Getpid())
+	r.BeginHandover(notThisProcess)
 	defer r.EndHandover()
 	next := dialEnvoy(t, r, deltaMethod)
 	first := subscribe(t, next, clusterType, nil)
@@ -117,7 +116,15 @@ func TestHandoverMovesTheOneStreamToTheNewEnvoy(t *testing.T) {
 	if ack := cp.nextRequest(t); ack.GetResponseNonce() != "3" {
 		t.Fatalf("the control plane got %v, want the new Envoy's ACK of 3", ack)
 	}
-	if got := strings.Join(r.Names(clusterType), ","); got != "a,b,c" {
+	// The old Envoy exits after its drain: the stream is the new one's now.
+	old.close()
+	cp.push <- mustMarshal(t, deltaResponse(t, clusterType, "4", "4", "d"))
+	if resp = next.recvDelta(); resp.GetNonce() != "4" {
+		t.Fatalf("after the old Envoy left the new one got %v", resp)
+	}
+	next.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: clusterType, ResponseNonce: "4"})
+	cp.nextRequest(t)
+	if got := strings.Join(r.Names(clusterType), ","); got != "a,b,c,d" {
 		t.Errorf("the relay's view of what Envoy holds: %s", got)
 	}
 	if n := cp.streams.Load(); n != 1 {
@@ -140,7 +147,7 @@ func TestHandoverWaitsForTheServingEnvoysACK(t *testing.T) {
 	cp.push <- mustMarshal(t, deltaResponse(t, clusterType, "1", "1", "a"))
 	resp := old.recvDelta()
 
-	r.BeginHandover(os.Getpid())
+	r.BeginHandover(notThisProcess)
 	defer r.EndHandover()
 	next := dialEnvoy(t, r, deltaMethod)
 	next.send(&discoveryv3.DeltaDiscoveryRequest{Node: node, TypeUrl: clusterType})
@@ -169,3 +176,7 @@ func resourceNames(resp *discoveryv3.DeltaDiscoveryResponse) string {
 	slices.Sort(out)
 	return strings.Join(out, ",")
 }
+
+// notThisProcess stands for the serving Envoy's process: both Envoys of a
+// test are this process, and the serving one's stream opened before.
+const notThisProcess = -1

@@ -226,7 +226,7 @@ func (r *Relay) serve(kind streamKind, stream grpc.ServerStream) error {
 	s := &session{r: r, kind: kind, envoy: stream, obs: newObserver(r), reqs: make(chan envoyRequest),
 		toObserver: make(chan observedMessage, 16), subs: newSubscriptions()}
 	observed := make(chan struct{})
-	s.observedDone, s.detach, s.pid = observed, make(chan struct{}), peerPID(stream.Context())
+	s.observedDone, s.detach, s.pid, s.ctx = observed, make(chan struct{}), peerPID(stream.Context()), ctx
 	// A handover's new Envoy (handover.go) stands by beside the serving one.
 	standby := kind.exclusive() && r.isStandby(s.pid)
 	var prev <-chan struct{}

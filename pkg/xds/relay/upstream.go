@@ -48,6 +48,7 @@ type upstream struct {
 	pumpOnce sync.Once
 	pumped   chan error
 	sendMu   sync.Mutex // during a handover two sessions may send
+	unlink   func() bool
 }
 
 func (u *upstream) send(b []byte) error {
@@ -93,6 +94,7 @@ func (u *upstream) finalStatus() error {
 
 func (u *upstream) close() {
 	u.closeOnce.Do(func() {
+		u.unlink()
 		u.cancel()
 		switch {
 		case u.conn == nil:
@@ -151,8 +153,11 @@ func (r *Relay) dialUpstream(ctx context.Context, method string, replay [][]byte
 	if err != nil {
 		return nil, &tokenError{err}
 	}
-	sctx, cancel := context.WithCancel(ctx)
+	// The stream ends with ctx, the opening session's, unless a handover
+	// links it to the session that takes it over (handover.go).
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	u := &upstream{r: r, cancel: cancel, pumped: make(chan error, 1)}
+	u.unlink = context.AfterFunc(ctx, cancel)
 	if u.conn = r.spare.take(); u.conn == nil {
 		if u.conn, err = r.newConn(u); err != nil {
 			cancel()
