@@ -87,6 +87,9 @@ type Agent struct {
 	stateDirPath string
 	binds        bindFailures                // zone listeners Envoy could not bind (bindfailure.go)
 	envoyNow     atomic.Pointer[envoyRecord] // the Envoy started last, for /status
+	hand         handovers                   // Envoy handovers (handover.go)
+	// pendingHandover is the request the serve loop takes up.
+	pendingHandover handoverRequest
 }
 
 // New returns an agent for a validated configuration.
@@ -108,6 +111,7 @@ func New(o Options) *Agent {
 	}
 	a := &Agent{opts: o, cfg: o.Config, log: o.Log, tracker: o.Tracker, envoy: o.Envoy, skipDrain: make(chan struct{})}
 	a.maint.kick = make(chan struct{}, 1)
+	a.hand.init(a)
 	if c := o.Config; c != nil {
 		o.Metrics.SetIdentity(c.Mesh, string(c.Role), c.Name)
 	}
@@ -211,7 +215,9 @@ func (a *Agent) run(ctx context.Context) (err error) {
 	}
 	if wd.leftBootstrap {
 		// Its ports would make the port check below refuse to start.
-		if left := envoy.EndLeftovers(wd.file(bootstrapFile), 5*time.Second); len(left) > 0 {
+		left := envoy.EndLeftovers(wd.file(bootstrapFile), 5*time.Second)
+		left = append(left, envoy.EndLeftovers(wd.file(handoverBootstrapFile), 5*time.Second)...)
+		if len(left) > 0 {
 			a.log.Warn("ended the Envoy an earlier agent on this work dir left running (killed outright while a wrapper had not exec'd Envoy)",
 				zap.Ints("pids", left))
 		}
@@ -249,6 +255,7 @@ func (a *Agent) run(ctx context.Context) (err error) {
 	rs.HandleMetrics(a.opts.Metrics)
 	rs.Handle("/logging", loggingHandler(a.opts.LogLevel, &a.running, a.log))
 	rs.HandleMaintenance(localserver.Maintenance{Drain: a.Drain, Undrain: a.Undrain})
+	rs.Handle("/envoy/handover", a.handoverHandler())
 	go func() {
 		if err := rs.Serve(); err != nil {
 			a.log.Error("readiness endpoint stopped", zap.Error(err))
@@ -327,7 +334,7 @@ func (a *Agent) checkEnvoyBuild(ctx context.Context, admin EnvoyAdmin, path stri
 		return // nothing learnt: a busy admin
 	}
 	if e := a.envoyNow.Load(); e != nil {
-		a.envoyNow.CompareAndSwap(e, &envoyRecord{proc: e.proc, build: build})
+		a.envoyNow.CompareAndSwap(e, &envoyRecord{proc: e.proc, build: build, generation: e.generation})
 	}
 	err = envoy.VersionCache{Dir: a.stateDirPath}.Correct(path, build)
 	if errors.Is(err, envoy.ErrNotABuild) {

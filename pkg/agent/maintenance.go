@@ -76,6 +76,7 @@ const (
 	endExited
 	endDrain
 	endUndrain
+	endHandover // a handover was asked for (handover.go)
 )
 
 // serve supervises a live Envoy until the stop: READY or NO_ZONE_LISTENER
@@ -83,8 +84,13 @@ const (
 func (a *Agent) serve(ctx context.Context, e *supervised) error {
 	a.maint.serving.Store(true)
 	defer a.maint.serving.Store(false)
+	defer a.endRetirements()
 	for {
 		end := a.watchListeners(ctx, e)
+		if end == endHandover {
+			a.pendingHandover.done <- a.handover(ctx, e, a.pendingHandover.reason)
+			continue
+		}
 		if end == endDrain {
 			end = a.maintenanceDrain(ctx, e)
 		}
@@ -138,6 +144,8 @@ func (a *Agent) watchListeners(ctx context.Context, e *supervised) serveEnd {
 		case <-watch.rebindDue():
 			// A zone listener Envoy rejected can be bound now (bindfailure.go).
 			return endRebind
+		case a.pendingHandover = <-a.hand.requests:
+			return endHandover
 		}
 	}
 }

@@ -276,5 +276,5 @@ func closeCache(c *lkgcache.Cache) {
 // refreshServing restates READY when what it says changed (the cached
 // configuration in use or not); any other phase is left alone.
 func (a *Agent) refreshServing() {
-	a.tracker.Restate(state.Ready, a.xds.servingDetail())
+	a.tracker.Restate(state.Ready, a.generationWords(a.xds.servingDetail()))
 }

@@ -64,7 +64,8 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 			return nil, err
 		}
 		proc = p
-		a.envoyNow.Store(&envoyRecord{proc: p, build: envoyVersion.Build})
+		a.hand.generation.Store(1)
+		a.envoyNow.Store(&envoyRecord{proc: p, build: envoyVersion.Build, generation: 1})
 		a.log.Info("started Envoy", zap.Int("pid", p.PID()), zap.Strings("args", args), zap.String("admin", adminAddr.String()))
 		a.running.Store(&runningEnvoy{admin: admin, proc: p})
 		return p, nil
@@ -72,6 +73,9 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 	if _, err := start(); err != nil {
 		return err
 	}
+	a.hand.kit.Store(&handoverKit{wd: wd, bootstrap: f.Bootstrap, relay: f.Relay(), prep: prep, spec: spec, admin: adminAddr,
+		opts: envoy.Options{DrainTime: a.cfg.DrainTime, LogLevel: a.cfg.EnvoyLogLevel, ComponentLogLevel: a.cfg.EnvoyComponentLogLevel,
+			Concurrency: a.cfg.Concurrency, Extra: a.cfg.EnvoyArgs}})
 	// Whatever happens below, Envoy does not outlive this function.
 	defer func() {
 		if !proc.Exited() {

@@ -28,12 +28,16 @@ type Status struct {
 type EnvoyStatus struct {
 	PID   int    `json:"pid"`
 	Build string `json:"build,omitempty"`
+	// Generation counts the Envoys this agent ran in turn: 1, then one
+	// more with each handover (handover.go).
+	Generation int64 `json:"generation,omitempty"`
 }
 
 // envoyRecord is what Status says of the Envoy started last.
 type envoyRecord struct {
-	proc  EnvoyProcess
-	build string
+	proc       EnvoyProcess
+	build      string
+	generation int64
 }
 
 // ControlPlaneStatus is the control plane's view of the proxy, as its
@@ -56,7 +60,7 @@ func (a *Agent) Status() Status {
 	u := x.upstreamState()
 	st.ControlPlane = ControlPlaneStatus{State: u.State, Since: u.Since, Says: controlPlaneWords(u.State, x != nil || a.cfg.XDSRelay, x.lastRefusal())}
 	if e := a.envoyNow.Load(); e != nil {
-		st.Envoy = &EnvoyStatus{Build: e.build}
+		st.Envoy = &EnvoyStatus{Build: e.build, Generation: e.generation}
 		if !e.proc.Exited() {
 			st.Envoy.PID = e.proc.PID()
 		}

@@ -61,8 +61,8 @@ func openWorkDir(dir string) (*workDir, error) {
 		}
 		return nil, classify(fmt.Errorf("work dir %s is not writable: %w; set --work-dir to a directory this user can write", w.path, errtext.PathCause(err)))
 	}
-	for _, name := range []string{bootstrapFile, tokenFile, adminSocket} {
-		if err := d.Remove(name); err == nil && name == bootstrapFile {
+	for _, name := range []string{bootstrapFile, tokenFile, adminSocket, handoverBootstrapFile, handoverAdminSocket} {
+		if err := d.Remove(name); err == nil && (name == bootstrapFile || name == handoverBootstrapFile) {
 			w.leftBootstrap = true
 		}
 	}
@@ -109,7 +109,7 @@ func (w *workDir) write(name string, data []byte) (string, error) {
 
 // cleanup removes what the agent wrote and releases the lock.
 func (w *workDir) cleanup() {
-	for _, name := range []string{bootstrapFile, tokenFile, adminSocket} {
+	for _, name := range []string{bootstrapFile, tokenFile, adminSocket, handoverBootstrapFile, handoverAdminSocket} {
 		_ = w.dir.Remove(name)
 	}
 	w.dir.Unlock(w.lock)

@@ -52,6 +52,7 @@ func (s *session) observeAll(prev <-chan struct{}, done chan<- struct{}) {
 			// What is kept of it are copies the decoding made.
 			readContiguous(m.resp.buf, func(b []byte) { s.observeResponse(b, false) })
 			m.resp.free()
+			s.observed.Add(1)
 		default:
 			s.observeResponse(m.cached, true)
 		}

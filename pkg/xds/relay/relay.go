@@ -58,6 +58,7 @@ type Relay struct {
 
 	spare     spareConn // a connection a refused stream left, for the next attempt
 	withdrawn withdrawal
+	hand      handoverState
 }
 
 // New checks opts; Start listens.
@@ -109,7 +110,7 @@ func (r *Relay) Start() error {
 		}
 	}
 	r.ln = ln
-	r.server = grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}), grpc.MaxRecvMsgSize(64<<20),
+	r.server = grpc.NewServer(grpc.Creds(peerCreds{}), grpc.ForceServerCodecV2(rawCodec{}), grpc.MaxRecvMsgSize(64<<20),
 		// Stop returns once every stream's handler has: what the relay knows
 		// Envoy holds is final when Close returns.
 		grpc.WaitForHandlers(true),
@@ -225,8 +226,11 @@ func (r *Relay) serve(kind streamKind, stream grpc.ServerStream) error {
 	s := &session{r: r, kind: kind, envoy: stream, obs: newObserver(r), reqs: make(chan envoyRequest),
 		toObserver: make(chan observedMessage, 16), subs: newSubscriptions()}
 	observed := make(chan struct{})
+	s.observedDone, s.detach, s.pid, s.ctx = observed, make(chan struct{}), peerPID(stream.Context()), ctx
+	// A handover's new Envoy (handover.go) stands by beside the serving one.
+	standby := kind.exclusive() && r.isStandby(s.pid)
 	var prev <-chan struct{}
-	if kind.exclusive() { // ADS: one stream at a time; HDS runs beside it
+	if kind.exclusive() && !standby { // ADS: one stream at a time; HDS runs beside it
 		prev = r.observeAfter(observed)
 		r.mu.Lock()
 		r.subs = s.subs // the newest Envoy stream's node, for a withdrawal
@@ -235,5 +239,8 @@ func (r *Relay) serve(kind streamKind, stream grpc.ServerStream) error {
 	go s.observeAll(prev, observed)
 	defer func() { close(s.toObserver); <-observed }() // Envoy's state is complete when it returns
 	go s.readEnvoy(ctx)
+	if standby {
+		return s.serveStandby(ctx)
+	}
 	return s.run(ctx)
 }

@@ -36,6 +36,8 @@ type session struct {
 	// to replay them on a new upstream stream if this one is refused.
 	early     []envoyRequest
 	responded atomic.Bool
+
+	handover // handover.go: standby, detached, adopted
 }
 
 var (
@@ -153,6 +155,8 @@ func (s *session) run(ctx context.Context) error {
 func (s *session) relayOn(ctx context.Context, up *upstream) (retry bool, err error) {
 	res := s.relay(ctx, up)
 	switch {
+	case res.handedOver:
+		return false, s.parkDetached(ctx)
 	case res.envoyGone || ctx.Err() != nil:
 		return false, nil
 	case res.responded && s.r.isWithdrawn() && s.kind.exclusive():
@@ -195,23 +199,37 @@ func (s *session) pause(ctx context.Context, d time.Duration) bool {
 }
 
 type relayResult struct {
-	err       error
-	responded bool // the control plane answered on this stream
-	envoyGone bool
+	err        error
+	responded  bool // the control plane answered on this stream
+	envoyGone  bool
+	handedOver bool // another Envoy's session owns the stream now
 }
 
-// relay forwards both ways until either side ends.
+// relay forwards both ways until either side ends, or a handover gives
+// up to another session (handover.go).
 func (s *session) relay(ctx context.Context, up *upstream) relayResult {
-	defer up.close()
-	down := make(chan error, 1)
-	go func() { down <- s.pumpDown(up) }()
+	up.claim(s)
+	defer func() {
+		if up.release(s) {
+			up.close()
+		}
+	}()
+	down := up.pumped
 	for {
 		select {
 		case req, ok := <-s.reqs:
 			if !ok {
-				up.close()
-				<-down
+				if up.release(s) {
+					up.close()
+					<-down
+				}
 				return relayResult{envoyGone: true}
+			}
+			if s.detached.Load() {
+				return relayResult{handedOver: true}
+			}
+			if s.adopted && s.fromHandover(up, &req) {
+				continue
 			}
 			err := up.send(req.raw)
 			req = s.observe(req)
@@ -219,12 +237,24 @@ func (s *session) relay(ctx context.Context, up *upstream) relayResult {
 				s.early = append(s.early, req)
 			}
 			if err != nil {
-				return s.relayEnd(<-down)
+				return s.downEnd(up, <-down)
 			}
 		case err := <-down:
-			return s.relayEnd(err)
+			return s.downEnd(up, err)
+		case <-s.detach:
+			return relayResult{handedOver: true}
 		}
 	}
+}
+
+// downEnd is how the stream's end reads to s; a session that handed the
+// stream over leaves the end to the session that owns it now.
+func (s *session) downEnd(up *upstream, err error) relayResult {
+	if !up.owns(s) {
+		up.pumped <- err
+		return relayResult{handedOver: true}
+	}
+	return s.relayEnd(err)
 }
 
 func (s *session) relayEnd(err error) relayResult {
@@ -234,9 +264,10 @@ func (s *session) relayEnd(err error) relayResult {
 	return relayResult{err: err, responded: s.responded.Load()}
 }
 
-// pumpDown forwards the control plane's responses to Envoy as received,
-// uncopied; each goes to the observer before Envoy can ACK it.
-func (s *session) pumpDown(up *upstream) error {
+// pumpDown forwards the control plane's responses to the Envoy session
+// that owns the stream, as received, uncopied; each goes to the observer
+// before Envoy can ACK it.
+func pumpDown(up *upstream) error {
 	for {
 		f, err := up.recvFrame()
 		if err != nil {
@@ -245,7 +276,15 @@ func (s *session) pumpDown(up *upstream) error {
 			}
 			return err
 		}
-		if err := s.forwardDown(f); err != nil {
+		up.deliver.Lock()
+		t := up.target
+		if t == nil {
+			f.free() // the owner left; its end closes the stream
+		} else {
+			err = t.forwardDown(f)
+		}
+		up.deliver.Unlock()
+		if err != nil {
 			return err
 		}
 	}
@@ -255,11 +294,12 @@ func (s *session) pumpDown(up *upstream) error {
 // frees it.
 func (s *session) forwardDown(f *receivedFrame) error {
 	f.buf.Ref() // the observer's, freed once it has read them
+	s.queued.Add(1)
 	s.toObserver <- observedMessage{resp: f}
 	if !s.responded.Swap(true) && s.kind.exclusive() {
 		s.r.setUpstream(Connected)
 	}
-	err := s.envoy.SendMsg(f)
+	err := s.send(f)
 	f.free()
 	if err != nil {
 		return errEnvoyGone
@@ -357,7 +397,7 @@ func (s *session) answer(cs cacheServer, req envoyRequest) error {
 		return nil
 	}
 	s.toObserver <- observedMessage{cached: b}
-	return s.envoy.SendMsg(&frame{b: b})
+	return s.send(&frame{b: b})
 }
 
 // park keeps Envoy's stream open without configuration while the proxy

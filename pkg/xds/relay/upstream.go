@@ -38,9 +38,24 @@ type upstream struct {
 	// previous one; the connection is kept for the next attempt.
 	held      atomic.Bool
 	closeOnce sync.Once
+
+	// A handover (handover.go) moves the stream from one Envoy session to
+	// another: target is the session the control plane's responses go to,
+	// changed only under deliver; pumped carries the pump's end to
+	// whichever session owns the stream then.
+	deliver  sync.Mutex
+	target   *session
+	pumpOnce sync.Once
+	pumped   chan error
+	sendMu   sync.Mutex // during a handover two sessions may send
+	unlink   func() bool
 }
 
-func (u *upstream) send(b []byte) error { return u.stream.SendMsg(&frame{b: b}) }
+func (u *upstream) send(b []byte) error {
+	u.sendMu.Lock()
+	defer u.sendMu.Unlock()
+	return u.stream.SendMsg(&frame{b: b})
+}
 
 func (u *upstream) recv() ([]byte, error) {
 	f := &frame{}
@@ -79,6 +94,7 @@ func (u *upstream) finalStatus() error {
 
 func (u *upstream) close() {
 	u.closeOnce.Do(func() {
+		u.unlink()
 		u.cancel()
 		switch {
 		case u.conn == nil:
@@ -137,8 +153,11 @@ func (r *Relay) dialUpstream(ctx context.Context, method string, replay [][]byte
 	if err != nil {
 		return nil, &tokenError{err}
 	}
-	sctx, cancel := context.WithCancel(ctx)
-	u := &upstream{r: r, cancel: cancel}
+	// The stream ends with ctx, the opening session's, unless a handover
+	// links it to the session that takes it over (handover.go).
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	u := &upstream{r: r, cancel: cancel, pumped: make(chan error, 1)}
+	u.unlink = context.AfterFunc(ctx, cancel)
 	if u.conn = r.spare.take(); u.conn == nil {
 		if u.conn, err = r.newConn(u); err != nil {
 			cancel()

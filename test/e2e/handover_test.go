@@ -1,0 +1,200 @@
+package e2e
+
+import (
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/zoneproxy/zoneproxy/test/controlplane"
+	"github.com/zoneproxy/zoneproxy/test/harness"
+)
+
+// handOver asks the agent for an Envoy handover and returns its answer.
+func handOver(t *testing.T, p harness.Proxy) (int, string) {
+	t.Helper()
+	resp, err := http.Post("http://127.0.0.1:"+strconv.Itoa(p.Readiness)+"/envoy/handover", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// envoyOf is the Envoy /status names: its pid and generation.
+func envoyOf(t *testing.T, p harness.Proxy) (pid int, generation int) {
+	t.Helper()
+	_, body := get(t, "http://127.0.0.1:"+strconv.Itoa(p.Readiness)+"/status")
+	var st struct{ Envoy struct{ PID, Generation int } }
+	if err := json.Unmarshal([]byte(body), &st); err != nil {
+		t.Fatalf("/status %q: %v", body, err)
+	}
+	return st.Envoy.PID, st.Envoy.Generation
+}
+
+// watcher records, until stopped, every egress connection that fails
+// (a TLS ClientHello each, as a sidecar sends) and every /ready that is
+// not 200.
+type watcher struct {
+	stop, done chan struct{}
+	mu         sync.Mutex
+	failures   []string
+	tries      int
+}
+
+func watch(p harness.Proxy) *watcher {
+	w := &watcher{stop: make(chan struct{}), done: make(chan struct{})}
+	egress := net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Egress))
+	go func() {
+		defer close(w.done)
+		for {
+			select {
+			case <-w.stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			var failure string
+			if c, err := harness.DialTLSHello(egress, controlplane.DestinationSNI(p.Mesh, "egress")); err != nil {
+				failure = "egress: " + err.Error()
+			} else {
+				c.Close()
+			}
+			if code, word := harness.Readiness(p.Readiness); code != 200 {
+				failure += " /ready: " + strconv.Itoa(code) + " " + word
+			}
+			w.mu.Lock()
+			w.tries++
+			if failure != "" {
+				w.failures = append(w.failures, time.Now().Format(time.RFC3339Nano)+" "+failure)
+			}
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+func (w *watcher) finish() ([]string, int) {
+	close(w.stop)
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.failures, w.tries
+}
+
+// An Envoy handover: a new Envoy takes over beside the old one. Clients
+// see no refused or reset connection and /ready stays 200; a connection
+// held open before stays usable until the old Envoy exits after its
+// drain; kuma-cp sees one stream throughout and keeps the Dataplane.
+func TestEnvoyHandoverDropsNoConnection(t *testing.T) {
+	t.Parallel()
+	const drainTime = 3 * time.Second
+	zone, p, agent := readyEgress(t, nil, "--drain-time", drainTime.String(), "--drain-min", "1s")
+	dp := onlyDataplane(t, zone)
+	node := dp.Mesh + "." + dp.Name
+	before := zone.CP.NodeStream(node)
+	held := zone.HoldConnection(p, "egress")
+	oldPID, gen := envoyOf(t, p)
+	if gen != 1 || oldPID != agent.EnvoyPID(promptly) {
+		t.Fatalf("/status names Envoy %d generation %d", oldPID, gen)
+	}
+
+	from := time.Now()
+	w := watch(p)
+	code, body := handOver(t, p)
+	handedOver := time.Now()
+	if code != 200 || !strings.Contains(body, "generation 2") {
+		t.Fatalf("POST /envoy/handover: %d %q\n%s", code, body, agent.Output())
+	}
+	newPID, gen := envoyOf(t, p)
+	if gen != 2 || newPID == oldPID || newPID == 0 {
+		t.Fatalf("after the handover /status names Envoy %d generation %d (old %d)", newPID, gen, oldPID)
+	}
+	if !stillOpen(held) || harness.ProcessGone(oldPID) {
+		t.Fatal("the old Envoy or its open connection is gone before its drain")
+	}
+	harness.Eventually(t, promptly, "the old Envoy to exit after its drain", func() bool { return harness.ProcessGone(oldPID) })
+	if took := time.Since(handedOver); took < drainTime-500*time.Millisecond {
+		t.Errorf("the old Envoy exited %s after the handover with a connection open, before the drain time %s", took, drainTime)
+	}
+	if stillOpen(held) {
+		t.Error("the held connection outlived the old Envoy")
+	}
+	harness.Eventually(t, promptly, "traffic on the new Envoy alone", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.tries > 50
+	})
+	failures, tries := w.finish()
+	if len(failures) > 0 {
+		t.Errorf("%d of %d tries failed during the handover:\n%s", len(failures), tries, strings.Join(failures, "\n"))
+	}
+	if code, body := readinessBody(t, p); code != 200 || !strings.Contains(body, "Envoy generation 2") {
+		t.Errorf("/ready %d %q, want READY naming generation 2", code, body)
+	}
+
+	after := zone.CP.NodeStream(node)
+	if after.Accepted != before.Accepted || after.ActiveStream != before.ActiveStream || after.DeregisteringSince != nil {
+		t.Errorf("kuma-cp's stream of the node changed: before %+v, after %+v", before, after)
+	}
+	if gaps := controlplane.DataplaneGaps(zone.CP.DataplaneTimeline(dp.Mesh, dp.Name), from, time.Now()); len(gaps) > 0 {
+		t.Errorf("kuma-cp had no Dataplane during %v", gaps)
+	}
+	if m := agentMetrics(t, p.Readiness); !strings.Contains(m, `zoneproxy_envoy_handovers_total{result="success"} 1`) {
+		t.Errorf("metrics do not count the handover:\n%s", m)
+	}
+	agent.Signal(syscall.SIGTERM)
+	if code := agent.Wait(promptly); code != 0 {
+		t.Fatalf("stop after a handover: exit %d\n%s", code, agent.Output())
+	}
+	assertNothingLeft(t, agent, newPID, p.WorkDir)
+}
+
+// A new Envoy that cannot start: the old one keeps serving, a log line and
+// the metric say so.
+func TestFailedEnvoyHandoverKeepsTheOldEnvoy(t *testing.T) {
+	t.Parallel()
+	wrapper := filepath.Join(t.TempDir(), "envoy")
+	write := func(script string) {
+		t.Helper()
+		tmp := wrapper + ".tmp"
+		if err := os.WriteFile(tmp, []byte("#!/bin/sh\n"+script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, wrapper); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("exec " + bins.Envoy + " \"$@\"\n")
+	zone, p, agent := readyEgress(t, nil, "--envoy-binary", wrapper)
+	_ = zone
+	oldPID, _ := envoyOf(t, p)
+	// The new build answers --version but fails to start.
+	write("case \"$1\" in --version) exec " + bins.Envoy + " \"$@\";; esac\necho 'critical: cannot start' >&2\nexit 1\n")
+
+	w := watch(p)
+	code, body := handOver(t, p)
+	if code != http.StatusConflict || !strings.Contains(body, "keeps serving") {
+		t.Fatalf("POST /envoy/handover: %d %q, want 409 saying the old Envoy keeps serving", code, body)
+	}
+	agent.AwaitLog("Envoy handover failed; the old Envoy keeps serving", promptly)
+	if pid, gen := envoyOf(t, p); pid != oldPID || gen != 1 || harness.ProcessGone(oldPID) {
+		t.Fatalf("/status names Envoy %d generation %d, want the old %d", pid, gen, oldPID)
+	}
+	if failures, _ := w.finish(); len(failures) > 0 {
+		t.Errorf("the failed handover disturbed the old Envoy:\n%s", strings.Join(failures, "\n"))
+	}
+	if m := agentMetrics(t, p.Readiness); !strings.Contains(m, `zoneproxy_envoy_handovers_total{result="failed"} 1`) {
+		t.Errorf("metrics do not count the failure:\n%s", m)
+	}
+	agent.Signal(syscall.SIGKILL)
+	agent.Wait(promptly)
+}
