@@ -9,6 +9,8 @@ import (
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+
+	"github.com/zoneproxy/zoneproxy/internal/testutil"
 )
 
 // scriptedCP answers what the test pushes and records every request.
@@ -124,9 +126,10 @@ func TestHandoverMovesTheOneStreamToTheNewEnvoy(t *testing.T) {
 	}
 	next.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: clusterType, ResponseNonce: "4"})
 	cp.nextRequest(t)
-	if got := strings.Join(r.Names(clusterType), ","); got != "a,b,c,d" {
-		t.Errorf("the relay's view of what Envoy holds: %s", got)
-	}
+	// The relay's observer reads the ACK behind forwarding.
+	testutil.Eventually(t, waitLimit, "the relay's view of what Envoy holds to be a,b,c,d", func() bool {
+		return strings.Join(r.Names(clusterType), ",") == "a,b,c,d"
+	})
 	if n := cp.streams.Load(); n != 1 {
 		t.Errorf("the control plane saw %d streams, want one throughout", n)
 	}
