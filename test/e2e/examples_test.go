@@ -147,8 +147,9 @@ func runExample(t *testing.T, ex exampleCase) {
 
 // otherToolsExamples are examples/ folders for other tools' files: alert
 // rules (make alerts-test, TestAlertRulesReadServedMetrics) and cloud-init
-// user-data (TestCloudInitUserData).
-var otherToolsExamples = map[string]bool{"prometheus": true, "cloud-init": true}
+// user-data (TestCloudInitUserData), an Ansible role and playbook
+// (make e2e-ansible).
+var otherToolsExamples = map[string]bool{"prometheus": true, "cloud-init": true, "ansible": true}
 
 // discoverExamples finds every zoneproxy config under examples/ and every
 // .env file, which applies to the YAML file of the same name next to it.
@@ -161,10 +162,10 @@ func discoverExamples(t *testing.T) []exampleCase {
 		if err == nil && d.IsDir() && otherToolsExamples[d.Name()] {
 			return filepath.SkipDir // checked by their own tests
 		}
+		rel, _ := filepath.Rel(examplesDir, path)
 		if err != nil || d.IsDir() {
 			return err
 		}
-		rel, _ := filepath.Rel(examplesDir, path)
 		switch filepath.Ext(path) {
 		case ".yaml", ".yml":
 			doc := readYAMLMap(t, path)

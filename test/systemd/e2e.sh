@@ -15,36 +15,15 @@
 # The debootstrap root is cached in .cache/e2e-systemd/ (E2E_MIRROR picks the
 # Debian mirror; default: the host's apt source). Logs of the last run are
 # kept in .cache/e2e-systemd/logs/.
-set -euo pipefail
-trap 'echo "e2e.sh: line $LINENO: command failed (exit $?)" >&2' ERR
-
 cd "$(dirname "$0")/../.."
 repo=$(pwd)
-
-say() { printf '\033[1m==> [%3ds] %s\033[0m\n' "$SECONDS" "$*"; }
-die() {
-	printf '\033[1;31mFAIL: %s\033[0m\n' "$*" >&2
-	exit 1
-}
-
-# It boots a container: root only. A developer's `make test` as a normal
-# user says so and goes on; CI runs as root, so it always runs there.
-if [ "$(id -u)" -ne 0 ]; then
-	printf '\033[1;33mSKIP: the systemd e2e needs root (systemd-nspawn, debootstrap); run "sudo make e2e-systemd" to include it\033[0m\n' >&2
-	exit 0
-fi
-VERSION=$(packaging/version.sh)
-ARCH=${ARCH:-amd64}
-deb1="dist/zoneproxy_${VERSION}-1_${ARCH}.deb"
-for f in "$deb1" dist/nfpm.yaml bin/testcp bin/envoy; do
-	[ -f "$f" ] || die "$f is missing (make e2e-systemd builds it)"
-done
+# shellcheck source=test/systemd/lib.sh
+. test/systemd/lib.sh # set -euo pipefail, helpers
+e2e_inputs systemd e2e-systemd
 
 packaging/ensure-tools.sh debootstrap systemd-nspawn:systemd-container curl
 
 cache=$repo/.cache/e2e-systemd
-# Bump the suffix when the package list below changes.
-pristine=$cache/bookworm-2
 work=$cache/run
 logs=$cache/logs
 # A run killed hard may have left its overlay mounted.
@@ -59,9 +38,6 @@ mkdir -p "$logs" "$work"
 v0="0.0.0~~old"
 old_examples="payments-egress payments-ingress backend-combined"
 say "building the old package ($v0, examples in /etc/zoneproxy)"
-CGO_ENABLED=0 go build -trimpath \
-	-ldflags "-s -w -X github.com/zoneproxy/zoneproxy/pkg/version.Version=$v0" \
-	-o "$work/zoneproxy-v0" ./cmd/zoneproxy
 {
 	sed -n '1,/^contents:$/p' dist/nfpm.yaml
 	for f in $old_examples; do
@@ -69,15 +45,7 @@ CGO_ENABLED=0 go build -trimpath \
 	done
 	sed '1,/^contents:$/d' dist/nfpm.yaml
 } >"$work/nfpm-v0.yaml"
-mkdir -p "$work/v0"
-for p in deb rpm; do
-	VERSION=$v0 ARCH=$ARCH ZONEPROXY_BIN=$work/zoneproxy-v0 SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-0} \
-		go tool -modfile=tools/go.mod nfpm package -f "$work/nfpm-v0.yaml" -p "$p" -t "$work/v0/" >>"$logs/nfpm-v0.log" 2>&1 ||
-		{
-			cat "$logs/nfpm-v0.log" >&2
-			die "nfpm ($p, $v0)"
-		}
-done
+for p in deb rpm; do build_package "$v0" "$work/nfpm-v0.yaml" "$work/v0" "$p"; done
 deb0="$work/v0/zoneproxy_${v0}-1_${ARCH}.deb"
 case "$ARCH" in amd64) rpmarch=x86_64 ;; arm64) rpmarch=aarch64 ;; *) rpmarch=$ARCH ;; esac
 rpm0="$work/v0/zoneproxy-${v0}-1.${rpmarch}.rpm"
@@ -85,52 +53,17 @@ rpm1="dist/zoneproxy-${VERSION}-1.${rpmarch}.rpm"
 for f in "$deb0" "$rpm0" "$rpm1"; do [ -f "$f" ] || die "$f was not built"; done
 
 # --- root file system (cached) ---------------------------------------------------
-if [ ! -f "$pristine/.complete" ]; then
-	mirror=${E2E_MIRROR:-$(sed -n 's/^URIs: *\([^ ]*\).*/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -n1)}
-	if [ -z "$mirror" ]; then
-		mirror=$(awk '$1 == "deb" { print $2; exit }' /etc/apt/sources.list 2>/dev/null || true)
-	fi
-	mirror=${mirror:-http://deb.debian.org/debian}
-	say "debootstrap bookworm from $mirror (cached for later runs)"
-	rm -rf "$pristine" "$pristine.tmp"
-	# rpm: to run the rpm scriptlets under the same systemd.
-	debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,passwd,rpm \
-		bookworm "$pristine.tmp" "$mirror" >"$logs/debootstrap.log" 2>&1 ||
-		{
-			tail -n 20 "$logs/debootstrap.log" >&2
-			die "debootstrap"
-		}
-	echo e2e >"$pristine.tmp/etc/hostname"
-	touch "$pristine.tmp/.complete"
-	mv "$pristine.tmp" "$pristine"
-fi
+ensure_pristine
 
 # --- container -------------------------------------------------------------------
-# nspawn refuses a non-tmpfs /run/systemd/nspawn; there is no host bus, hence
-# --register=no --keep-unit. Never create /run/systemd/system on the host: the
-# maintainer scripts read it as "systemd is running".
 root=$work/root
-mounted_nspawn_tmpfs=
-created_nspawn_dir=
 nspawn_pid=
 C=
 overlay=
 cleanup() {
 	set +e
-	if [ -n "$C" ] && [ -d "/proc/$C" ]; then
-		nsenter -t "$C" -a journalctl --no-pager -o short-precise >"$logs/journal.log" 2>&1
-		nsenter -t "$C" -a systemctl poweroff >/dev/null 2>&1
-	fi
-	if [ -n "$nspawn_pid" ]; then
-		for _ in $(seq 1 100); do
-			kill -0 "$nspawn_pid" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -KILL "$nspawn_pid" 2>/dev/null
-		wait "$nspawn_pid" 2>/dev/null
-	fi
-	[ -n "$mounted_nspawn_tmpfs" ] && umount /run/systemd/nspawn
-	[ -n "$created_nspawn_dir" ] && rmdir /run/systemd/nspawn
+	stop_container "$nspawn_pid" "$C" "$logs/journal.log"
+	nspawn_dir_teardown
 	[ -n "$overlay" ] && umount "$root"
 	rm -rf "$root" "$work/upper" "$work/ovl"
 }
@@ -154,62 +87,13 @@ cp bin/testcp "$root/opt/e2e/testcp"
 install -m 0755 bin/envoy "$root/usr/bin/envoy"
 
 # --- boot ------------------------------------------------------------------------
-if [ ! -d /run/systemd/nspawn ]; then
-	mkdir -p /run/systemd/nspawn
-	created_nspawn_dir=1
-fi
-if ! mountpoint -q /run/systemd/nspawn; then
-	mount -t tmpfs tmpfs /run/systemd/nspawn
-	mounted_nspawn_tmpfs=1
-fi
+nspawn_dir_setup
 
-# ct runs a command inside the container, with a clean environment.
-ct() { nsenter -t "$C" -a env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "$@"; }
-prop() { ct systemctl show -P "$2" "$1"; }
-
-# boot starts the container's systemd and waits until boot is over
-# (is-system-running leaves "starting"). Sets C, nspawn_pid and state.
-# The ceiling is below the unit's TimeoutStartSec (90s): an instance that
-# held up boot until its start timed out fails here.
 # CAP_SYS_TIME makes the container like a VM for the clock: without it
 # nspawn's own seccomp filter denies adjtimex to everything inside, and only
 # the unit's filter (which has no CAP_SYS_TIME) should decide.
-boot() {
-	systemd-nspawn --register=no --keep-unit --capability=CAP_SYS_TIME -D "$root" -b --console=read-only \
-		>>"$logs/boot.log" 2>&1 &
-	nspawn_pid=$!
-	# The container's PID 1 is nspawn's child named systemd; on a first boot
-	# nspawn may have short-lived helper children before it.
-	C=""
-	for _ in $(seq 1 300); do
-		for c in $(pgrep -P "$nspawn_pid" || true); do
-			[ "$(cat "/proc/$c/comm" 2>/dev/null)" = systemd ] && C=$c
-		done
-		[ -n "$C" ] && break
-		kill -0 "$nspawn_pid" 2>/dev/null || {
-			cat "$logs/boot.log" >&2
-			die "systemd-nspawn exited"
-		}
-		sleep 0.1
-	done
-	[ -n "$C" ] || die "no container PID 1"
-
-	local end=$((SECONDS + 60))
-	state=""
-	while [ "$SECONDS" -lt "$end" ]; do
-		state=$(ct systemctl is-system-running 2>>"$logs/is-system-running.log" || true)
-		case "$state" in running | degraded) break ;; esac
-		sleep 0.1
-	done
-	case "$state" in
-		running) ;;
-		degraded) ct systemctl --failed --no-legend >&2 || true ;;
-		*)
-			ct systemctl list-jobs --no-pager >&2 || true
-			die "container did not finish booting within 60s (state '$state')"
-			;;
-	esac
-}
+boot() { boot_container "$root" "$logs/boot.log" --capability=CAP_SYS_TIME; }
+prop() { ct systemctl show -P "$2" "$1"; }
 
 # shutdown_container powers the container off, keeping its journal.
 shutdown_container() {
@@ -229,16 +113,6 @@ say "booting systemd in systemd-nspawn"
 boot
 say "container is up ($state)"
 
-# await <seconds> <description> <command...>: poll until the command succeeds.
-await() {
-	local t=$1 what=$2
-	shift 2
-	local end=$((SECONDS + t))
-	until "$@"; do
-		[ "$SECONDS" -lt "$end" ] || die "timed out after ${t}s waiting for: $what"
-		sleep 0.2
-	done
-}
 is_state() { [ "$(prop "$1" ActiveState)" = "$2" ]; }
 # Capture first: with pipefail, grep -q closing the pipe early fails it.
 status_has() { [[ "$(prop "$1" StatusText)" == *"$2"* ]]; }
@@ -247,10 +121,6 @@ leftovers() {
 	# shellcheck disable=SC2016 # expanded by the inner shell
 	ct sh -c 'for p in /proc/[0-9]*; do e=$(readlink "$p/exe" 2>/dev/null) || continue
 		case "$e" in /usr/bin/zoneproxy | /usr/bin/envoy) echo "${p#/proc/} $e" ;; esac; done'
-}
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
-		shuf -i 20000-60000 -n 1
 }
 
 # --- the test control plane, inside the container (network is shared) --------------
