@@ -276,6 +276,14 @@ func instanceUnit(ctx context.Context, name string) *unitCheck {
 			os.Setenv(k, v)
 		}
 	}
+	// The token file's owner and mode are judged for the unit's user.
+	if u.User != "" {
+		if usr, err := lookupUser(u.User); err == nil {
+			uid, _ := strconv.Atoi(usr.Uid)
+			gid, _ := strconv.Atoi(usr.Gid)
+			config.RunAs(uid, gid)
+		}
+	}
 	return &unitCheck{sandbox: u}
 }
 

@@ -28,7 +28,10 @@ func TestCheckUnit(t *testing.T) {
 	t.Setenv("RUNTIME_DIRECTORY", "")
 	t.Setenv("STATE_DIRECTORY", "")
 	origShow, origLookup, origAccess, origEUID := showUnit, lookupUser, accessAs, geteuid
-	defer func() { showUnit, lookupUser, accessAs, geteuid = origShow, origLookup, origAccess, origEUID }()
+	defer func() {
+		showUnit, lookupUser, accessAs, geteuid = origShow, origLookup, origAccess, origEUID
+		config.RunAs(os.Geteuid(), os.Getegid())
+	}()
 	showUnit = func(context.Context, string) ([]byte, error) { return []byte(unitShown), nil }
 	lookupUser = func(name string) (*user.User, error) { return &user.User{Username: name, Uid: "998", Gid: "998"}, nil }
 	base := func() *config.Config {

@@ -444,3 +444,16 @@ func TestTokenFileExposureForARootAgent(t *testing.T) {
 		t.Errorf("%q, want %q", got, want)
 	}
 }
+
+// `check --instance` run as root judges the token for the unit's user: a
+// file that user owns is fine, another user's is not.
+func TestTokenFileExposureForTheUnitsUser(t *testing.T) {
+	fakeAgent(t, 0, 0)
+	RunAs(998, 998)
+	if got := TokenFileExposure("/t", token.FileInfo{Mode: 0o600, UID: 998, GID: 998}); len(got) != 0 {
+		t.Errorf("the unit's own token file: %q", got)
+	}
+	if got := TokenFileExposure("/t", token.FileInfo{Mode: 0o600, UID: 1001, GID: 998}); len(got) != 1 || !strings.Contains(got[0], "neither the agent's user uid 998 nor root") {
+		t.Errorf("another user's token file: %q", got)
+	}
+}

@@ -19,6 +19,13 @@ var (
 	lookupGroup = user.LookupGroupId
 )
 
+// RunAs makes the token file's checks judge for the user and group the
+// agent will run as, when that is not who validates: `check --instance`
+// run as root for a unit with User=.
+func RunAs(uid, gid int) {
+	agentIDs = func() (int, int) { return uid, gid }
+}
+
 // TokenFileExposure says who besides the agent can read or replace the
 // token file at path, one sentence each with the fix; nothing when only
 // the agent (and root) can:
