@@ -102,7 +102,7 @@ for p in ./usr/bin/zoneproxy ./usr/lib/systemd/system/zoneproxy@.service \
 	./usr/share/man/man1/zoneproxy.1.gz ./usr/share/man/man1/zoneproxy-run.1.gz \
 	./usr/share/bash-completion/completions/zoneproxy ./usr/share/zsh/vendor-completions/_zoneproxy \
 	./usr/share/fish/vendor_completions.d/zoneproxy.fish ./usr/share/doc/zoneproxy/copyright \
-	./usr/share/doc/zoneproxy/changelog.Debian.gz ./usr/lib/sysusers.d/zoneproxy.conf; do
+	./usr/share/doc/zoneproxy/changelog.Debian.gz ./usr/lib/sysusers.d/zoneproxy.conf ./usr/lib/sysctl.d/60-zoneproxy.conf; do
 	grep -q " $p\$" "$tmp/deb.list" || die "deb: $p missing"
 done
 grep -q '^drwxr-x--- root/zoneproxy .* ./etc/zoneproxy/tokens/$' "$tmp/deb.list" || die "deb: tokens/ must be root:zoneproxy 0750"
