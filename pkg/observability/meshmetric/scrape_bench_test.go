@@ -37,12 +37,10 @@ func BenchmarkScrape(b *testing.B) {
 					}
 					var out bytes.Buffer
 					run(b, body, func() {
-						fams, err := meshmetric.ParseText(body)
+						fams, err := cfg.Filter(body)
 						if err != nil {
 							b.Fatal(err)
 						}
-						fams = cfg.Select(fams)
-						meshmetric.AddLabels(fams, cfg.Labels())
 						out.Reset()
 						if err := meshmetric.WriteText(&out, fams); err != nil {
 							b.Fatal(err)

@@ -163,13 +163,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Envoy admin stats unavailable: "+oneLine(err), http.StatusServiceUnavailable)
 		return
 	}
-	fams, err := ParseText(stats)
+	fams, err := cfg.Filter(stats)
 	if err != nil {
 		http.Error(w, "Envoy admin stats unreadable: "+oneLine(err), http.StatusServiceUnavailable)
 		return
 	}
-	fams = cfg.Select(fams)
-	AddLabels(fams, cfg.Labels())
 
 	var out bytes.Buffer
 	out.Grow(len(stats) + len(stats)/4) // about the size of Envoy's page

@@ -101,3 +101,15 @@ func WriteText(w io.Writer, fams []*dto.MetricFamily) error {
 	}
 	return nil
 }
+
+// Filter reads Envoy's Prometheus text and keeps what c selects, with c's
+// extra labels: a scrape's answer before it is written.
+func (c *Config) Filter(stats string) ([]*dto.MetricFamily, error) {
+	fams, err := ParseText(stats)
+	if err != nil {
+		return nil, err
+	}
+	fams = c.Select(fams)
+	AddLabels(fams, c.Labels())
+	return fams, nil
+}
