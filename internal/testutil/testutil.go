@@ -11,9 +11,12 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"io"
+	"io/fs"
 	"math/big"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -138,4 +141,23 @@ func HTTP(t testing.TB, method, url, body string) (int, string) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, string(b)
+}
+
+// ProductSource is every non-test Go file under root, concatenated: for
+// tests that check a name is declared somewhere in the product.
+func ProductSource(t testing.TB, root string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		raw, err := os.ReadFile(path)
+		b.Write(raw)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }

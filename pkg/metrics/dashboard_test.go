@@ -2,14 +2,13 @@ package metrics
 
 import (
 	"encoding/json"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
+	zptestutil "github.com/zoneproxy/zoneproxy/internal/testutil"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 )
 
@@ -258,23 +257,7 @@ func declares(src, name, label string) bool {
 }
 
 // productSource is every non-test Go file under pkg/.
-func productSource(t *testing.T) string {
-	t.Helper()
-	var b strings.Builder
-	root := ".."
-	err := filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
-		if err != nil || e.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return err
-		}
-		raw, err := os.ReadFile(path)
-		b.Write(raw)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b.String()
-}
+func productSource(t *testing.T) string { return zptestutil.ProductSource(t, "..") }
 
 func balanced(expr string) bool {
 	var stack []rune

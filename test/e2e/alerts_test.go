@@ -1,15 +1,15 @@
 package e2e
 
 import (
-	"io/fs"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/zoneproxy/zoneproxy/internal/testutil"
 )
 
 // alertsFile is the example Prometheus alert rules; `make alerts-test`
@@ -65,19 +65,4 @@ func TestAlertRulesReadServedMetrics(t *testing.T) {
 }
 
 // productSource is every non-test Go file under pkg/.
-func productSource(t *testing.T) string {
-	t.Helper()
-	var b strings.Builder
-	err := filepath.WalkDir("../../pkg", func(path string, e fs.DirEntry, err error) error {
-		if err != nil || e.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return err
-		}
-		raw, err := os.ReadFile(path)
-		b.Write(raw)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b.String()
-}
+func productSource(t *testing.T) string { return testutil.ProductSource(t, "../../pkg") }
