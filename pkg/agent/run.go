@@ -45,7 +45,7 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 	}
 	obs.register()
 
-	a.tracker.Set(state.EnvoyStarting, "Envoy starting")
+	a.envoyStarting()
 	args := envoy.Args(envoy.Options{
 		ConfigPath: cfgPath, DrainTime: a.cfg.DrainTime,
 		LogLevel: a.cfg.EnvoyLogLevel, ComponentLogLevel: a.cfg.EnvoyComponentLogLevel,
@@ -59,13 +59,13 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 	// start runs Envoy: here, and again from the same bootstrap on an undrain.
 	var proc EnvoyProcess
 	start := func() (EnvoyProcess, error) {
-		p, err := a.envoy.Start(spec)
+		p, err := a.startEnvoy(spec) // or adopt the one a reload handed over
 		if err != nil {
 			return nil, err
 		}
 		proc = p
 		a.envoyNow.Store(&envoyRecord{proc: p, build: envoyVersion.Build})
-		a.log.Info("started Envoy", zap.Int("pid", p.PID()), zap.Strings("args", args), zap.String("admin", adminAddr.String()))
+		a.log.Info(a.startedWords(), zap.Int("pid", p.PID()), zap.Strings("args", args), zap.String("admin", adminAddr.String()))
 		a.running.Store(&runningEnvoy{admin: admin, proc: p})
 		return p, nil
 	}

@@ -1,0 +1,384 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"go.uber.org/zap"
+
+	"github.com/zoneproxy/zoneproxy/pkg/envoy"
+	"github.com/zoneproxy/zoneproxy/pkg/host/preflight"
+	"github.com/zoneproxy/zoneproxy/pkg/host/securedir"
+	"github.com/zoneproxy/zoneproxy/pkg/kuma/bootstrap"
+	"github.com/zoneproxy/zoneproxy/pkg/observability/accesslog"
+	"github.com/zoneproxy/zoneproxy/pkg/observability/meshmetric"
+	"github.com/zoneproxy/zoneproxy/pkg/state"
+	"github.com/zoneproxy/zoneproxy/pkg/xds"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
+)
+
+// The new program's side of a reload: run's story, with what the previous
+// program handed over taken at each step instead of made anew. With an
+// Envoy handed over, nothing that Envoy uses is touched: the work dir is
+// not cleaned, no leftover Envoy is looked for, Envoy's ports are not
+// checked, no bootstrap is fetched, and Envoy is adopted, not started.
+// Without one (the previous program waited for the mesh or the control
+// plane), the new program starts over on the handed-over dirs and
+// listeners.
+
+// takeHandover reads what the previous program handed over
+// (Options.Handover), first thing in run.
+func (a *Agent) takeHandover() error {
+	r := &a.rl
+	r.generation = 1
+	r.exe, r.args = startedAs()
+	a.registerReloadMetrics()
+	h := a.opts.Handover
+	if h == nil {
+		return nil
+	}
+	var st handoverState
+	if err := h.State(&st); err != nil {
+		h.Close()
+		return fmt.Errorf("cannot read what the previous agent handed over: %w", err)
+	}
+	if st.Version != HandoverVersion {
+		h.Close()
+		return fmt.Errorf("the previous agent handed over version %d of its state; this build reads version %d", st.Version, HandoverVersion)
+	}
+	r.hmu.Lock()
+	r.handover, r.got = h, &st
+	r.generation, r.envoyGeneration = st.Generation+1, st.EnvoyGeneration
+	r.hmu.Unlock()
+	for result, n := range st.Reloads {
+		r.reloads.WithLabelValues(result).Add(n)
+	}
+	r.reloads.WithLabelValues(reloadOK).Inc()
+	r.hmu.Lock()
+	r.last = &ReloadStatus{Result: reloadOK, At: a.now()}
+	r.hmu.Unlock()
+	a.generationGauge()
+	if st.Envoy != nil {
+		// /ready answers READY from the first request the new program
+		// serves: Envoy never stopped serving.
+		a.tracker.Set(state.Ready, fmt.Sprintf("reloaded: agent generation %d took over the running Envoy (pid %d)", r.generation, st.Envoy.PID))
+		a.log.Info("reloaded: taking over the running Envoy", zap.Int("generation", r.generation),
+			zap.Int("envoy-generation", r.envoyGeneration), zap.Int("envoy-pid", st.Envoy.PID))
+	} else {
+		a.log.Info("reloaded: no Envoy ran yet; starting over", zap.Int("generation", r.generation))
+	}
+	return nil
+}
+
+// startedAs is how this program was started, its path resolved now: the
+// path a reload runs, the new binary after a package upgrade.
+func startedAs() (string, []string) {
+	exe := os.Args[0]
+	if filepath.Base(exe) == exe {
+		if p, err := exec.LookPath(exe); err == nil {
+			exe = p
+		}
+	}
+	if abs, err := filepath.Abs(exe); err == nil {
+		exe = abs
+	}
+	return exe, append([]string(nil), os.Args...)
+}
+
+// openWorkDir takes the handed-over work dir, or opens it as a fresh
+// start does.
+func (a *Agent) openWorkDir() (*workDir, error) {
+	wd, err := a.adoptWorkDir()
+	if wd == nil && err == nil {
+		wd, err = openWorkDir(a.cfg.WorkDir)
+	}
+	if err == nil {
+		a.rl.wd = wd
+	}
+	return wd, err
+}
+
+func (a *Agent) adoptWorkDir() (*workDir, error) {
+	r := &a.rl
+	dirF, lockF := r.inheritedFile(fileWorkDir), r.inheritedFile(fileWorkLock)
+	if dirF == nil || lockF == nil {
+		closeFiles(dirF, lockF)
+		if r.adoptsEnvoy() {
+			return nil, errors.New("the previous agent handed over a running Envoy without its work dir")
+		}
+		return nil, nil
+	}
+	d, err := securedir.Adopt(dirF, r.got.WorkDir)
+	if err != nil {
+		closeFiles(dirF, lockF)
+		return nil, err
+	}
+	lock, err := d.AdoptLock(lockF)
+	if err != nil {
+		lockF.Close()
+		d.Close()
+		return nil, err
+	}
+	w := &workDir{dir: d, path: d.Path(), temporary: r.got.Temporary, lock: lock}
+	if r.adoptsEnvoy() {
+		return w, nil
+	}
+	if want := a.cfg.WorkDir; (want == "") != w.temporary || (want != "" && absPath(want) != w.path) {
+		w.cleanup() // moved by the new configuration; no Envoy runs there
+		return nil, nil
+	}
+	for _, name := range []string{bootstrapFile, tokenFile, adminSocket} {
+		_ = d.Remove(name) // what a fresh start removes; no Envoy runs yet
+	}
+	return w, nil
+}
+
+// adoptStateDir takes the handed-over state dir; ok false: open it as a
+// fresh start does.
+func (a *Agent) adoptStateDir() (*stateDir, bool, error) {
+	r := &a.rl
+	dirF, lockF := r.inheritedFile(fileStateDir), r.inheritedFile(fileStateLock)
+	if dirF == nil || lockF == nil {
+		closeFiles(dirF, lockF)
+		return nil, false, nil
+	}
+	d, err := securedir.Adopt(dirF, r.got.StateDir)
+	if err != nil {
+		closeFiles(dirF, lockF)
+		return nil, true, err
+	}
+	lock, err := d.AdoptLock(lockF)
+	if err != nil {
+		lockF.Close()
+		d.Close()
+		return nil, true, err
+	}
+	sd := &stateDir{dir: d, lock: lock}
+	if a.cfg.StateDir == "" || absPath(a.cfg.StateDir) != d.Path() {
+		sd.close() // moved or dropped by the new configuration
+		return nil, false, nil
+	}
+	return sd, true, nil
+}
+
+func absPath(p string) string {
+	if abs, err := filepath.Abs(p); err == nil {
+		return filepath.Clean(abs)
+	}
+	return p
+}
+
+// listen takes the handed-over listener of p, if it listens on p's
+// address still, or listens anew: a changed --readiness-port moves.
+func (a *Agent) listen(p preflight.Port) (net.Listener, error) {
+	r := &a.rl
+	if f := r.inheritedFile(p.Flag); f != nil {
+		ln, err := net.FileListener(f)
+		f.Close()
+		if err == nil && sameAddress(ln.Addr(), p.Addr) {
+			r.keepListener(p.Flag, ln)
+			return ln, nil
+		}
+		if ln != nil {
+			_ = ln.Close()
+		}
+	}
+	ln, err := preflight.Listen(p.Addr)
+	if err == nil {
+		r.keepListener(p.Flag, ln)
+	}
+	return ln, err
+}
+
+func sameAddress(have net.Addr, want string) bool {
+	h, ok := have.(*net.TCPAddr)
+	w, err := net.ResolveTCPAddr("tcp", want)
+	if !ok || err != nil || h.Port != w.Port {
+		return false
+	}
+	return h.IP.Equal(w.IP) || (h.IP.IsUnspecified() && (w.IP == nil || w.IP.IsUnspecified()))
+}
+
+// checkFree checks Envoy's ports, unless Envoy holds them already.
+func (a *Agent) checkFree() error {
+	if a.rl.adoptsEnvoy() {
+		return nil
+	}
+	return preflight.CheckFree(preflight.Ports(a.cfg)...)
+}
+
+// adoptedEnvoyBinary is the running Envoy's binary and version, as the
+// previous program found them: the file may have been upgraded since.
+func (a *Agent) adoptedEnvoyBinary() (string, envoy.Version, bool) {
+	if !a.rl.adoptsEnvoy() {
+		return "", envoy.Version{}, false
+	}
+	e := a.rl.got.Envoy
+	return e.Path, e.Version, true
+}
+
+// relayListen takes the handed-over relay socket, with Envoy's reconnect
+// queued on it, or opens it.
+func (a *Agent) relayListen(wd *workDir) (net.Listener, error) {
+	var ln net.Listener
+	var err error
+	if f := a.inheritedForEnvoy(fileRelay); f != nil {
+		ln, err = net.FileListener(f)
+		f.Close()
+	} else {
+		ln, err = relay.Listen(wd.at(xds.SocketName))
+	}
+	if err == nil {
+		a.rl.hmu.Lock()
+		a.rl.relayLn = ln
+		a.rl.hmu.Unlock()
+	}
+	return ln, err
+}
+
+// startAccessLog takes the handed-over FIFO, with what Envoy wrote
+// meanwhile in it, or makes it.
+func (a *Agent) startAccessLog(o accesslog.Options) (*accesslog.Streamer, error) {
+	if f := a.inheritedForEnvoy(fileAccessLog); f != nil {
+		return accesslog.Adopt(o, f)
+	}
+	return accesslog.Start(o)
+}
+
+// serveMeshMetric takes the handed-over MeshMetric socket, or makes it.
+func (a *Agent) serveMeshMetric(o meshmetric.Options) (*meshmetric.Server, error) {
+	if f := a.inheritedForEnvoy(fileMeshMetric); f != nil {
+		ln, err := net.FileListener(f)
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+		return meshmetric.ServeOn(o, ln)
+	}
+	return meshmetric.Serve(o)
+}
+
+// inheritedForEnvoy is a handed-over file that only an adopted Envoy uses.
+func (a *Agent) inheritedForEnvoy(name string) *os.File {
+	if !a.rl.adoptsEnvoy() {
+		return nil
+	}
+	return a.rl.inheritedFile(name)
+}
+
+// bootstrapOrResume is the bootstrap, or, for an adopted Envoy, what it
+// runs on: the cached configuration the relay serves it at once (as after
+// a restart, while kuma-cp holds the previous program's stream), else the
+// bootstrap it was started with (xds.Options.Resume).
+func (a *Agent) bootstrapOrResume(ctx context.Context, wd *workDir, ev envoy.Version, cache *lkgcache.Cache, client *bootstrap.Client) ([]byte, *lkgcache.Snapshot, error) {
+	r := &a.rl
+	r.hmu.Lock()
+	r.cache, r.envoyVer = cache, ev
+	r.hmu.Unlock()
+	if !r.adoptsEnvoy() {
+		r.closeUnclaimed()
+		return a.bootstrap(ctx, wd, ev, cache, client)
+	}
+	f, err := wd.dir.OpenFile(bootstrapFile, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot read the running Envoy's bootstrap: %w", err)
+	}
+	defer f.Close()
+	doc, err := io.ReadAll(f)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot read the running Envoy's bootstrap: %w", err)
+	}
+	if r.got.Envoy.Relayed && cache != nil {
+		snap, err := xds.Servable(cache, wd.file(xds.SocketName))
+		if err == nil {
+			return nil, snap, nil
+		}
+		a.log.Info("the relay resumes without serving the cached configuration first; Envoy keeps its configuration meanwhile", zap.String("reason", err.Error()))
+	}
+	return doc, nil, nil
+}
+
+// resumption is xds.Options.Resume for an adopted, relayed Envoy.
+func (a *Agent) resumption() *xds.Resumption {
+	if !a.rl.adoptsEnvoy() {
+		return nil
+	}
+	return a.rl.got.Envoy.Resume
+}
+
+// relayed says whether Envoy's xDS goes through the relay: as configured,
+// or, for an adopted Envoy, as it did.
+func (a *Agent) relayed() bool {
+	if a.rl.adoptsEnvoy() {
+		return a.rl.got.Envoy.Relayed
+	}
+	return a.cfg.XDSRelay
+}
+
+// envoyAdopter is an Envoy that can take over a running one.
+type envoyAdopter interface {
+	Adopt(pid int, output *os.File, spec envoy.Spec) (EnvoyProcess, error)
+}
+
+func (binaryEnvoy) Adopt(pid int, output *os.File, spec envoy.Spec) (EnvoyProcess, error) {
+	p, err := envoy.Adopt(pid, output, spec.Output)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// startEnvoy starts Envoy, or adopts the handed-over one the first time.
+// It holds the reload lock: a reload never execs while Envoy is forked.
+func (a *Agent) startEnvoy(spec envoy.Spec) (EnvoyProcess, error) {
+	r := &a.rl
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.hmu.Lock()
+	r.envoyPath = spec.Path
+	r.hmu.Unlock()
+	if r.adoptsEnvoy() && !r.adopted {
+		r.adopted = true
+		defer r.closeUnclaimed()
+		ad, ok := a.envoy.(envoyAdopter)
+		if !ok {
+			return nil, errors.New("this Envoy cannot be taken over")
+		}
+		e := r.got.Envoy
+		p, err := ad.Adopt(e.PID, r.inheritedFile(fileEnvoyOutput), spec)
+		if err != nil {
+			return nil, fmt.Errorf("cannot take over the running Envoy: %w", err)
+		}
+		return p, nil
+	}
+	p, err := a.envoy.Start(spec)
+	if err == nil {
+		r.hmu.Lock()
+		r.envoyGeneration++
+		r.hmu.Unlock()
+		a.generationGauge()
+	}
+	return p, err
+}
+
+// envoyStarting says ENVOY_STARTING, unless Envoy runs already.
+func (a *Agent) envoyStarting() {
+	if !a.rl.adoptsEnvoy() {
+		a.tracker.Set(state.EnvoyStarting, "Envoy starting")
+	}
+}
+
+func closeFiles(fs ...*os.File) {
+	for _, f := range fs {
+		if f != nil {
+			f.Close()
+		}
+	}
+}

@@ -1,0 +1,398 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/zoneproxy/zoneproxy/pkg/envoy"
+	"github.com/zoneproxy/zoneproxy/pkg/host/reexec"
+	"github.com/zoneproxy/zoneproxy/pkg/state"
+)
+
+// A reload replaces the agent's program in place (`zoneproxy reload`,
+// POST /reload, `systemctl reload`, SIGHUP under systemd): the binary the
+// agent was started as, the new one after a package upgrade, runs in the
+// same process with the same arguments and environment, so Envoy stays its
+// child and never stops. The new program is checked first; one that cannot
+// take over leaves this one serving, with the reason.
+
+// Reload results, the label of zoneproxy_reloads_total.
+const (
+	reloadOK      = "ok"      // the new program serves
+	reloadRefused = "refused" // not now, or the new binary or configuration cannot take over
+	reloadFailed  = "failed"  // the replacement itself failed; this program serves on
+)
+
+// ReloadStatus is the last reload: the one that started this program, or
+// one it refused or failed.
+type ReloadStatus struct {
+	Result string    `json:"result"`
+	Error  string    `json:"error,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// ErrReloadRefused wraps every reason a reload is not done.
+var ErrReloadRefused = errors.New("reload refused")
+
+// checkTimeout bounds the new binary's check of the configuration.
+const checkTimeout = 30 * time.Second
+
+// HandoverCheck is what `run --handover-check` prints: what the binary
+// would read of a handover, and where the configuration puts the agent.
+type HandoverCheck struct {
+	Manifest int    `json:"manifest"`
+	Handover int    `json:"handover"`
+	Version  string `json:"version"`
+	WorkDir  string `json:"workDir"`
+	XDSRelay bool   `json:"xdsRelay"`
+}
+
+// HandoverCheckFlag is the hidden flag of `run` that checks instead of
+// running.
+const HandoverCheckFlag = "handover-check"
+
+// Reload checks the new program and readies the handover; exec then
+// replaces this program (it returns only if that fails). Neither touches
+// Envoy. The error says why a reload is refused, for the one who asked.
+func (a *Agent) Reload() (exec func() error, err error) {
+	r := &a.rl
+	r.mu.Lock()
+	defer func() {
+		if err != nil {
+			r.mu.Unlock()
+			a.reloadEnded(reloadRefused, err)
+		}
+	}()
+	withEnvoy, err := a.reloadable()
+	if err != nil {
+		return nil, err
+	}
+	if err := a.checkNewProgram(); err != nil {
+		return nil, err
+	}
+	st, files, err := a.handoverOf(withEnvoy)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrReloadRefused, err)
+	}
+	return func() error {
+		defer r.mu.Unlock()
+		err := a.replace(st, files)
+		closeFiles(dupsOf(files)...)
+		a.reloadEnded(reloadFailed, err)
+		return err
+	}, nil
+}
+
+// reloadable says whether a reload may happen now, and with Envoy or
+// before it starts.
+func (a *Agent) reloadable() (withEnvoy bool, err error) {
+	refuse := func(why string) (bool, error) { return false, fmt.Errorf("%w: %s", ErrReloadRefused, why) }
+	r := &a.rl
+	snap := a.tracker.Current()
+	r.hmu.Lock()
+	ready := r.wd != nil && r.listeners != nil
+	r.hmu.Unlock()
+	e := a.envoyNow.Load()
+	switch {
+	case !ready:
+		return refuse("the agent is still starting; reload once /ready answers")
+	case snap.Phase == state.Terminating || snap.Phase == state.Stopped || snap.Phase == state.Failed:
+		return refuse("the agent is stopping")
+	case a.maint.want.Load() || snap.Phase == state.Draining || snap.Phase == state.Drained:
+		return refuse("the proxy is drained or draining for maintenance; reload after `zoneproxy undrain`, or restart it")
+	case e == nil && (snap.Phase == state.Starting || snap.Phase == state.WaitingForMesh || snap.Phase == state.WaitingForControlPlane):
+		return false, nil // no Envoy yet: the new program starts over
+	case e == nil || e.proc.Exited() || !a.maint.serving.Load():
+		return refuse(fmt.Sprintf("Envoy is starting (%s); reload once /ready says READY", snap.Phase))
+	}
+	if _, ok := e.proc.(*envoy.Process); !ok {
+		return refuse("this Envoy cannot be handed over")
+	}
+	return true, nil
+}
+
+// checkNewProgram runs the new binary with this program's arguments and
+// environment and --handover-check: it loads and validates the
+// configuration and says what it would read of a handover.
+func (a *Agent) checkNewProgram() error {
+	r := &a.rl
+	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, r.exe, append(append([]string(nil), r.args[1:]...), "--"+HandoverCheckFlag)...)
+	cmd.Env = os.Environ()
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	if err != nil {
+		why := strings.TrimSpace(errOut.String())
+		if why == "" {
+			why = err.Error()
+		} else if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+			why = fmt.Sprintf("%s (exit %d)", why, ee.ExitCode())
+		}
+		return fmt.Errorf("%w: the new program %s cannot take over: %s", ErrReloadRefused, r.exe, oneLine(why))
+	}
+	var c HandoverCheck
+	if err := json.Unmarshal(out.Bytes(), &c); err != nil {
+		return fmt.Errorf("%w: the new program %s does not say what it can take over (is it an older zoneproxy?): %q", ErrReloadRefused, r.exe, oneLine(out.String()))
+	}
+	switch {
+	case c.Manifest != reexec.ManifestVersion || c.Handover != HandoverVersion:
+		return fmt.Errorf("%w: the new program (zoneproxy %s) reads handover version %d.%d, this one writes %d.%d; restart instead",
+			ErrReloadRefused, c.Version, c.Manifest, c.Handover, reexec.ManifestVersion, HandoverVersion)
+	case a.envoyNow.Load() != nil && c.XDSRelay != a.cfg.XDSRelay:
+		return fmt.Errorf("%w: the new configuration changes --xds-relay, which Envoy's bootstrap fixes; restart to apply it", ErrReloadRefused)
+	case a.envoyNow.Load() != nil && c.WorkDir != a.cfg.WorkDir && absPath(c.WorkDir) != absPath(a.cfg.WorkDir):
+		return fmt.Errorf("%w: the new configuration moves --work-dir from %s to %s, where Envoy's sockets are not; restart to apply it", ErrReloadRefused, a.cfg.WorkDir, c.WorkDir)
+	}
+	return nil
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 600 {
+		s = s[:600] + "…"
+	}
+	return s
+}
+
+// handedFile is a file to hand over; dup marks one made for the handover,
+// closed if it fails.
+type handedFile struct {
+	f   *os.File
+	dup bool
+}
+
+// handoverOf gathers the state and the files; the cache is written out
+// first, so the new program serves Envoy the configuration it holds.
+func (a *Agent) handoverOf(withEnvoy bool) (*handoverState, map[string]handedFile, error) {
+	r := &a.rl
+	r.hmu.Lock()
+	defer r.hmu.Unlock()
+	files := map[string]handedFile{}
+	fail := func(err error) (*handoverState, map[string]handedFile, error) {
+		closeFiles(dupsOf(files)...)
+		return nil, nil, err
+	}
+	st := &handoverState{Version: HandoverVersion, Generation: r.generation, EnvoyGeneration: r.envoyGeneration,
+		WorkDir: r.wd.path, Temporary: r.wd.temporary, Reloads: r.counts()}
+	files[fileWorkDir] = handedFile{f: r.wd.dir.File()}
+	files[fileWorkLock] = handedFile{f: r.wd.lock}
+	if r.sd != nil {
+		st.StateDir = r.sd.dir.Path()
+		files[fileStateDir] = handedFile{f: r.sd.dir.File()}
+		files[fileStateLock] = handedFile{f: r.sd.lock}
+	}
+	for name, ln := range r.listeners {
+		f, err := listenerFile(ln)
+		if err != nil {
+			return fail(fmt.Errorf("cannot hand over the %s listener: %w", name, err))
+		}
+		files[name] = handedFile{f: f, dup: true}
+	}
+	if !withEnvoy {
+		return st, files, nil
+	}
+	e := a.envoyNow.Load()
+	proc := e.proc.(*envoy.Process)
+	out := proc.Output()
+	if out == nil {
+		return fail(errors.New("Envoy's output cannot be handed over"))
+	}
+	files[fileEnvoyOutput] = handedFile{f: out}
+	eh := &envoyHandover{PID: proc.PID(), Path: r.envoyPath, Version: r.envoyVer}
+	if r.feature != nil && r.feature.Relay() != nil {
+		eh.Relayed, eh.Resume = true, r.feature.Resume
+		f, err := listenerFile(r.relayLn)
+		if err != nil {
+			return fail(fmt.Errorf("cannot hand over the relay's socket: %w", err))
+		}
+		files[fileRelay] = handedFile{f: f, dup: true}
+	}
+	if o := r.obs; o != nil {
+		files[fileAccessLog] = handedFile{f: o.accessLog.FIFO()}
+		f, err := o.hijacker.File()
+		if err != nil {
+			return fail(fmt.Errorf("cannot hand over the MeshMetric socket: %w", err))
+		}
+		files[fileMeshMetric] = handedFile{f: f, dup: true}
+	}
+	st.Envoy = eh
+	if r.cache != nil && eh.Relayed {
+		ctx, cancel := context.WithTimeout(context.Background(), cacheFlushTimeout)
+		defer cancel()
+		if err := r.cache.Flush(ctx); err != nil {
+			return fail(fmt.Errorf("the last-known-good configuration the new program would serve Envoy cannot be written: %w", err))
+		}
+	}
+	return st, files, nil
+}
+
+func listenerFile(ln net.Listener) (*os.File, error) {
+	fl, ok := ln.(interface{ File() (*os.File, error) })
+	if !ok || ln == nil {
+		return nil, errors.New("not a socket")
+	}
+	return fl.File()
+}
+
+func dupsOf(files map[string]handedFile) []*os.File {
+	var out []*os.File
+	for _, h := range files {
+		if h.dup {
+			out = append(out, h.f)
+		}
+	}
+	return out
+}
+
+// replace execs the new program on the process thread; it returns only
+// if that failed, this program whole.
+func (a *Agent) replace(st *handoverState, files map[string]handedFile) error {
+	r := &a.rl
+	fs := make(map[string]*os.File, len(files))
+	for name, h := range files {
+		fs[name] = h.f
+	}
+	envoyPID := 0
+	if st.Envoy != nil {
+		envoyPID = st.Envoy.PID
+	}
+	a.log.Info("reloading: replacing the agent in place; Envoy keeps running",
+		zap.String("binary", r.exe), zap.Int("generation", r.generation), zap.Int("next-generation", r.generation+1), zap.Int("envoy-pid", envoyPID))
+	_, _ = daemon.SdNotify(false, fmt.Sprintf("RELOADING=1\nMONOTONIC_USEC=%d\nSTATUS=reloading: agent generation %d replaces generation %d",
+		monotonicUsec(), r.generation+1, r.generation))
+	_ = a.log.Sync()
+	var err error
+	reexec.Do(func() { err = reexec.Exec(r.exe, r.args, os.Environ(), fs, st) })
+	a.log.Error("reload failed; this agent goes on serving: "+err.Error(), zap.Int("generation", r.generation))
+	snap := a.tracker.Current()
+	_, _ = daemon.SdNotify(false, "READY=1\nSTATUS="+snap.Verdict().Detail)
+	return fmt.Errorf("the reload failed; the agent (generation %d) goes on serving: %w", r.generation, err)
+}
+
+// monotonicUsec is CLOCK_MONOTONIC in µs, which RELOADING=1 carries.
+func monotonicUsec() int64 {
+	b, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		return 0
+	}
+	f, _ := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
+	return int64(f * 1e6)
+}
+
+// reloadEnded records a reload that did not happen.
+func (a *Agent) reloadEnded(result string, err error) {
+	if err == nil {
+		return
+	}
+	r := &a.rl
+	r.count(result, 1)
+	r.hmu.Lock()
+	r.last = &ReloadStatus{Result: result, Error: err.Error(), At: a.now()}
+	r.hmu.Unlock()
+	if result == reloadRefused {
+		a.log.Error("reload refused; this agent goes on serving: "+err.Error(), zap.Int("generation", r.generation))
+	}
+}
+
+func (a *Agent) now() time.Time { return time.Now() }
+
+// registerReloadMetrics adds zoneproxy_reloads_total and the generations
+// to /metrics.
+func (a *Agent) registerReloadMetrics() {
+	r := &a.rl
+	r.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "zoneproxy_reloads_total",
+		Help: "Reloads of the agent in place (zoneproxy reload, systemctl reload), by result: ok (the new program serves), refused (not now, or the new binary or configuration cannot take over), failed (the replacement failed; the agent served on).",
+	}, []string{"result"})
+	for _, res := range []string{reloadOK, reloadRefused, reloadFailed} {
+		r.reloads.WithLabelValues(res)
+	}
+	r.generations = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "zoneproxy_generation",
+		Help: "Generation of the agent's program (1 at start, one more at each reload) and of Envoy (one more at each Envoy started in place).",
+	}, []string{"process"})
+	a.opts.Metrics.Register(r.reloads)
+	a.opts.Metrics.Register(r.generations)
+	a.generationGauge()
+}
+
+func (a *Agent) generationGauge() {
+	r := &a.rl
+	r.hmu.Lock()
+	defer r.hmu.Unlock()
+	r.generations.WithLabelValues("agent").Set(float64(r.generation))
+	r.generations.WithLabelValues("envoy").Set(float64(r.envoyGeneration))
+}
+
+// count adds one reload of result to zoneproxy_reloads_total.
+func (r *reloader) count(result string, n float64) {
+	r.reloads.WithLabelValues(result).Add(n)
+	r.hmu.Lock()
+	defer r.hmu.Unlock()
+	if r.carried == nil {
+		r.carried = map[string]float64{}
+	}
+	r.carried[result] += n
+}
+
+// counts is zoneproxy_reloads_total now, to carry across the reload; r.hmu
+// is held.
+func (r *reloader) counts() map[string]float64 {
+	out := make(map[string]float64, len(r.carried))
+	for k, v := range r.carried {
+		out[k] = v
+	}
+	return out
+}
+
+// Generations says the agent's and Envoy's generation, for /ready and
+// STATUS= after a reload; "" before any reload.
+func (a *Agent) Generations() string {
+	r := &a.rl
+	r.hmu.Lock()
+	defer r.hmu.Unlock()
+	if r.generation <= 1 {
+		return ""
+	}
+	return fmt.Sprintf("agent generation %d, Envoy generation %d", r.generation, r.envoyGeneration)
+}
+
+// reloadStatus is the last reload, nil if none.
+func (a *Agent) reloadStatus() *ReloadStatus {
+	r := &a.rl
+	r.hmu.Lock()
+	defer r.hmu.Unlock()
+	return r.last
+}
+
+// generations are the agent's and Envoy's generations and the last
+// reload, for /status.
+func (a *Agent) generations() (int, int, *ReloadStatus) {
+	r := &a.rl
+	r.hmu.Lock()
+	defer r.hmu.Unlock()
+	return r.generation, r.envoyGeneration, r.last
+}
+
+// startedWords is the log message of an Envoy started or adopted.
+func (a *Agent) startedWords() string {
+	if a.rl.adoptsEnvoy() {
+		return "supervising the running Envoy"
+	}
+	return "started Envoy"
+}
