@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -118,6 +119,9 @@ func reload(cmd *cobra.Command) error {
 			return nil
 		case st.Reload != nil && st.Reload.Result != "ok" && !st.Reload.At.Before(asked):
 			return fail("zoneproxy (pid %d, generation %d) did not reload and goes on serving: %s", in.pid, st.Generation, st.Reload.Error)
+		}
+		if err != nil && syscall.Kill(in.pid, 0) == syscall.ESRCH {
+			return fail("zoneproxy (pid %d) ended during the reload (with its Envoy); see its log (journalctl -u zoneproxy@…); its supervisor restarts it", in.pid)
 		}
 		select {
 		case <-wctx.Done():

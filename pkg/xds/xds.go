@@ -163,8 +163,9 @@ func start(o Options, bootstrap []byte, admin envoy.AdminAddress, up cpdial.Targ
 		Backoff:    o.Backoff,
 		Log:        o.Log,
 		// Started on the cache: the control plane did not answer.
-		CacheFirst: o.Cached != nil,
-		Events:     o.Events,
+		CacheFirst:     o.Cached != nil,
+		CacheFirstHeld: o.Cached != nil && o.Resume != nil, // a reload
+		Events:         o.Events,
 	})
 	if err != nil {
 		if ln != nil {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -222,4 +223,169 @@ func TestReloadKeepsEnvoyAndEveryConnection(t *testing.T) {
 	}
 	// Envoy still dies with its agent.
 	kill(t, agent)
+}
+
+// A new binary that cannot run, or a configuration it refuses, never costs
+// Envoy: the reload is refused with the reason, the old agent serves on,
+// and the refusal is counted.
+func TestReloadIsRefusedWhenTheNewProgramCannotTakeOver(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		break_ func(t *testing.T, zone *harness.Zone, config string)
+		says   string
+	}{
+		{"a broken binary", func(t *testing.T, zone *harness.Zone, _ string) {
+			writeFile(t, zone.Bins.Zoneproxy, "#!/bin/sh\necho 'cannot start: broken build' >&2\nexit 1\n", 0o755)
+		}, "cannot start: broken build"},
+		{"a missing binary", func(t *testing.T, zone *harness.Zone, _ string) {
+			if err := os.Remove(zone.Bins.Zoneproxy); err != nil {
+				t.Fatal(err)
+			}
+		}, "no such file or directory"},
+		{"a configuration the new binary refuses", func(t *testing.T, _ *harness.Zone, config string) {
+			writeFile(t, config, "drain-min: lots\n", 0o600)
+		}, "drain-min"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			zone := reloadable(t)
+			p := zone.NewProxy("payments", "egress")
+			config := filepath.Join(zone.Dir, "zoneproxy.yaml")
+			writeFile(t, config, "drain-min: 1s\n", 0o600)
+			agent := zone.Start(p, nil, "--config", config)
+			agent.AwaitReadiness(p.Readiness, 200, "READY", promptly)
+			envoyPID := agent.EnvoyPID(promptly)
+			held := zone.HoldConnection(p, "egress")
+
+			tc.break_(t, zone, config)
+			code, out := reloadCommand(t, zone, p)
+			if code != 1 || !strings.Contains(out, "did not reload and goes on serving") || !strings.Contains(out, tc.says) {
+				t.Fatalf("zoneproxy reload: exit %d, want 1 saying why (%q)\n%s", code, tc.says, out)
+			}
+			if agent.Exited() || harness.ProcessGone(envoyPID) || !stillOpen(held) {
+				t.Fatal("a refused reload cost the agent, Envoy or a connection")
+			}
+			if c, body := readinessBody(t, p); c != 200 {
+				t.Fatalf("/ready %d %q after a refused reload", c, body)
+			}
+			st := reloadStatusOf(t, p)
+			if st.Generation != 1 || st.Reload == nil || st.Reload.Result != "refused" || !strings.Contains(st.Reload.Error, tc.says) {
+				t.Fatalf("/status after a refused reload: %+v", st)
+			}
+			if m := agentMetrics(t, p.Readiness); !strings.Contains(m, `zoneproxy_reloads_total{result="refused"} 1`) {
+				t.Error("the refusal is not counted")
+			}
+			agent.AwaitLog("reload refused; this agent goes on serving", promptly)
+		})
+	}
+}
+
+func writeFile(t *testing.T, path, content string, mode os.FileMode) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A reload while draining for maintenance is refused, and says how to go
+// on; the drain is left as it was.
+func TestReloadDuringADrainIsRefused(t *testing.T) {
+	t.Parallel()
+	zone := reloadable(t)
+	p := zone.NewProxy("payments", "egress")
+	agent := zone.Start(p, nil, "--drain-min", "0s")
+	agent.AwaitReadiness(p.Readiness, 200, "READY", promptly)
+	if code, out := maintain(t, p, "drain"); code != 0 {
+		t.Fatalf("zoneproxy drain: exit %d\n%s", code, out)
+	}
+	code, out := reloadCommand(t, zone, p)
+	if code != 1 || !strings.Contains(out, "undrain") {
+		t.Fatalf("zoneproxy reload while drained: exit %d, want 1 naming undrain\n%s", code, out)
+	}
+	if c, word := harness.Readiness(p.Readiness); c != 503 || word != "DRAINED" {
+		t.Fatalf("/ready %d %s after the refused reload, want 503 DRAINED", c, word)
+	}
+	if st := reloadStatusOf(t, p); st.Generation != 1 {
+		t.Fatalf("/status %+v", st)
+	}
+}
+
+// While waiting for the mesh no Envoy runs yet: the new program starts
+// over, and goes on to serve once the mesh exists, in the same process.
+func TestReloadWhileWaitingForTheMeshStartsOver(t *testing.T) {
+	t.Parallel()
+	zone := harness.NewZone(t, bins) // no mesh yet
+	zone.Bins.Zoneproxy = copyBinary(t, bins.Zoneproxy, filepath.Join(zone.Dir, "bin", "zoneproxy"))
+	p := zone.NewProxy("payments", "egress")
+	agent := zone.Start(p, nil)
+	agent.AwaitReadiness(p.Readiness, 503, "WAITING_FOR_MESH", promptly)
+	code, out := reloadCommand(t, zone, p)
+	if code != 0 || !strings.Contains(out, "generation 2") || !strings.Contains(out, "no Envoy yet") {
+		t.Fatalf("zoneproxy reload while waiting for the mesh: exit %d\n%s", code, out)
+	}
+	agent.AwaitReadiness(p.Readiness, 503, "WAITING_FOR_MESH", promptly)
+	zone.CP.CreateMesh("payments")
+	agent.AwaitReadiness(p.Readiness, 200, "READY", promptly)
+	if agent.Exited() {
+		t.Fatal("the agent's process ended")
+	}
+	if st := reloadStatusOf(t, p); st.Generation != 2 || st.EnvoyGeneration != 1 || st.Envoy == nil {
+		t.Fatalf("/status %+v", st)
+	}
+}
+
+// While the control plane is away (refusing connections) Envoy is
+// served the cache; a reload then
+// serves it the cache again at once and goes back to the control plane
+// once it answers, on the same Envoy.
+func TestReloadWhileServingTheCache(t *testing.T) {
+	t.Parallel()
+	zone := reloadable(t)
+	p := zone.NewProxy("payments", "egress")
+	agent := zone.Start(p, nil)
+	agent.AwaitReadiness(p.Readiness, 200, "READY", promptly)
+	awaitCached(t, p)
+	agent = restartDuringOutage(t, zone, p, agent, "the outage")
+	envoyPID := agent.EnvoyPID(promptly)
+	ready := watch(10*time.Millisecond, readyProbe(p))
+	code, out := reloadCommand(t, zone, p)
+	if code != 0 || !strings.Contains(out, "generation 2 READY") {
+		t.Fatalf("zoneproxy reload while serving the cache: exit %d\n%s", code, out)
+	}
+	harness.Eventually(t, promptly, "the cache to serve the reloaded agent's Envoy", func() bool {
+		c, body := readinessBody(t, p)
+		return c == 200 && strings.Contains(body, "cached")
+	})
+	zone.CP.SetFaults(controlplane.Faults{})
+	harness.Eventually(t, promptly, "the live configuration", func() bool {
+		c, body := readinessBody(t, p)
+		return c == 200 && !strings.Contains(body, "cached")
+	})
+	if n, notReady := ready.finish(); len(notReady) > 0 {
+		t.Errorf("/ready was not 200 %d times of %d: %v", len(notReady), n, notReady)
+	}
+	if harness.ProcessGone(envoyPID) || agent.EnvoyPID(promptly) != envoyPID {
+		t.Fatal("Envoy was restarted")
+	}
+}
+
+// Under systemd (INVOCATION_ID set) SIGHUP is a reload; elsewhere it
+// stays a stop (signals_test.go and stop_test.go).
+func TestSIGHUPUnderSystemdReloads(t *testing.T) {
+	t.Parallel()
+	zone := reloadable(t)
+	p := zone.NewProxy("payments", "egress")
+	agent := zone.Start(p, []string{"INVOCATION_ID=0123456789abcdef"})
+	agent.AwaitReadiness(p.Readiness, 200, "READY", promptly)
+	envoyPID := agent.EnvoyPID(promptly)
+	agent.Signal(syscall.SIGHUP)
+	harness.Eventually(t, promptly, "generation 2", func() bool { return reloadStatusOf(t, p).Generation == 2 })
+	if agent.Exited() || harness.ProcessGone(envoyPID) {
+		t.Fatal("SIGHUP under systemd stopped the agent or Envoy")
+	}
 }
