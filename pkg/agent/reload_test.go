@@ -1,0 +1,100 @@
+package agent
+
+import (
+	"errors"
+	"net"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/zoneproxy/zoneproxy/pkg/config"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy"
+	"github.com/zoneproxy/zoneproxy/pkg/state"
+)
+
+// When a reload may happen, and whether it hands Envoy over or starts
+// over: never during a drain or a stop, nor while Envoy starts.
+func TestReloadIsDoneOnlyWhenItCanBe(t *testing.T) {
+	realEnvoy := func(t *testing.T) EnvoyProcess {
+		p, err := envoy.Start(envoy.Spec{Path: "/bin/sleep", Args: []string{"60"}, Output: func(string) {}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Kill)
+		return p
+	}
+	for _, tc := range []struct {
+		name      string
+		phase     state.Phase
+		envoy     func(t *testing.T) EnvoyProcess // nil: none started yet
+		serving   bool
+		drained   bool
+		started   bool // the work dir and the listeners are open
+		withEnvoy bool
+		refusal   string // "" when the reload is done
+	}{
+		{name: "serving", phase: state.Ready, envoy: realEnvoy, serving: true, started: true, withEnvoy: true},
+		{name: "no zone listener yet", phase: state.NoZoneListener, envoy: realEnvoy, serving: true, started: true, withEnvoy: true},
+		{name: "waiting for the mesh", phase: state.WaitingForMesh, started: true},
+		{name: "waiting for the control plane", phase: state.WaitingForControlPlane, started: true},
+		{name: "before the listeners", phase: state.Starting, refusal: "still starting"},
+		{name: "Envoy starting", phase: state.EnvoyStarting, envoy: realEnvoy, started: true, refusal: "Envoy is starting"},
+		{name: "draining", phase: state.Draining, envoy: realEnvoy, serving: true, drained: true, started: true, refusal: "undrain"},
+		{name: "drained", phase: state.Drained, envoy: realEnvoy, serving: true, drained: true, started: true, refusal: "undrain"},
+		{name: "stopping", phase: state.Terminating, envoy: realEnvoy, started: true, refusal: "stopping"},
+		{name: "an Envoy that cannot be handed over", phase: state.Ready, envoy: func(*testing.T) EnvoyProcess { return newFakeProc() }, serving: true, started: true, refusal: "cannot be handed over"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := New(Options{Config: &config.Config{}})
+			a.tracker.Set(tc.phase, "test")
+			if tc.envoy != nil {
+				a.envoyNow.Store(&envoyRecord{proc: tc.envoy(t)})
+			}
+			a.maint.serving.Store(tc.serving)
+			a.maint.want.Store(tc.drained)
+			if tc.started {
+				a.rl.wd = &workDir{}
+				a.rl.listeners = map[string]net.Listener{}
+			}
+			withEnvoy, err := a.reloadable()
+			switch {
+			case tc.refusal == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.refusal != "" && (err == nil || !errors.Is(err, ErrReloadRefused) || !strings.Contains(err.Error(), tc.refusal)):
+				t.Fatalf("got %v, want a refusal saying %q", err, tc.refusal)
+			case err == nil && withEnvoy != tc.withEnvoy:
+				t.Fatalf("with Envoy %v, want %v", withEnvoy, tc.withEnvoy)
+			}
+		})
+	}
+}
+
+// SIGHUP is a reload only under systemd, and never when ignored at start.
+func TestSIGHUPReloadsOnlyUnderSystemd(t *testing.T) {
+	for _, tc := range []struct {
+		env    map[string]string
+		reload bool
+	}{
+		{map[string]string{}, false},
+		{map[string]string{"INVOCATION_ID": "0123"}, true},
+		{map[string]string{"NOTIFY_SOCKET": "/run/systemd/notify"}, true},
+	} {
+		for _, k := range []string{"INVOCATION_ID", "NOTIFY_SOCKET"} {
+			t.Setenv(k, "")
+			os.Unsetenv(k)
+		}
+		for k, v := range tc.env {
+			t.Setenv(k, v)
+		}
+		if got := reloadOnHangUp(); got != tc.reload {
+			t.Errorf("%v: reload %v, want %v", tc.env, got, tc.reload)
+		}
+		stops := false
+		for _, s := range stopSignals() {
+			stops = stops || s.String() == "hangup"
+		}
+		if stops == tc.reload {
+			t.Errorf("%v: SIGHUP a stop signal %v", tc.env, stops)
+		}
+	}
+}
