@@ -286,6 +286,11 @@ func (a *Agent) bootstrapOrResume(ctx context.Context, wd *workDir, ev envoy.Ver
 		r.closeUnclaimed()
 		return a.bootstrap(ctx, wd, ev, cache, client)
 	}
+	// The token Envoy's output is redacted of; the relay reads it again
+	// for each stream.
+	if _, err := a.readToken(); err != nil {
+		a.log.Warn("cannot read the dataplane token; Envoy's output is not redacted of it until the relay reads it", zap.Error(err))
+	}
 	f, err := wd.dir.OpenFile(bootstrapFile, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot read the running Envoy's bootstrap: %w", err)

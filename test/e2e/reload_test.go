@@ -170,6 +170,14 @@ func TestReloadKeepsEnvoyAndEveryConnection(t *testing.T) {
 		t.Fatalf("zoneproxy reload: exit %d, want 0 with generation 2 READY\n%s", code, out)
 	}
 	t.Logf("reload → the new agent serving: %s", took.Round(time.Millisecond))
+	// From the old program's last line to the new relay serving Envoy: the
+	// time Envoy's ADS has no answer.
+	harness.Eventually(t, promptly, "the new relay to serve Envoy", func() bool {
+		return strings.Contains(agent.Output(), "serving Envoy its last-known-good configuration")
+	})
+	if gap, ok := between(agent.Output(), "reloading: replacing the agent in place", "serving Envoy its last-known-good configuration"); ok {
+		t.Logf("no relay answer for at most %s", gap.Round(time.Millisecond))
+	}
 	// Live again on a stream kuma-cp accepts after it let go of the old one.
 	harness.Eventually(t, promptly, "the live configuration after the reload", func() bool {
 		c, body := readinessBody(t, p)
@@ -388,4 +396,21 @@ func TestSIGHUPUnderSystemdReloads(t *testing.T) {
 	if agent.Exited() || harness.ProcessGone(envoyPID) {
 		t.Fatal("SIGHUP under systemd stopped the agent or Envoy")
 	}
+}
+
+// between is the time from the first log line containing from to the
+// first later one containing to, read from the lines' timestamps.
+func between(log, from, to string) (time.Duration, bool) {
+	var start time.Time
+	for _, line := range strings.Split(log, "\n") {
+		ts, err := time.Parse(time.RFC3339Nano, strings.SplitN(line, "\t", 2)[0])
+		switch {
+		case err != nil:
+		case start.IsZero() && strings.Contains(line, from):
+			start = ts
+		case !start.IsZero() && strings.Contains(line, to):
+			return ts.Sub(start), true
+		}
+	}
+	return 0, false
 }
