@@ -37,8 +37,10 @@ import (
 // (Options.Handover), first thing in run.
 func (a *Agent) takeHandover() error {
 	r := &a.rl
-	r.generation = 1
-	r.exe, r.args = startedAs()
+	exe, args := startedAs()
+	r.hmu.Lock()
+	r.generation, r.exe, r.args = 1, exe, args
+	r.hmu.Unlock()
 	a.registerReloadMetrics()
 	h := a.opts.Handover
 	if h == nil {
@@ -100,7 +102,9 @@ func (a *Agent) openWorkDir() (*workDir, error) {
 		wd, err = openWorkDir(a.cfg.WorkDir)
 	}
 	if err == nil {
+		a.rl.hmu.Lock()
 		a.rl.wd = wd
+		a.rl.hmu.Unlock()
 	}
 	return wd, err
 }

@@ -216,7 +216,7 @@ func (a *Agent) run(ctx context.Context) (err error) {
 	defer state.close()
 	if state != nil {
 		a.stateDirPath = state.dir.Path()
-		a.rl.sd = state
+		a.rl.keepStateDir(state)
 	}
 	if wd.leftBootstrap {
 		// Its ports would make the port check below refuse to start.

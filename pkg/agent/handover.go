@@ -139,3 +139,9 @@ func (r *reloader) keepFeature(f *xds.Feature) {
 	r.feature = f
 	r.hmu.Unlock()
 }
+
+func (r *reloader) keepStateDir(sd *stateDir) {
+	r.hmu.Lock()
+	r.sd = sd
+	r.hmu.Unlock()
+}

@@ -69,7 +69,11 @@ const HandoverCheckFlag = "handover-check"
 // Envoy. The error says why a reload is refused, for the one who asked.
 func (a *Agent) Reload() (exec func() error, err error) {
 	r := &a.rl
-	r.mu.Lock()
+	if !r.mu.TryLock() {
+		err := fmt.Errorf("%w: a reload, or Envoy's start, is under way; try again once /status shows it done", ErrReloadRefused)
+		a.reloadEnded(reloadRefused, err)
+		return nil, err
+	}
 	defer func() {
 		if err != nil {
 			r.mu.Unlock()
@@ -315,19 +319,25 @@ func (a *Agent) now() time.Time { return time.Now() }
 // to /metrics.
 func (a *Agent) registerReloadMetrics() {
 	r := &a.rl
-	r.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "zoneproxy_reloads_total",
 		Help: "Reloads of the agent in place (zoneproxy reload, systemctl reload), by result: ok (the new program serves), refused (not now, or the new binary or configuration cannot take over), failed (the replacement failed; the agent served on).",
 	}, []string{"result"})
 	for _, res := range []string{reloadOK, reloadRefused, reloadFailed} {
-		r.reloads.WithLabelValues(res)
+		reloads.WithLabelValues(res)
 	}
-	r.generations = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	generations := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "zoneproxy_generation",
 		Help: "Generation of the agent's program (1 at start, one more at each reload) and of Envoy (one more at each Envoy started in place).",
 	}, []string{"process"})
-	a.opts.Metrics.Register(r.reloads)
-	a.opts.Metrics.Register(r.generations)
+	a.opts.Metrics.Register(reloads)
+	a.opts.Metrics.Register(generations)
+	r.hmu.Lock()
+	r.reloads, r.generations = reloads, generations
+	for result, n := range r.carried { // refusals before it was registered
+		reloads.WithLabelValues(result).Add(n)
+	}
+	r.hmu.Unlock()
 	a.generationGauge()
 }
 
@@ -335,15 +345,20 @@ func (a *Agent) generationGauge() {
 	r := &a.rl
 	r.hmu.Lock()
 	defer r.hmu.Unlock()
+	if r.generations == nil {
+		return
+	}
 	r.generations.WithLabelValues("agent").Set(float64(r.generation))
 	r.generations.WithLabelValues("envoy").Set(float64(r.envoyGeneration))
 }
 
 // count adds one reload of result to zoneproxy_reloads_total.
 func (r *reloader) count(result string, n float64) {
-	r.reloads.WithLabelValues(result).Add(n)
 	r.hmu.Lock()
 	defer r.hmu.Unlock()
+	if r.reloads != nil { // nil for a SIGHUP before run registered it
+		r.reloads.WithLabelValues(result).Add(n)
+	}
 	if r.carried == nil {
 		r.carried = map[string]float64{}
 	}

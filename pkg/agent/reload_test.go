@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
@@ -96,5 +97,23 @@ func TestSIGHUPReloadsOnlyUnderSystemd(t *testing.T) {
 		if stops == tc.reload {
 			t.Errorf("%v: SIGHUP a stop signal %v", tc.env, stops)
 		}
+	}
+}
+
+// A second reload while one is under way is refused at once, not queued
+// behind the exec.
+func TestASecondReloadIsRefusedWhileOneIsUnderWay(t *testing.T) {
+	a := New(Options{Config: &config.Config{}}) // its metrics not registered yet, as before run
+	a.rl.mu.Lock()                              // the first reload, between its decision and its exec
+	defer a.rl.mu.Unlock()
+	done := make(chan error, 1)
+	go func() { _, err := a.Reload(); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrReloadRefused) || !strings.Contains(err.Error(), "under way") {
+			t.Fatalf("got %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second reload waits for the first")
 	}
 }

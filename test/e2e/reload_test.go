@@ -414,3 +414,49 @@ func between(log, from, to string) (time.Duration, bool) {
 	}
 	return 0, false
 }
+
+// Without a cache to serve (no state dir) the new relay resumes the
+// control plane's stream for the running Envoy, which keeps its
+// configuration meanwhile; in direct mode Envoy's own stream never passes
+// through the agent and stays. Either way Envoy and its connections stay.
+func TestReloadWithoutTheCache(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		extra     []string
+		newStream bool // the agent's relay opens kuma-cp's stream anew
+	}{
+		{"relay without a state dir", []string{"--state-dir", ""}, true},
+		{"direct mode", []string{"--xds-relay=false"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			zone := reloadable(t)
+			p := zone.NewProxy("payments", "egress")
+			agent := zone.Start(p, nil, tc.extra...)
+			agent.AwaitReadiness(p.Readiness, 200, "READY", promptly)
+			envoyPID := agent.EnvoyPID(promptly)
+			held := zone.HoldConnection(p, "egress")
+			dp := onlyDataplane(t, zone)
+			node := dp.Mesh + "." + dp.Name
+			before := zone.CP.NodeStream(node)
+			ready := watch(10*time.Millisecond, readyProbe(p))
+			if code, out := reloadCommand(t, zone, p); code != 0 || !strings.Contains(out, "generation 2 READY") {
+				t.Fatalf("zoneproxy reload: exit %d\n%s", code, out)
+			}
+			if tc.newStream {
+				harness.Eventually(t, promptly, "kuma-cp to accept the new relay's stream", func() bool {
+					return zone.CP.NodeStream(node).Accepted == before.Accepted+1
+				})
+			} else if now := zone.CP.NodeStream(node); now.Accepted != before.Accepted || now.ActiveStream != before.ActiveStream {
+				t.Fatalf("Envoy's own stream changed: %+v, was %+v", now, before)
+			}
+			if n, notReady := ready.finish(); len(notReady) > 0 {
+				t.Errorf("/ready was not 200 %d times of %d: %v", len(notReady), n, notReady)
+			}
+			if harness.ProcessGone(envoyPID) || agent.EnvoyPID(promptly) != envoyPID || !stillOpen(held) {
+				t.Fatal("the reload cost Envoy or a connection")
+			}
+		})
+	}
+}
