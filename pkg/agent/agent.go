@@ -139,10 +139,15 @@ func New(o Options) *Agent {
 //  6. What a restart may cure before Envoy starts (a port in use, an
 //     address not up yet, a full disk, --bootstrap-timeout, Envoy failing
 //     to start): exit 1.
+//  7. A reload (reload.go) does not return: the process goes on in the
+//     new program, whose Run adopts what this one handed over. If it
+//     cannot (the Envoy handed over is gone), exit 1; Envoy ends with the
+//     process, and systemd restarts both.
 //
 // A maintenance drain (`zoneproxy drain`, SIGUSR2), an undrain and a zone
 // port freed after a failed bind restart Envoy in place; none of them
-// ends Run; nor do a third stop signal or SIGUSR2 once stopping. Meanwhile
+// ends Run; nor do a third stop signal or SIGUSR2 once stopping, nor a
+// refused or failed reload. Meanwhile
 // systemd hears the state (sd_notify), and its watchdog is fed while no
 // Envoy runs yet or Envoy is alive and its admin API answers.
 func (a *Agent) Run(ctx context.Context) error {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/host/reexec"
+	"github.com/zoneproxy/zoneproxy/pkg/host/sdnotify"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 )
 
@@ -136,7 +137,9 @@ func (a *Agent) checkNewProgram() error {
 	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, r.exe, append(append([]string(nil), r.args[1:]...), "--"+HandoverCheckFlag)...)
-	cmd.Env = os.Environ()
+	// The same environment, but for systemd's variables: the check never
+	// speaks for the unit.
+	cmd.Env = sdnotify.ScrubEnv(os.Environ())
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()

@@ -117,3 +117,26 @@ func TestASecondReloadIsRefusedWhileOneIsUnderWay(t *testing.T) {
 		t.Fatal("the second reload waits for the first")
 	}
 }
+
+// An exec that fails leaves the agent whole: the error names the binary,
+// and the files handed for it are usable again.
+func TestAFailedReplacementReturns(t *testing.T) {
+	a := New(Options{Config: &config.Config{}})
+	a.rl.exe, a.rl.args = "/nonexistent/zoneproxy", []string{"/nonexistent/zoneproxy", "run"}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	err = a.replace(&handoverState{Version: HandoverVersion, Generation: 1}, map[string]handedFile{"pipe": {f: r}})
+	if err == nil || !strings.Contains(err.Error(), "/nonexistent/zoneproxy") || !strings.Contains(err.Error(), "goes on serving") {
+		t.Fatalf("got %v", err)
+	}
+	if _, err := w.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := r.Read(make([]byte, 1)); n != 1 || err != nil {
+		t.Fatalf("the handed file after the failed exec: %d, %v", n, err)
+	}
+}
