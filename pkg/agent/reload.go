@@ -57,8 +57,8 @@ type HandoverCheck struct {
 	Manifest int    `json:"manifest"`
 	Handover int    `json:"handover"`
 	Version  string `json:"version"`
-	WorkDir  string `json:"workDir"`
-	XDSRelay bool   `json:"xdsRelay"`
+	// Envoy is EnvoyFixed of the new configuration.
+	Envoy map[string]string `json:"envoy"`
 }
 
 // HandoverCheckFlag is the hidden flag of `run` that checks instead of
@@ -160,10 +160,13 @@ func (a *Agent) checkNewProgram() error {
 	case c.Manifest != reexec.ManifestVersion || c.Handover != HandoverVersion:
 		return fmt.Errorf("%w: the new program (zoneproxy %s) reads handover version %d.%d, this one writes %d.%d; restart instead",
 			ErrReloadRefused, c.Version, c.Manifest, c.Handover, reexec.ManifestVersion, HandoverVersion)
-	case a.envoyNow.Load() != nil && c.XDSRelay != a.cfg.XDSRelay:
-		return fmt.Errorf("%w: the new configuration changes --xds-relay, which Envoy's bootstrap fixes; restart to apply it", ErrReloadRefused)
-	case a.envoyNow.Load() != nil && c.WorkDir != a.cfg.WorkDir && absPath(c.WorkDir) != absPath(a.cfg.WorkDir):
-		return fmt.Errorf("%w: the new configuration moves --work-dir from %s to %s, where Envoy's sockets are not; restart to apply it", ErrReloadRefused, a.cfg.WorkDir, c.WorkDir)
+	}
+	if a.envoyNow.Load() == nil {
+		return nil // no Envoy yet: the new program starts over on the new configuration
+	}
+	if changed := envoyFixedChanges(EnvoyFixed(a.cfg), c.Envoy); len(changed) > 0 {
+		return fmt.Errorf("%w: the new configuration changes what the running Envoy was started with (%s); restart to apply it",
+			ErrReloadRefused, strings.Join(changed, ", "))
 	}
 	return nil
 }

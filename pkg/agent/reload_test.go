@@ -140,3 +140,32 @@ func TestAFailedReplacementReturns(t *testing.T) {
 		t.Fatalf("the handed file after the failed exec: %d, %v", n, err)
 	}
 }
+
+// A reload keeps Envoy, so what Envoy was started with may not change;
+// the rest may.
+func TestEnvoyFixedNamesWhatARestartMustApply(t *testing.T) {
+	base := func() *config.Config {
+		return &config.Config{Mesh: "payments", Role: "egress", Name: "zp", EgressPort: 10002, Labels: map[string]string{"a": "1", "b": "2"},
+			WorkDir: "/run/zoneproxy/zp", XDSRelay: true, DrainTime: 30 * time.Second}
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(c *config.Config)
+		want   string
+	}{
+		{"nothing", func(*config.Config) {}, ""},
+		{"the drain time and log level", func(c *config.Config) { c.DrainTime, c.LogLevel = time.Minute, "debug" }, ""},
+		{"the egress port", func(c *config.Config) { c.EgressPort = 10003 }, "--egress-port"},
+		{"a label", func(c *config.Config) { c.Labels["b"] = "3" }, "--label"},
+		{"the relay and the work dir", func(c *config.Config) { c.XDSRelay, c.WorkDir = false, "/tmp/zp" }, "--work-dir, --xds-relay"},
+		{"Envoy's arguments", func(c *config.Config) { c.EnvoyArgs = []string{"--x"} }, "--envoy-arg"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			next := base()
+			tc.change(next)
+			if got := strings.Join(envoyFixedChanges(EnvoyFixed(base()), EnvoyFixed(next)), ", "); got != tc.want {
+				t.Fatalf("changes %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -36,9 +36,11 @@ goes on serving. While the agent waits for the mesh or the control plane
 (no Envoy yet), the new program starts over. A drained or draining proxy,
 or one that is stopping, refuses.
 
-What Envoy was started with stays until Envoy restarts: its ports,
---xds-relay, --work-dir, --envoy-binary and its arguments. A reload applies
-the rest (log levels, the token file, the drain times, …).
+A new configuration that changes what the running Envoy was started with
+(the proxy's identity, address and ports, --cp-address, --xds-relay,
+--work-dir, --envoy-binary, Envoy's arguments, concurrency and log levels)
+is refused, naming the settings: restart to apply it. A reload applies the
+rest (the agent's log level, the token file, the drain times, …).
 
 systemctl reload zoneproxy@NAME runs this command; SIGHUP does the same
 under systemd.

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -84,14 +83,8 @@ func checkHandover(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	wd := p.cfg.WorkDir
-	if wd != "" {
-		if abs, err := filepath.Abs(wd); err == nil {
-			wd = abs
-		}
-	}
 	b, err := json.Marshal(agent.HandoverCheck{Manifest: reexec.ManifestVersion, Handover: agent.HandoverVersion,
-		Version: version.Version, WorkDir: wd, XDSRelay: p.cfg.XDSRelay})
+		Version: version.Version, Envoy: agent.EnvoyFixed(p.cfg)})
 	if err != nil {
 		return err
 	}
