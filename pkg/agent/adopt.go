@@ -60,9 +60,9 @@ func (a *Agent) takeHandover() error {
 	r.generation, r.envoyGeneration = st.Generation+1, st.EnvoyGeneration
 	r.hmu.Unlock()
 	for result, n := range st.Reloads {
-		r.reloads.WithLabelValues(result).Add(n)
+		r.count(result, n)
 	}
-	r.reloads.WithLabelValues(reloadOK).Inc()
+	r.count(reloadOK, 1)
 	r.hmu.Lock()
 	r.last = &ReloadStatus{Result: reloadOK, At: a.now()}
 	r.hmu.Unlock()

@@ -229,6 +229,9 @@ func TestReloadKeepsEnvoyAndEveryConnection(t *testing.T) {
 	if harness.ProcessGone(envoyPID) || agent.EnvoyPID(promptly) != envoyPID {
 		t.Fatal("the second reload ended Envoy")
 	}
+	if m := agentMetrics(t, p.Readiness); !strings.Contains(m, `zoneproxy_reloads_total{result="ok"} 2`) {
+		t.Error("the count of reloads did not go on across the reload")
+	}
 	// Envoy still dies with its agent.
 	kill(t, agent)
 }
