@@ -1,25 +1,18 @@
 package agent
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/host/reexec"
-	"github.com/zoneproxy/zoneproxy/pkg/host/sdnotify"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 )
 
@@ -47,23 +40,6 @@ type ReloadStatus struct {
 
 // ErrReloadRefused wraps every reason a reload is not done.
 var ErrReloadRefused = errors.New("reload refused")
-
-// checkTimeout bounds the new binary's check of the configuration.
-const checkTimeout = 30 * time.Second
-
-// HandoverCheck is what `run --handover-check` prints: what the binary
-// would read of a handover, and where the configuration puts the agent.
-type HandoverCheck struct {
-	Manifest int    `json:"manifest"`
-	Handover int    `json:"handover"`
-	Version  string `json:"version"`
-	// Envoy is EnvoyFixed of the new configuration.
-	Envoy map[string]string `json:"envoy"`
-}
-
-// HandoverCheckFlag is the hidden flag of `run` that checks instead of
-// running.
-const HandoverCheckFlag = "handover-check"
 
 // Reload checks the new program and readies the handover; exec then
 // replaces this program (it returns only if that fails). Neither touches
@@ -127,56 +103,6 @@ func (a *Agent) reloadable() (withEnvoy bool, err error) {
 		return refuse("this Envoy cannot be handed over")
 	}
 	return true, nil
-}
-
-// checkNewProgram runs the new binary with this program's arguments and
-// environment and --handover-check: it loads and validates the
-// configuration and says what it would read of a handover.
-func (a *Agent) checkNewProgram() error {
-	r := &a.rl
-	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, r.exe, append(append([]string(nil), r.args[1:]...), "--"+HandoverCheckFlag)...)
-	// The same environment, but for systemd's variables: the check never
-	// speaks for the unit.
-	cmd.Env = sdnotify.ScrubEnv(os.Environ())
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	if err != nil {
-		why := strings.TrimSpace(errOut.String())
-		if why == "" {
-			why = err.Error()
-		} else if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
-			why = fmt.Sprintf("%s (exit %d)", why, ee.ExitCode())
-		}
-		return fmt.Errorf("%w: the new program %s cannot take over: %s", ErrReloadRefused, r.exe, oneLine(why))
-	}
-	var c HandoverCheck
-	if err := json.Unmarshal(out.Bytes(), &c); err != nil {
-		return fmt.Errorf("%w: the new program %s does not say what it can take over (is it an older zoneproxy?): %q", ErrReloadRefused, r.exe, oneLine(out.String()))
-	}
-	switch {
-	case c.Manifest != reexec.ManifestVersion || c.Handover != HandoverVersion:
-		return fmt.Errorf("%w: the new program (zoneproxy %s) reads handover version %d.%d, this one writes %d.%d; restart instead",
-			ErrReloadRefused, c.Version, c.Manifest, c.Handover, reexec.ManifestVersion, HandoverVersion)
-	}
-	if a.envoyNow.Load() == nil {
-		return nil // no Envoy yet: the new program starts over on the new configuration
-	}
-	if changed := envoyFixedChanges(EnvoyFixed(a.cfg), c.Envoy); len(changed) > 0 {
-		return fmt.Errorf("%w: the new configuration changes what the running Envoy was started with (%s); restart to apply it",
-			ErrReloadRefused, strings.Join(changed, ", "))
-	}
-	return nil
-}
-
-func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 600 {
-		s = s[:600] + "…"
-	}
-	return s
 }
 
 // handedFile is a file to hand over; dup marks one made for the handover,
@@ -294,16 +220,6 @@ func (a *Agent) replace(st *handoverState, files map[string]handedFile) error {
 	return fmt.Errorf("the reload failed; the agent (generation %d) goes on serving: %w", r.generation, err)
 }
 
-// monotonicUsec is CLOCK_MONOTONIC in µs, which RELOADING=1 carries.
-func monotonicUsec() int64 {
-	b, err := os.ReadFile("/proc/uptime")
-	if err != nil {
-		return 0
-	}
-	f, _ := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
-	return int64(f * 1e6)
-}
-
 // reloadEnded records a reload that did not happen.
 func (a *Agent) reloadEnded(result string, err error) {
 	if err == nil {
@@ -317,103 +233,4 @@ func (a *Agent) reloadEnded(result string, err error) {
 	if result == reloadRefused {
 		a.log.Error("reload refused; this agent goes on serving: "+err.Error(), zap.Int("generation", r.generation))
 	}
-}
-
-func (a *Agent) now() time.Time { return time.Now() }
-
-// registerReloadMetrics adds zoneproxy_reloads_total and the generations
-// to /metrics.
-func (a *Agent) registerReloadMetrics() {
-	r := &a.rl
-	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "zoneproxy_reloads_total",
-		Help: "Reloads of the agent in place (zoneproxy reload, systemctl reload), by result: ok (the new program serves), refused (not now, or the new binary or configuration cannot take over), failed (the replacement failed; the agent served on).",
-	}, []string{"result"})
-	for _, res := range []string{reloadOK, reloadRefused, reloadFailed} {
-		reloads.WithLabelValues(res)
-	}
-	generations := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "zoneproxy_generation",
-		Help: "Generation of the agent's program (1 at start, one more at each reload) and of Envoy (one more at each Envoy started in place).",
-	}, []string{"process"})
-	a.opts.Metrics.Register(reloads)
-	a.opts.Metrics.Register(generations)
-	r.hmu.Lock()
-	r.reloads, r.generations = reloads, generations
-	for result, n := range r.carried { // refusals before it was registered
-		reloads.WithLabelValues(result).Add(n)
-	}
-	r.hmu.Unlock()
-	a.generationGauge()
-}
-
-func (a *Agent) generationGauge() {
-	r := &a.rl
-	r.hmu.Lock()
-	defer r.hmu.Unlock()
-	if r.generations == nil {
-		return
-	}
-	r.generations.WithLabelValues("agent").Set(float64(r.generation))
-	r.generations.WithLabelValues("envoy").Set(float64(r.envoyGeneration))
-}
-
-// count adds one reload of result to zoneproxy_reloads_total.
-func (r *reloader) count(result string, n float64) {
-	r.hmu.Lock()
-	defer r.hmu.Unlock()
-	if r.reloads != nil { // nil for a SIGHUP before run registered it
-		r.reloads.WithLabelValues(result).Add(n)
-	}
-	if r.carried == nil {
-		r.carried = map[string]float64{}
-	}
-	r.carried[result] += n
-}
-
-// counts is zoneproxy_reloads_total now, to carry across the reload; r.hmu
-// is held.
-func (r *reloader) counts() map[string]float64 {
-	out := make(map[string]float64, len(r.carried))
-	for k, v := range r.carried {
-		out[k] = v
-	}
-	return out
-}
-
-// Generations says the agent's and Envoy's generation, for /ready and
-// STATUS= after a reload; "" before any reload.
-func (a *Agent) Generations() string {
-	r := &a.rl
-	r.hmu.Lock()
-	defer r.hmu.Unlock()
-	if r.generation <= 1 {
-		return ""
-	}
-	return fmt.Sprintf("agent generation %d, Envoy generation %d", r.generation, r.envoyGeneration)
-}
-
-// reloadStatus is the last reload, nil if none.
-func (a *Agent) reloadStatus() *ReloadStatus {
-	r := &a.rl
-	r.hmu.Lock()
-	defer r.hmu.Unlock()
-	return r.last
-}
-
-// generations are the agent's and Envoy's generations and the last
-// reload, for /status.
-func (a *Agent) generations() (int, int, *ReloadStatus) {
-	r := &a.rl
-	r.hmu.Lock()
-	defer r.hmu.Unlock()
-	return r.generation, r.envoyGeneration, r.last
-}
-
-// startedWords is the log message of an Envoy started or adopted.
-func (a *Agent) startedWords() string {
-	if a.rl.adoptsEnvoy() {
-		return "supervising the running Envoy"
-	}
-	return "started Envoy"
 }
