@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zoneproxy/zoneproxy/pkg/kuma/kumasock"
 	"github.com/zoneproxy/zoneproxy/test/controlplane"
 	"github.com/zoneproxy/zoneproxy/test/harness"
 )
@@ -465,4 +466,58 @@ func TestReloadWithoutTheCache(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The access-log FIFO and the MeshMetric socket are handed over: after a
+// reload Envoy's access-log lines still reach the backend through the
+// same FIFO (never replaced, so Envoy keeps writing it), and a scrape
+// through Envoy's MeshMetric listener is still answered.
+func TestReloadKeepsTheAccessLogAndMeshMetric(t *testing.T) {
+	t.Parallel()
+	zone := reloadable(t)
+	const name = "zp-rl"
+	snk := newSink(t, "127.0.0.1:0")
+	if err := zone.CP.SetMeshAccessLog("payments", name, "zp-logs", controlplane.MeshAccessLog{Backends: []controlplane.AccessLogBackend{
+		{Type: "Tcp", TCP: &controlplane.TCPAccessLogBackend{Address: snk.addr()}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	port := harness.FreePort(t)
+	if err := zone.CP.SetMeshMetric("payments", name, "zp-metrics", controlplane.MeshMetric{
+		Backends: []controlplane.MetricsBackend{{Type: "Prometheus", Prometheus: &controlplane.PrometheusBackend{Port: uint32(port)}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	p, agent := namedProxy(t, zone, "payments", "egress", name)
+	agent.AwaitReadiness(p.Readiness, 200, "READY", promptly)
+	// Handed over, not made anew: the same files, so nothing Envoy
+	// writes or scrapes meanwhile is refused.
+	files := []string{kumasock.AccessLog(p.WorkDir, name, "payments"), kumasock.MetricsHijacker(p.WorkDir, name, "payments")}
+	var before []os.FileInfo
+	for _, f := range files {
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before = append(before, fi)
+	}
+	connect(t, zone, p, "egress")
+	harness.Eventually(t, promptly, "a line at the TCP backend", func() bool { return len(snk.got()) >= 1 })
+	lines := len(snk.got())
+
+	if code, out := reloadCommand(t, zone, p); code != 0 {
+		t.Fatalf("zoneproxy reload: exit %d\n%s", code, out)
+	}
+	for i, f := range files {
+		if after, err := os.Stat(f); err != nil || !os.SameFile(before[i], after) {
+			t.Fatalf("%s was made anew by the reload (%v)", f, err)
+		}
+	}
+	connect(t, zone, p, "egress")
+	harness.Eventually(t, promptly, "a line at the backend after the reload", func() bool { return len(snk.got()) > lines })
+	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/metrics"
+	harness.Eventually(t, promptly, "a scrape through Envoy's MeshMetric listener after the reload", func() bool {
+		code, b := tryGet(url)
+		return code == 200 && strings.Contains(b, "zoneproxy_build_info")
+	})
 }
