@@ -319,35 +319,34 @@ func (c *Cache) writer() {
 	defer c.sub.Close()
 	var retry <-chan time.Time
 	for {
+		var flushed chan bool // a Flush waits for this write
 		select {
 		case <-c.wake:
 			// Let a burst of ACKs (a snapshot arriving type by type) settle
 			// into one write: latest wins, and the disk is not re-written
-			// for every response.
+			// for every response. A Flush does not wait for it.
 			t := time.NewTimer(writeSettle)
 			select {
 			case <-t.C:
+			case flushed = <-c.flushes:
+				t.Stop()
 			case <-c.stop:
 				t.Stop()
 				c.writePending()
 				return
 			}
 		case <-retry:
-		case done := <-c.flushes:
-			ok := c.writePending()
-			done <- ok
-			if ok {
-				retry = nil
-			} else if retry == nil {
-				retry = time.After(c.retryEvery)
-			}
-			continue
+		case flushed = <-c.flushes:
 		case <-c.stop:
 			c.writePending()
 			return
 		}
 		retry = nil
-		if !c.writePending() {
+		ok := c.writePending()
+		if flushed != nil {
+			flushed <- ok
+		}
+		if !ok {
 			// A full or failing disk may recover while the configuration
 			// stays the same for hours: try again without waiting for a
 			// change.
