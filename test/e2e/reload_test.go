@@ -539,3 +539,22 @@ func TestReloadKeepsTheAccessLogAndMeshMetric(t *testing.T) {
 		return code == 200 && strings.Contains(b, "zoneproxy_build_info")
 	})
 }
+
+// A reload during a stop's drain is refused: the stop goes on to its end.
+func TestReloadDuringAStopIsRefused(t *testing.T) {
+	t.Parallel()
+	zone := reloadable(t)
+	p := zone.NewProxy("payments", "egress")
+	agent := zone.Start(p, nil, "--drain-time", "20s", "--drain-min", "20s")
+	agent.AwaitReadiness(p.Readiness, 200, "READY", promptly)
+	agent.Signal(syscall.SIGTERM)
+	agent.AwaitReadiness(p.Readiness, 503, "TERMINATING", promptly)
+	code, out := reloadCommand(t, zone, p)
+	if code != 1 || !strings.Contains(out, "the agent is stopping") {
+		t.Fatalf("zoneproxy reload during a stop: exit %d, want 1 saying it stops\n%s", code, out)
+	}
+	agent.Signal(syscall.SIGTERM) // the second skips the rest of the drain
+	if code := agent.Wait(promptly); code != 0 {
+		t.Fatalf("exit %d after a refused reload during the stop", code)
+	}
+}
