@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -67,6 +68,8 @@ const (
 type reloader struct {
 	mu  sync.Mutex // held by a reload from its decision to the exec, and by Envoy's start
 	hmu sync.Mutex // guards the rest
+	// stopAsked: a stop signal came; a reload not yet exec'd gives way.
+	stopAsked atomic.Bool
 	// exe and args are how the agent was started, exe resolved then:
 	// after a package upgrade /proc/self/exe names the deleted old file,
 	// the path the new one.

@@ -70,9 +70,18 @@ func (a *Agent) Reload() (exec func() error, err error) {
 	}
 	return func() error {
 		defer r.mu.Unlock()
-		err := a.replace(st, files)
+		err, result := error(nil), reloadFailed
+		if r.stopAsked.Load() || a.maint.want.Load() {
+			// Asked while the new program was checked: the stop or the
+			// drain goes first, and would be lost across the exec. (One
+			// that comes between this check and the exec still is.)
+			err = fmt.Errorf("%w: a stop or a maintenance drain was asked meanwhile; the agent (generation %d) does that instead", ErrReloadRefused, r.generation)
+			result = reloadRefused
+		} else {
+			err = a.replace(st, files)
+		}
 		closeFiles(dupsOf(files)...)
-		a.reloadEnded(reloadFailed, err)
+		a.reloadEnded(result, err)
 		return err
 	}, nil
 }
@@ -90,7 +99,7 @@ func (a *Agent) reloadable() (withEnvoy bool, err error) {
 	switch {
 	case !ready:
 		return refuse("the agent is still starting; reload once /ready answers")
-	case snap.Phase == state.Terminating || snap.Phase == state.Stopped || snap.Phase == state.Failed:
+	case r.stopAsked.Load() || snap.Phase == state.Terminating || snap.Phase == state.Stopped || snap.Phase == state.Failed:
 		return refuse("the agent is stopping")
 	case a.maint.want.Load() || snap.Phase == state.Draining || snap.Phase == state.Drained:
 		return refuse("the proxy is drained or draining for maintenance; reload after `zoneproxy undrain`, or restart it")

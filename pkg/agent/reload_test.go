@@ -30,6 +30,7 @@ func TestReloadIsDoneOnlyWhenItCanBe(t *testing.T) {
 		envoy     func(t *testing.T) EnvoyProcess // nil: none started yet
 		serving   bool
 		drained   bool
+		stopAsked bool // a stop signal came, the phase not changed yet
 		started   bool // the work dir and the listeners are open
 		withEnvoy bool
 		refusal   string // "" when the reload is done
@@ -43,6 +44,7 @@ func TestReloadIsDoneOnlyWhenItCanBe(t *testing.T) {
 		{name: "draining", phase: state.Draining, envoy: realEnvoy, serving: true, drained: true, started: true, refusal: "undrain"},
 		{name: "drained", phase: state.Drained, envoy: realEnvoy, serving: true, drained: true, started: true, refusal: "undrain"},
 		{name: "stopping", phase: state.Terminating, envoy: realEnvoy, started: true, refusal: "stopping"},
+		{name: "a stop signal just came", phase: state.Ready, envoy: realEnvoy, serving: true, stopAsked: true, started: true, refusal: "stopping"},
 		{name: "an Envoy that cannot be handed over", phase: state.Ready, envoy: func(*testing.T) EnvoyProcess { return newFakeProc() }, serving: true, started: true, refusal: "cannot be handed over"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -53,6 +55,7 @@ func TestReloadIsDoneOnlyWhenItCanBe(t *testing.T) {
 			}
 			a.maint.serving.Store(tc.serving)
 			a.maint.want.Store(tc.drained)
+			a.rl.stopAsked.Store(tc.stopAsked)
 			if tc.started {
 				a.rl.wd = &workDir{}
 				a.rl.listeners = map[string]net.Listener{}

@@ -84,6 +84,7 @@ func (a *Agent) followSignals(s *Signals, stop context.CancelFunc, done <-chan s
 				switch stops {
 				case 1:
 					a.log.Info("stop signal received; stopping", zap.String("signal", sig.String()))
+					a.rl.stopAsked.Store(true) // a reload under way gives way
 					stop()
 				case 2:
 					a.log.Info("second stop signal received; skipping the drain", zap.String("signal", sig.String()))
