@@ -18,6 +18,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 	"github.com/zoneproxy/zoneproxy/pkg/host/preflight"
+	"github.com/zoneproxy/zoneproxy/pkg/host/reexec"
 	"github.com/zoneproxy/zoneproxy/pkg/host/timesync"
 	"github.com/zoneproxy/zoneproxy/pkg/kuma/bootstrap"
 	"github.com/zoneproxy/zoneproxy/pkg/localserver"
@@ -57,6 +58,9 @@ type Options struct {
 	// Metrics counts bootstrap attempts and Envoy's life and is served on
 	// /metrics; nil is a new set.
 	Metrics *metrics.Metrics
+	// Handover is what the agent's previous program in this process handed
+	// over (a reload, reload.go); nil on a fresh start.
+	Handover *reexec.Handover
 }
 
 // Agent runs one zone proxy.
@@ -90,6 +94,7 @@ type Agent struct {
 	hand         handovers                   // Envoy handovers (handover.go)
 	// pendingHandover is the request the serve loop takes up.
 	pendingHandover handoverRequest
+	rl              reloader // reloads in place (reload.go, adopt.go)
 }
 
 // New returns an agent for a validated configuration.
@@ -138,10 +143,15 @@ func New(o Options) *Agent {
 //  6. What a restart may cure before Envoy starts (a port in use, an
 //     address not up yet, a full disk, --bootstrap-timeout, Envoy failing
 //     to start): exit 1.
+//  7. A reload (reload.go) does not return: the process goes on in the
+//     new program, whose Run adopts what this one handed over. If it
+//     cannot (the Envoy handed over is gone), exit 1; Envoy ends with the
+//     process, and systemd restarts both.
 //
 // A maintenance drain (`zoneproxy drain`, SIGUSR2), an undrain and a zone
 // port freed after a failed bind restart Envoy in place; none of them
-// ends Run; nor do a third stop signal or SIGUSR2 once stopping. Meanwhile
+// ends Run; nor do a third stop signal or SIGUSR2 once stopping, nor a
+// refused or failed reload. Meanwhile
 // systemd hears the state (sd_notify), and its watchdog is fed while no
 // Envoy runs yet or Envoy is alive and its admin API answers.
 func (a *Agent) Run(ctx context.Context) error {
@@ -195,12 +205,15 @@ func (a *Agent) run(ctx context.Context) (err error) {
 		}
 	}()
 
+	if err := a.takeHandover(); err != nil {
+		return err
+	}
 	client, err := bootstrap.NewClientFor(a.cfg)
 	if err != nil {
 		return err
 	}
 	defer client.Close()
-	wd, err := openWorkDir(a.cfg.WorkDir)
+	wd, err := a.openWorkDir()
 	if err != nil {
 		return err
 	}
@@ -212,6 +225,7 @@ func (a *Agent) run(ctx context.Context) (err error) {
 	defer state.close()
 	if state != nil {
 		a.stateDirPath = state.dir.Path()
+		a.rl.keepStateDir(state)
 	}
 	if wd.leftBootstrap {
 		// Its ports would make the port check below refuse to start.
@@ -224,7 +238,7 @@ func (a *Agent) run(ctx context.Context) (err error) {
 	}
 
 	rp := preflight.ReadinessPort(a.cfg)
-	ln, err := preflight.Listen(rp.Addr)
+	ln, err := a.listen(rp)
 	if err != nil {
 		return portFailure(preflight.PortError(rp, err))
 	}
@@ -242,7 +256,7 @@ func (a *Agent) run(ctx context.Context) (err error) {
 		if !ok {
 			continue
 		}
-		eln, err := preflight.Listen(p.Addr)
+		eln, err := a.listen(p)
 		if err != nil {
 			_ = rs.Close()
 			return portFailure(preflight.PortError(p, err))
@@ -256,6 +270,8 @@ func (a *Agent) run(ctx context.Context) (err error) {
 	rs.Handle("/logging", loggingHandler(a.opts.LogLevel, &a.running, a.log))
 	rs.HandleMaintenance(localserver.Maintenance{Drain: a.Drain, Undrain: a.Undrain})
 	rs.Handle("/envoy/handover", a.handoverHandler())
+	rs.HandleReload(a.Reload)
+	rs.SetGenerations(a.Generations)
 	go func() {
 		if err := rs.Serve(); err != nil {
 			a.log.Error("readiness endpoint stopped", zap.Error(err))
@@ -267,7 +283,7 @@ func (a *Agent) run(ctx context.Context) (err error) {
 		_ = rs.Shutdown(sctx)
 	}()
 
-	if err := preflight.CheckFree(preflight.Ports(a.cfg)...); err != nil {
+	if err := a.checkFree(); err != nil {
 		return portFailure(err)
 	}
 	envoyPath, envoyVersion, err := a.findEnvoy(ctx)
@@ -288,7 +304,7 @@ func (a *Agent) run(ctx context.Context) (err error) {
 	// in flight; what Envoy's launch does not take is removed on return.
 	prep := a.prepareLaunch(wd)
 	defer prep.release()
-	doc, cached, err := a.bootstrap(ctx, wd, envoyVersion, cache, client)
+	doc, cached, err := a.bootstrapOrResume(ctx, wd, envoyVersion, cache, client)
 	if err != nil || (doc == nil && cached == nil) {
 		return err // nothing: stopped while waiting
 	}
@@ -301,6 +317,9 @@ func (a *Agent) run(ctx context.Context) (err error) {
 // missing or is no Envoy is exit 78; a `--version` that timed out or was
 // killed may pass after a restart: exit 1.
 func (a *Agent) findEnvoy(ctx context.Context) (string, envoy.Version, error) {
+	if path, v, ok := a.adoptedEnvoyBinary(); ok {
+		return path, v, nil
+	}
 	path, found, err := a.envoy.Find(ctx, a.cfg.EnvoyBinary, a.stateDirPath)
 	if envoy.IsTransient(err) {
 		return "", envoy.Version{}, err

@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
-	"github.com/zoneproxy/zoneproxy/pkg/xds"
-	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
 )
 
 // launchPrep is what Envoy's launch needs that the bootstrap's content does
@@ -30,13 +28,14 @@ type launchPrep struct {
 // prepareLaunch starts preparing in the background.
 func (a *Agent) prepareLaunch(wd *workDir) *launchPrep {
 	p := &launchPrep{done: make(chan struct{})}
-	relayed := a.cfg.XDSRelay
+	relayed := a.relayed()
 	go func() {
 		defer close(p.done)
 		if relayed {
-			p.relayLn, p.relayErr = relay.Listen(wd.at(xds.SocketName))
+			p.relayLn, p.relayErr = a.relayListen(wd)
 		}
 		p.obs, p.obsErr = a.startObservability(wd.path, p.stats)
+		a.rl.keepObservability(p.obs)
 		envoy.WarmUp()
 	}()
 	return p

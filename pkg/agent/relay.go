@@ -86,7 +86,8 @@ func (a *Agent) usableCache(c *lkgcache.Cache, wd *workDir, said *string) *lkgca
 func (a *Agent) startXDS(wd *workDir, doc []byte, cached *lkgcache.Snapshot, cache *lkgcache.Cache, prep *launchPrep) (*xds.Feature, error) {
 	w := &relayWatch{a: a}
 	f, err := xds.Start(xds.Options{
-		Relay:        a.cfg.XDSRelay,
+		Relay:        a.relayed(),
+		Resume:       a.resumption(), // an adopted Envoy's relay (adopt.go)
 		Bootstrap:    doc,
 		Cached:       cached,
 		SocketPath:   wd.file(xds.SocketName),
@@ -108,6 +109,7 @@ func (a *Agent) startXDS(wd *workDir, doc []byte, cached *lkgcache.Snapshot, cac
 	if err != nil {
 		return nil, err
 	}
+	a.rl.keepFeature(f)
 	if w.relay = f.Relay(); w.relay != nil {
 		a.opts.Metrics.Register(w.relay.Metrics())
 		a.xdsMu.Lock()

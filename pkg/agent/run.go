@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -27,6 +28,12 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 	defer f.Close() // after Envoy is gone
 	a.warnIfEnvoyReadsUntrimmedToken(f.Bootstrap)
 	adminAddr := f.Admin
+	// An adopted Envoy of an even handover generation runs on the
+	// handover's bootstrap copy and admin socket (handover.go).
+	handoverGen := a.rl.handoverGeneration()
+	if handoverGen%2 == 0 && adminAddr.Socket != "" {
+		adminAddr = envoy.AdminAddress{Socket: filepath.Join(filepath.Dir(adminAddr.Socket), handoverAdminSocket)}
+	}
 	cfgPath, err := wd.write(bootstrapFile, f.Bootstrap)
 	if err != nil {
 		return err
@@ -45,7 +52,7 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 	}
 	obs.register()
 
-	a.tracker.Set(state.EnvoyStarting, "Envoy starting")
+	a.envoyStarting()
 	args := envoy.Args(envoy.Options{
 		ConfigPath: cfgPath, DrainTime: a.cfg.DrainTime,
 		LogLevel: a.cfg.EnvoyLogLevel, ComponentLogLevel: a.cfg.EnvoyComponentLogLevel,
@@ -59,23 +66,28 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 	// start runs Envoy: here, and again from the same bootstrap on an undrain.
 	var proc EnvoyProcess
 	start := func() (EnvoyProcess, error) {
-		p, err := a.envoy.Start(spec)
+		p, err := a.startEnvoy(spec) // or adopt the one a reload handed over
 		if err != nil {
 			return nil, err
 		}
 		proc = p
-		a.hand.generation.Store(1)
-		a.envoyNow.Store(&envoyRecord{proc: p, build: envoyVersion.Build, generation: 1})
-		a.log.Info("started Envoy", zap.Int("pid", p.PID()), zap.Strings("args", args), zap.String("admin", adminAddr.String()))
+		a.hand.generation.Store(handoverGen)
+		a.envoyNow.Store(&envoyRecord{proc: p, build: envoyVersion.Build, generation: handoverGen})
+		a.log.Info(a.startedWords(), zap.Int("pid", p.PID()), zap.Strings("args", args), zap.String("admin", adminAddr.String()))
 		a.running.Store(&runningEnvoy{admin: admin, proc: p})
 		return p, nil
 	}
 	if _, err := start(); err != nil {
 		return err
 	}
-	a.hand.kit.Store(&handoverKit{wd: wd, bootstrap: f.Bootstrap, relay: f.Relay(), prep: prep, spec: spec, admin: adminAddr,
+	kit := &handoverKit{wd: wd, bootstrap: f.Bootstrap, relay: f.Relay(), prep: prep, spec: spec, admin: f.Admin,
 		opts: envoy.Options{DrainTime: a.cfg.DrainTime, LogLevel: a.cfg.EnvoyLogLevel, ComponentLogLevel: a.cfg.EnvoyComponentLogLevel,
-			Concurrency: a.cfg.Concurrency, Extra: a.cfg.EnvoyArgs}})
+			Concurrency: a.cfg.Concurrency, Extra: a.cfg.EnvoyArgs}}
+	a.hand.kit.Store(kit)
+	if handoverGen%2 == 0 {
+		// An undrain restarts the adopted generation on its own files.
+		start = a.restartFrom(kit, handoverGen, envoyVersion.Build)
+	}
 	// Whatever happens below, Envoy does not outlive this function.
 	defer func() {
 		if !proc.Exited() {

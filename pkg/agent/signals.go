@@ -14,6 +14,8 @@ import (
 //   - SIGTERM, SIGINT (Ctrl-C) and SIGHUP (the terminal or ssh session
 //     closing) stop the agent with a drain; a second one skips the rest of
 //     the drain. SIGHUP stays ignored when it was at start (nohup).
+//   - Under systemd (NOTIFY_SOCKET or INVOCATION_ID set) no terminal
+//     closes: SIGHUP is a reload, as `zoneproxy reload` (reload.go).
 //   - SIGUSR2 is a maintenance drain, as in kuma-dp; only `zoneproxy
 //     undrain` ends it.
 //   - SIGPIPE is ignored: a journald restart breaks stderr, and the next
@@ -21,6 +23,7 @@ import (
 type Signals struct {
 	stop        chan os.Signal
 	maintenance chan os.Signal
+	reload      chan os.Signal
 }
 
 // CatchSignals installs the agent's signal handling. `run` calls it before
@@ -31,12 +34,15 @@ func CatchSignals() *Signals {
 	s := newSignals()
 	signal.Notify(s.stop, stopSignals()...)
 	signal.Notify(s.maintenance, syscall.SIGUSR2)
+	if reloadOnHangUp() {
+		signal.Notify(s.reload, syscall.SIGHUP)
+	}
 	return s
 }
 
 func newSignals() *Signals {
 	// Room for the stop and the second stop, so neither is dropped.
-	return &Signals{stop: make(chan os.Signal, 2), maintenance: make(chan os.Signal, 1)}
+	return &Signals{stop: make(chan os.Signal, 2), maintenance: make(chan os.Signal, 1), reload: make(chan os.Signal, 1)}
 }
 
 // stopSignals end the agent with a drain. SIGHUP is one of them, so it
@@ -44,7 +50,7 @@ func newSignals() *Signals {
 // agent started (nohup).
 func stopSignals() []os.Signal {
 	sigs := []os.Signal{syscall.SIGINT, syscall.SIGTERM}
-	if !signal.Ignored(syscall.SIGHUP) {
+	if !signal.Ignored(syscall.SIGHUP) && !reloadOnHangUp() {
 		sigs = append(sigs, syscall.SIGHUP)
 	}
 	return sigs
@@ -54,6 +60,7 @@ func stopSignals() []os.Signal {
 func (s *Signals) release() {
 	signal.Stop(s.stop)
 	signal.Stop(s.maintenance)
+	signal.Stop(s.reload)
 }
 
 // followSignals acts on s until done is closed: the first stop signal
@@ -77,6 +84,7 @@ func (a *Agent) followSignals(s *Signals, stop context.CancelFunc, done <-chan s
 				switch stops {
 				case 1:
 					a.log.Info("stop signal received; stopping", zap.String("signal", sig.String()))
+					a.rl.stopAsked.Store(true) // a reload under way gives way
 					stop()
 				case 2:
 					a.log.Info("second stop signal received; skipping the drain", zap.String("signal", sig.String()))
@@ -85,6 +93,10 @@ func (a *Agent) followSignals(s *Signals, stop context.CancelFunc, done <-chan s
 			case <-s.maintenance:
 				if stops == 0 {
 					a.drainOnSignal()
+				}
+			case <-s.reload:
+				if stops == 0 {
+					go a.reloadOnSignal()
 				}
 			}
 		}

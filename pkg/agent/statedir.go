@@ -26,6 +26,9 @@ type stateDir struct {
 // under the unit's sandbox, full) leaves the agent without a cache, as
 // before: a warning, and nil.
 func (a *Agent) openStateDir() (*stateDir, error) {
+	if sd, ok, err := a.adoptStateDir(); ok {
+		return sd, err
+	}
 	if a.cfg.StateDir == "" {
 		return nil, nil
 	}

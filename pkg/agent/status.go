@@ -21,6 +21,12 @@ type Status struct {
 	// Drain is "" in rotation, "maintenance" while `zoneproxy drain` or
 	// SIGUSR2 holds the proxy out of it.
 	Drain string `json:"drain,omitempty"`
+	// Generation is the agent's program: 1 at start, one more at each
+	// reload; EnvoyGeneration counts the Envoys started in place.
+	Generation      int `json:"generation"`
+	EnvoyGeneration int `json:"envoyGeneration"`
+	// Reload is the last reload, nil if none.
+	Reload *ReloadStatus `json:"reload,omitempty"`
 }
 
 // EnvoyStatus is the supervised Envoy: its PID (0 once it has exited) and
@@ -68,6 +74,7 @@ func (a *Agent) Status() Status {
 	if a.maint.want.Load() {
 		st.Drain = "maintenance"
 	}
+	st.Generation, st.EnvoyGeneration, st.Reload = a.generations()
 	if x != nil && x.relay != nil {
 		c := x.relay.State().Cache
 		if c.InUse {

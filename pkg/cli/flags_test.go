@@ -8,6 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/zoneproxy/zoneproxy/pkg/agent"
 )
 
 func findCommand(t *testing.T, path ...string) *cobra.Command {
@@ -41,7 +43,8 @@ func TestEachCommandTakesOnlyTheFlagsItUses(t *testing.T) {
 			has:   []string{"cp-address", "ca-cert-file", "dataplane-token-file", "envoy-binary", "work-dir", "readiness-port", "label"},
 			lacks: []string{"drain-time", "drain-min", "retry-initial", "retry-max", "bootstrap-timeout", "concurrency", "envoy-arg", "envoy-log-level", "metrics-address", "zone"}},
 		// check validates everything run would: it takes run's flags.
-		{path: []string{"run"}, exactly: runFlags},
+		// and the hidden check a reload runs first (pkg/agent/reload.go).
+		{path: []string{"run"}, exactly: append(slices.Clone(runFlags), agent.HandoverCheckFlag)},
 		// check also finds a unit's configuration by its instance name.
 		{path: []string{"check"}, exactly: append(slices.Clone(runFlags), "instance", "instance-dir")},
 		{path: []string{"version"}, exactly: []string{"output"}},

@@ -36,7 +36,7 @@ readiness, and drains Envoy gracefully on stop.`,
 	// --version is `zoneproxy version`, as other tools have it.
 	root.Version = version.Version
 	root.SetVersionTemplate(version.String() + "\n")
-	root.AddCommand(newRunCommand(), newCheckCommand(), newStatusCommand(), newDrainCommand(), newUndrainCommand(), newRenderCommand(), newBootstrapCommand(), newVersionCommand())
+	root.AddCommand(newRunCommand(), newCheckCommand(), newStatusCommand(), newDrainCommand(), newUndrainCommand(), newReloadCommand(), newRenderCommand(), newBootstrapCommand(), newVersionCommand())
 	return root
 }
 

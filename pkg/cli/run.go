@@ -1,12 +1,19 @@
 package cli
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
 	"github.com/spf13/cobra"
 
 	"github.com/zoneproxy/zoneproxy/pkg/agent"
+	"github.com/zoneproxy/zoneproxy/pkg/host/reexec"
+	"github.com/zoneproxy/zoneproxy/pkg/version"
 )
 
 func newRunCommand() *cobra.Command {
+	var handoverCheck bool
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the zone proxy: bootstrap against the control plane and supervise Envoy",
@@ -18,7 +25,10 @@ Signals: SIGTERM, SIGINT (Ctrl-C) and SIGHUP (the terminal or ssh session
 closing) all stop the zone proxy gracefully: health checks fail, listeners
 drain for at least --drain-min and at most --drain-time, Envoy stops and the
 work dir is cleaned. A second signal skips the rest of the drain. Under nohup
-(SIGHUP ignored at start) SIGHUP stays ignored.
+(SIGHUP ignored at start) SIGHUP stays ignored. Under systemd (NOTIFY_SOCKET
+or INVOCATION_ID set) SIGHUP is a reload instead, as "zoneproxy reload":
+the agent replaces itself in place and Envoy keeps running. SIGUSR2 drains
+for maintenance, as "zoneproxy drain".
 
 Exit codes: 0 clean stop; 1 a failure a restart may fix (Envoy died, a full
 disk, --bootstrap-timeout); 64 a command line zoneproxy cannot parse (an
@@ -32,12 +42,27 @@ permanent refusal that a restart cannot fix.`,
 			// First of all: a signal during the configuration's loading
 			// waits for the agent; SIGPIPE is ignored before any log line.
 			sigs := agent.CatchSignals()
+			// What a reload's previous program handed over, before the
+			// environment is read: its variable is no setting.
+			handover, herr := reexec.Take()
+			if errors.Is(herr, reexec.ErrNotHandedOver) {
+				herr = nil
+			}
+			if handoverCheck {
+				return checkHandover(cmd)
+			}
 			p, err := prepare(cmd, fullCheck)
 			if err != nil {
 				return err
 			}
 			defer func() { _ = p.log.Sync() }()
-			ag := agent.New(agent.Options{Config: p.cfg, Log: p.log, LogLevel: p.logLevel, Signals: sigs})
+			if herr != nil {
+				// Envoy, if one was handed over, ends with this process:
+				// systemd starts both anew.
+				p.log.Error("failed: cannot take over from the previous agent: " + herr.Error())
+				return reportedError{herr}
+			}
+			ag := agent.New(agent.Options{Config: p.cfg, Log: p.log, LogLevel: p.logLevel, Signals: sigs, Handover: handover})
 			if err := ag.Run(cmd.Context()); err != nil {
 				return reportedError{err} // the agent logged it
 			}
@@ -45,5 +70,24 @@ permanent refusal that a restart cannot fix.`,
 		},
 	}
 	addFlags(cmd.Flags(), runFlags...)
+	// A reload runs the new binary with this flag first (pkg/agent/reload.go).
+	cmd.Flags().BoolVar(&handoverCheck, agent.HandoverCheckFlag, false, "check the configuration and print what a reload could hand over, then exit")
+	_ = cmd.Flags().MarkHidden(agent.HandoverCheckFlag)
 	return cmd
+}
+
+// checkHandover is `run --handover-check`: the configuration loads and is
+// valid, and this binary reads the handover the running agent writes.
+func checkHandover(cmd *cobra.Command) error {
+	p, err := prepare(cmd, fullCheck)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(agent.HandoverCheck{Manifest: reexec.ManifestVersion, Handover: agent.HandoverVersion,
+		Version: version.Version, Envoy: agent.EnvoyFixed(p.cfg)})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), string(b))
+	return nil
 }

@@ -16,7 +16,7 @@ func TestUsageErrors(t *testing.T) {
 		want  []string // in the output
 		avoid []string // not in the output
 	}{
-		{"no command", nil, []string{"zoneproxy: which command? bootstrap, check, drain, render, run, status, undrain, version", "Run 'zoneproxy --help'"}, nil},
+		{"no command", nil, []string{"zoneproxy: which command? bootstrap, check, drain, reload, render, run, status, undrain, version", "Run 'zoneproxy --help'"}, nil},
 		{"unknown command", []string{"rnu"}, []string{`unknown command "rnu" for "zoneproxy"`, "Did you mean this?\n\trun"}, nil},
 		{"render without a resource", []string{"render"}, []string{"render which resource? dataplane or meshzoneaddress"}, nil},
 		{"render an unknown resource", []string{"render", "dataplan"}, []string{`unknown resource "dataplan"`, `(did you mean "dataplane"?)`}, nil},

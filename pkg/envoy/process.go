@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"sync"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/zoneproxy/zoneproxy/pkg/host/reexec"
 )
 
 // State is where the Envoy process is in its life.
@@ -37,10 +40,13 @@ type Spec struct {
 
 // Process is a running Envoy. It lives in its own process group, and the
 // kernel kills it if the agent dies (parent-death signal), so no Envoy ever
-// outlives its agent.
+// outlives its agent. It is forked on the process thread (reexec.Do): the
+// signal follows the thread that forked it, and that one thread outlives
+// every reload of the agent (reexec.Main).
 type Process struct {
-	cmd  *exec.Cmd
-	done chan struct{}
+	proc   *os.Process
+	output *os.File // the read end of Envoy's stdout and stderr
+	done   chan struct{}
 
 	mu      sync.Mutex
 	state   State
@@ -60,31 +66,86 @@ func WarmUp() {
 
 // Start launches the process.
 func Start(spec Spec) (*Process, error) {
+	// An explicit pipe, not a Go writer: its read end can be handed to the
+	// agent's next program (Output), which goes on reading Envoy's lines.
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("starting Envoy: %w", err)
+	}
+	defer w.Close()
 	cmd := exec.Command(spec.Path, spec.Args...)
 	cmd.Env = spec.Env
 	cmd.Dir = spec.Dir
-	out := &lineWriter{emit: spec.Output}
-	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Stdout, cmd.Stderr = w, w
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Setpgid:   true, // a terminal's ^C reaches the agent only; it decides
 		Pdeathsig: syscall.SIGKILL,
 	}
-	cmd.WaitDelay = time.Second
-	if err := cmd.Start(); err != nil {
+	reexec.Do(func() { err = cmd.Start() })
+	if err != nil {
+		r.Close()
 		return nil, fmt.Errorf("starting Envoy: %w", err)
 	}
-	p := &Process{cmd: cmd, done: make(chan struct{})}
+	return follow(cmd.Process, r, spec.Output), nil
+}
+
+// Adopt supervises the Envoy an earlier program in this process started
+// (the process is the same, so Envoy is still its child): pid, and the read
+// end of its output the earlier program handed over. Its parent-death
+// signal still follows the process thread, which this program runs on.
+func Adopt(pid int, output *os.File, emit func(string)) (*Process, error) {
+	if pid <= 0 {
+		return nil, fmt.Errorf("adopting Envoy: %d is not a process id", pid)
+	}
+	var info unix.Siginfo
+	// Only a child of this process can be waited for: a pid reused by
+	// another process is refused here.
+	if err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil); err != nil {
+		return nil, fmt.Errorf("adopting Envoy (pid %d): it is not a child of this process: %w", pid, err)
+	}
+	proc, err := os.FindProcess(pid)
+	if err != nil {
+		return nil, fmt.Errorf("adopting Envoy (pid %d): %w", pid, err)
+	}
+	return follow(proc, output, emit), nil
+}
+
+// follow reads output into emit and waits for proc.
+func follow(proc *os.Process, output *os.File, emit func(string)) *Process {
+	p := &Process{proc: proc, output: output, done: make(chan struct{})}
+	read := make(chan struct{})
 	go func() {
-		endGroupOnExit(cmd.Process.Pid)
-		err := cmd.Wait()
+		defer close(read)
+		if output == nil {
+			return
+		}
+		out := &lineWriter{emit: emit}
+		_, _ = io.Copy(out, output)
 		out.flush()
+	}()
+	go func() {
+		endGroupOnExit(proc.Pid)
+		ps, err := proc.Wait()
+		if err == nil && !ps.Success() {
+			err = &exec.ExitError{ProcessState: ps}
+		}
+		// The group is gone, so the pipe's writers are: the rest of the
+		// output comes at once (bounded, as exec.Cmd's WaitDelay was).
+		select {
+		case <-read:
+		case <-time.After(time.Second):
+		}
 		p.mu.Lock()
 		p.waitErr, p.state = err, Exited
 		p.mu.Unlock()
 		close(p.done)
 	}()
-	return p, nil
+	return p
 }
+
+// Output is the read end of Envoy's output, to hand to the agent's next
+// program; nil if there is none.
+func (p *Process) Output() *os.File { return p.output }
 
 // endGroupOnExit waits for Envoy to exit, without reaping it, then kills
 // what is left of its process group: the children of a wrapper that did
@@ -102,7 +163,7 @@ func endGroupOnExit(pid int) {
 }
 
 // PID of the Envoy process.
-func (p *Process) PID() int { return p.cmd.Process.Pid }
+func (p *Process) PID() int { return p.proc.Pid }
 
 // Done is closed when the process has exited.
 func (p *Process) Done() <-chan struct{} { return p.done }
@@ -186,7 +247,7 @@ func (p *Process) signalGroup(sig syscall.Signal) {
 	default:
 	}
 	// Negative pid: the whole group Envoy leads.
-	_ = syscall.Kill(-p.cmd.Process.Pid, sig)
+	_ = syscall.Kill(-p.proc.Pid, sig)
 }
 
 // lineWriter turns Envoy's output into lines for the agent's log.

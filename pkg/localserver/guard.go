@@ -111,11 +111,11 @@ func onlyOwner(h http.Handler) http.Handler {
 		uid, err := peerUID(r)
 		switch {
 		case err != nil:
-			http.Error(w, fmt.Sprintf("refused: cannot tell which user sent %s %s (%v); only %s may drain, undrain or change log levels",
+			http.Error(w, fmt.Sprintf("refused: cannot tell which user sent %s %s (%v); only %s may drain, undrain, reload or change log levels",
 				r.Method, r.URL.Path, err, allowed), http.StatusForbidden)
 			return
 		case uid != 0 && uid != own:
-			http.Error(w, fmt.Sprintf("refused: %s %s comes from uid %s; only %s may drain, undrain or change log levels: run it with sudo, or as that user",
+			http.Error(w, fmt.Sprintf("refused: %s %s comes from uid %s; only %s may drain, undrain, reload or change log levels: run it with sudo, or as that user",
 				r.Method, r.URL.Path, uidName(uid), allowed), http.StatusForbidden)
 			return
 		}

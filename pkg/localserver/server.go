@@ -34,6 +34,8 @@ type Server struct {
 
 	proberMu sync.Mutex
 	prober   *prober
+
+	generations func() string // SetGenerations; nil for none
 }
 
 // New serves /ready on ln. Call Serve to start.
@@ -177,7 +179,7 @@ func (s *Server) Status(context.Context) (int, string) {
 		// control plane is away).
 		body += "\n" + v.Detail
 	}
-	return code, body
+	return code, body + s.generationLine()
 }
 
 // readyDetail is the plain READY detail, which adds nothing to the word.

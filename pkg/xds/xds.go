@@ -53,6 +53,10 @@ type Options struct {
 	Backoff backoff.Backoff
 	Log     *zap.Logger
 	Events  relay.Events
+	// Resume, when set, is a relayed start's own Feature.Resume, handed
+	// to the agent's next program: Bootstrap is the bootstrap Envoy runs
+	// with already (pointing at the relay), not the control plane's.
+	Resume *Resumption
 }
 
 // Feature is the started xDS feature.
@@ -64,6 +68,9 @@ type Feature struct {
 	// Admin is where Envoy's admin API listens, read from Bootstrap once.
 	Admin envoy.AdminAddress
 	relay *relay.Relay
+	// Resume is what another relay needs to serve the running Envoy: nil
+	// in direct mode.
+	Resume *Resumption
 }
 
 // Start starts the feature. A control plane's bootstrap the relay cannot
@@ -81,6 +88,8 @@ func Start(o Options) (*Feature, error) {
 		return direct(o.Bootstrap)
 	case o.Cached != nil:
 		return startOnCache(o)
+	case o.Resume != nil:
+		return resume(o)
 	}
 	res, err := bootstraprewrite.Rewrite(o.Bootstrap, o.SocketPath)
 	if err != nil {
@@ -154,8 +163,9 @@ func start(o Options, bootstrap []byte, admin envoy.AdminAddress, up cpdial.Targ
 		Backoff:    o.Backoff,
 		Log:        o.Log,
 		// Started on the cache: the control plane did not answer.
-		CacheFirst: o.Cached != nil,
-		Events:     o.Events,
+		CacheFirst:     o.Cached != nil,
+		CacheFirstHeld: o.Cached != nil && o.Resume != nil, // a reload
+		Events:         o.Events,
 	})
 	if err != nil {
 		if ln != nil {
@@ -169,7 +179,7 @@ func start(o Options, bootstrap []byte, admin envoy.AdminAddress, up cpdial.Targ
 	if listenErr != nil {
 		return nil, exitcode.FromIO(fmt.Errorf("cannot serve Envoy's xDS on %s: %w", o.SocketPath, listenErr))
 	}
-	return &Feature{Bootstrap: bootstrap, Admin: admin, relay: r}, nil
+	return &Feature{Bootstrap: bootstrap, Admin: admin, relay: r, Resume: &Resumption{Upstream: up}}, nil
 }
 
 // dropListener closes the socket opened ahead: the relay does not start.

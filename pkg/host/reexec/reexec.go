@@ -28,9 +28,11 @@ import (
 // EnvVar names the manifest's descriptor in the new program's environment.
 const EnvVar = "ZONEPROXY_HANDOVER_FD"
 
-// manifestVersion changes when the manifest's shape does: a program that
+// ManifestVersion changes when the manifest's shape does: a program that
 // does not know it refuses the handover instead of misreading it.
-const manifestVersion = 1
+const ManifestVersion = 1
+
+const manifestVersion = ManifestVersion
 
 type manifest struct {
 	Version int             `json:"version"`
@@ -61,8 +63,11 @@ func Exec(path string, args, env []string, files map[string]*os.File, state any)
 		}
 	}()
 	for name, f := range files {
-		fd := int(f.Fd())
-		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
+		fd, err := descriptor(f)
+		if err == nil {
+			_, err = unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0)
+		}
+		if err != nil {
 			return fmt.Errorf("cannot keep %s open across the exec: %w", name, err)
 		}
 		kept = append(kept, fd)
@@ -84,6 +89,21 @@ func Exec(path string, args, env []string, files map[string]*os.File, state any)
 		return fmt.Errorf("cannot run %s: %w", path, err)
 	}
 	return nil
+}
+
+// descriptor is f's number. Not f.Fd(), which puts the file in blocking
+// mode: a listener's accept would then block a thread, and Close could no
+// longer interrupt it, should the exec fail and the program go on.
+func descriptor(f *os.File) (int, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	fd := -1
+	if err := rc.Control(func(u uintptr) { fd = int(u) }); err != nil {
+		return -1, err
+	}
+	return fd, nil
 }
 
 // writeManifest writes m to a new memfd, left inheritable and rewound.

@@ -33,6 +33,9 @@ type Options struct {
 	// write of the last-known-good cache.
 	StopGrace time.Duration
 	Log       *zap.Logger
+	// Generations, when it says something (after a reload: the agent's
+	// and Envoy's generations), ends every STATUS= line in brackets.
+	Generations func() string
 }
 
 // drainRefresh is how often STOPPING progress and the stop-timeout extension
@@ -129,7 +132,7 @@ func Run(ctx context.Context, tr *state.Tracker, opts Options) error {
 			// The verdict /ready and the metrics give: READY with a hung
 			// Envoy says so.
 			v := s.Verdict()
-			msg := "STATUS=" + statusOr(v.Detail, fallbackStatus(v.Word))
+			msg := "STATUS=" + statusOr(v.Detail, fallbackStatus(v.Word)) + generations(opts.Generations)
 			if !readySent && settled(s.Phase) {
 				readySent = true
 				msg = daemon.SdNotifyReady + "\n" + msg
@@ -305,4 +308,15 @@ func ScrubEnv(env []string) []string {
 		out = append(out, kv)
 	}
 	return out
+}
+
+// generations is " [what gen says]", or "" when it says nothing.
+func generations(gen func() string) string {
+	if gen == nil {
+		return ""
+	}
+	if g := gen(); g != "" {
+		return " [" + g + "]"
+	}
+	return ""
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -524,5 +525,25 @@ func awaitCall(t *testing.T, calls <-chan bool, want bool) {
 		case <-timeout:
 			t.Fatalf("no Healthy call returning %v", want)
 		}
+	}
+}
+
+// After a reload every STATUS= line names the agent's and Envoy's
+// generations; before any, nothing is added.
+func TestStatusNamesTheGenerations(t *testing.T) {
+	s := listen(t)
+	tr := state.NewTracker()
+	gen := ""
+	var mu sync.Mutex
+	start(t, tr, Options{Generations: func() string { mu.Lock(); defer mu.Unlock(); return gen }})
+	if got := s.next(); strings.Contains(got, "[") {
+		t.Fatalf("before a reload: %q", got)
+	}
+	mu.Lock()
+	gen = "agent generation 2, Envoy generation 1"
+	mu.Unlock()
+	tr.Set(state.Ready, "Envoy ready")
+	if got := s.next(); !strings.HasPrefix(got, "READY=1\n") || !strings.HasSuffix(got, " [agent generation 2, Envoy generation 1]") {
+		t.Fatalf("after a reload: %q", got)
 	}
 }

@@ -229,3 +229,43 @@ func TestSubRefusesLinksAndOtherUsersDirectories(t *testing.T) {
 		})
 	}
 }
+
+// The agent's next program takes over the open directory and its lock;
+// another agent still finds it locked.
+func TestAdoptKeepsTheDirectoryAndItsLock(t *testing.T) {
+	base := t.TempDir()
+	d, err := Open(filepath.Join(base, "work"), "--work-dir", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, err := d.Lock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := Adopt(d.File(), d.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.AdoptLock(lock); err != nil {
+		t.Fatal(err)
+	}
+	other, err := Open(d.Path(), "--work-dir", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.Lock(); !errors.Is(err, ErrLocked) {
+		t.Fatalf("another agent locked it: %v", err)
+	}
+	if _, err := Adopt(d.File(), base); err == nil {
+		t.Fatal("adopted under another directory's path")
+	}
+	stray, err := other.OpenFile("stray", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stray.Close()
+	if _, err := a.AdoptLock(stray); err == nil {
+		t.Fatal("adopted a file that is not the lock as the lock")
+	}
+}

@@ -54,6 +54,11 @@ func Start(opts Options) (*Streamer, error) {
 	if err != nil {
 		return nil, err
 	}
+	return start(o, fifo), nil
+}
+
+// start reads fifo, opened at o.Path.
+func start(o Options, fifo *os.File) *Streamer {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Streamer{
 		opts:       o,
@@ -67,7 +72,7 @@ func Start(opts Options) (*Streamer, error) {
 		readerDone: make(chan struct{}),
 	}
 	go s.readLoop()
-	return s, nil
+	return s
 }
 
 // enqueue queues a line for addr, starting a backend for it if there is

@@ -68,6 +68,11 @@ func Serve(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("meshmetric: chmod %s: %w", opts.Path, err)
 	}
 	ln.(*net.UnixListener).SetUnlinkOnClose(false) // Close removes it, below
+	return serveOn(opts, ln), nil
+}
+
+// serveOn serves on ln, which listens at opts.Path.
+func serveOn(opts Options, ln net.Listener) *Server {
 	s := &Server{opts: opts, ln: ln, done: make(chan struct{})}
 	s.http = &http.Server{
 		Handler:           s,
@@ -82,7 +87,7 @@ func Serve(opts Options) (*Server, error) {
 		}
 		close(s.done)
 	}()
-	return s, nil
+	return s
 }
 
 // removeStale deletes a socket or file left at path by an earlier run.

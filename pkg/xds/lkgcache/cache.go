@@ -67,6 +67,7 @@ type Cache struct {
 	refreshMu sync.Mutex // one refresh at a time: an older state never replaces a newer
 
 	wake       chan struct{}
+	flushes    chan chan bool // Flush's requests, answered by the writer
 	stop       chan struct{}
 	stopped    chan struct{}
 	closeMu    sync.Once
@@ -113,7 +114,7 @@ func OpenIn(stateDir *securedir.Dir, opts Options) (*Cache, error) {
 	}
 	c := &Cache{
 		opts: opts, sub: sub, dir: sub.At(""), path: sub.Join(FileName), log: opts.Log,
-		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
+		wake: make(chan struct{}, 1), flushes: make(chan chan bool), stop: make(chan struct{}), stopped: make(chan struct{}),
 		writeOut: writeAtomic, retryEvery: writeRetry,
 	}
 	removeTemps(sub)
@@ -290,31 +291,62 @@ func (c *Cache) Close(ctx context.Context) error {
 	}
 }
 
+// Flush writes what is pending now, bounded by ctx, and leaves the writer
+// running: the agent flushes before it replaces itself in place, and goes
+// on as before if that fails.
+func (c *Cache) Flush(ctx context.Context) error {
+	done := make(chan bool, 1)
+	select {
+	case c.flushes <- done:
+	case <-c.stopped:
+		return errors.New("the xDS cache is closed")
+	case <-ctx.Done():
+		return fmt.Errorf("the xDS cache write did not start: %w", ctx.Err())
+	}
+	select {
+	case ok := <-done:
+		if !ok {
+			return fmt.Errorf("cannot write the xDS cache %s", c.path)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("the xDS cache write did not finish: %w", ctx.Err())
+	}
+}
+
 func (c *Cache) writer() {
 	defer close(c.stopped)
 	defer c.sub.Close()
 	var retry <-chan time.Time
 	for {
+		var flushed chan bool // a Flush waits for this write
 		select {
 		case <-c.wake:
 			// Let a burst of ACKs (a snapshot arriving type by type) settle
 			// into one write: latest wins, and the disk is not re-written
-			// for every response.
+			// for every response. A Flush does not wait for it.
 			t := time.NewTimer(writeSettle)
 			select {
 			case <-t.C:
+			case flushed = <-c.flushes:
+				t.Stop()
 			case <-c.stop:
 				t.Stop()
 				c.writePending()
 				return
 			}
 		case <-retry:
+		case flushed = <-c.flushes:
 		case <-c.stop:
 			c.writePending()
 			return
 		}
 		retry = nil
-		if !c.writePending() {
+		ok := c.writePending()
+		if flushed != nil {
+			flushed <- ok
+		}
+		if !ok {
 			// A full or failing disk may recover while the configuration
 			// stays the same for hours: try again without waiting for a
 			// change.

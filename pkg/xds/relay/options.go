@@ -38,6 +38,10 @@ type Options struct {
 	// plane did not answer; its first ADS stream is served from the cache
 	// at once, while the relay tries the control plane.
 	CacheFirst bool
+	// CacheFirstHeld: Envoy runs already and its agent replaced itself (a
+	// reload); kuma-cp holds the previous program's stream, as after a
+	// restart, which is why the cache comes first, not an outage.
+	CacheFirstHeld bool
 	// ConnectTimeout bounds TCP connect plus TLS handshake (default 3 s:
 	// Envoy's ADS cluster allows 1 s to connect, TLS adds round trips). A
 	// control plane that does not answer within it counts as unreachable.

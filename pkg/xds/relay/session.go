@@ -91,9 +91,14 @@ func (s *session) run(ctx context.Context) error {
 	if s.kind.cacheable() && s.r.takeCacheFirst() {
 		// Envoy was started on the cache because the control plane did not
 		// answer: its first stream need not wait for another timeout.
-		if snap := s.r.usableCache(StreamError{Unreachable: true}); snap != nil {
-			s.r.setUpstream(Unreachable)
-			return s.fromCache(ctx, snap, StreamError{Code: codes.Unavailable, Message: "the control plane did not answer the bootstrap request", Unreachable: true})
+		why := StreamError{Code: codes.Unavailable, Message: "the control plane did not answer the bootstrap request", Unreachable: true}
+		state := Unreachable
+		if s.r.opts.CacheFirstHeld {
+			why, state = StreamError{Code: codes.Unavailable, Message: "the agent was reloaded: kuma-cp holds its previous stream", Held: true}, Held
+		}
+		if snap := s.r.usableCache(why); snap != nil {
+			s.r.setUpstream(state)
+			return s.fromCache(ctx, snap, why)
 		}
 	}
 	var held heldRetries

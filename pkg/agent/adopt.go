@@ -1,0 +1,210 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"go.uber.org/zap"
+
+	"github.com/zoneproxy/zoneproxy/pkg/host/preflight"
+	"github.com/zoneproxy/zoneproxy/pkg/host/securedir"
+	"github.com/zoneproxy/zoneproxy/pkg/state"
+)
+
+// The new program's side of a reload: run's story, with what the previous
+// program handed over taken at each step instead of made anew. With an
+// Envoy handed over, nothing that Envoy uses is touched: the work dir is
+// not cleaned, no leftover Envoy is looked for, Envoy's ports are not
+// checked, no bootstrap is fetched, and Envoy is adopted, not started.
+// Without one (the previous program waited for the mesh or the control
+// plane), the new program starts over on the handed-over dirs and
+// listeners.
+
+// takeHandover reads what the previous program handed over
+// (Options.Handover), first thing in run.
+func (a *Agent) takeHandover() error {
+	r := &a.rl
+	exe, args := startedAs()
+	r.hmu.Lock()
+	r.generation, r.exe, r.args = 1, exe, args
+	r.hmu.Unlock()
+	a.registerReloadMetrics()
+	h := a.opts.Handover
+	if h == nil {
+		return nil
+	}
+	var st handoverState
+	if err := h.State(&st); err != nil {
+		h.Close()
+		return fmt.Errorf("cannot read what the previous agent handed over: %w", err)
+	}
+	if st.Version != HandoverVersion {
+		h.Close()
+		return fmt.Errorf("the previous agent handed over version %d of its state; this build reads version %d", st.Version, HandoverVersion)
+	}
+	r.hmu.Lock()
+	r.handover, r.got = h, &st
+	r.generation, r.envoyGeneration = st.Generation+1, st.EnvoyGeneration
+	r.hmu.Unlock()
+	for result, n := range st.Reloads {
+		r.count(result, n)
+	}
+	r.count(reloadOK, 1)
+	r.hmu.Lock()
+	r.last = &ReloadStatus{Result: reloadOK, At: a.now()}
+	r.hmu.Unlock()
+	a.generationGauge()
+	if st.Envoy != nil {
+		// /ready answers READY from the first request the new program
+		// serves: Envoy never stopped serving.
+		a.tracker.Set(state.Ready, fmt.Sprintf("reloaded: agent generation %d took over the running Envoy (pid %d)", r.generation, st.Envoy.PID))
+		a.log.Info("reloaded: taking over the running Envoy", zap.Int("generation", r.generation),
+			zap.Int("envoy-generation", r.envoyGeneration), zap.Int("envoy-pid", st.Envoy.PID))
+	} else {
+		a.log.Info("reloaded: no Envoy ran yet; starting over", zap.Int("generation", r.generation))
+	}
+	return nil
+}
+
+// startedAs is how this program was started, its path resolved now: the
+// path a reload runs, the new binary after a package upgrade.
+func startedAs() (string, []string) {
+	exe := os.Args[0]
+	if filepath.Base(exe) == exe {
+		if p, err := exec.LookPath(exe); err == nil {
+			exe = p
+		}
+	}
+	if abs, err := filepath.Abs(exe); err == nil {
+		exe = abs
+	}
+	return exe, append([]string(nil), os.Args...)
+}
+
+// openWorkDir takes the handed-over work dir, or opens it as a fresh
+// start does.
+func (a *Agent) openWorkDir() (*workDir, error) {
+	wd, err := a.adoptWorkDir()
+	if wd == nil && err == nil {
+		wd, err = openWorkDir(a.cfg.WorkDir)
+	}
+	if err == nil {
+		a.rl.hmu.Lock()
+		a.rl.wd = wd
+		a.rl.hmu.Unlock()
+	}
+	return wd, err
+}
+
+func (a *Agent) adoptWorkDir() (*workDir, error) {
+	r := &a.rl
+	dirF, lockF := r.inheritedFile(fileWorkDir), r.inheritedFile(fileWorkLock)
+	if dirF == nil || lockF == nil {
+		closeFiles(dirF, lockF)
+		if r.adoptsEnvoy() {
+			return nil, errors.New("the previous agent handed over a running Envoy without its work dir")
+		}
+		return nil, nil
+	}
+	d, err := securedir.Adopt(dirF, r.got.WorkDir)
+	if err != nil {
+		closeFiles(dirF, lockF)
+		return nil, err
+	}
+	lock, err := d.AdoptLock(lockF)
+	if err != nil {
+		lockF.Close()
+		d.Close()
+		return nil, err
+	}
+	w := &workDir{dir: d, path: d.Path(), temporary: r.got.Temporary, lock: lock}
+	if r.adoptsEnvoy() {
+		return w, nil
+	}
+	if want := a.cfg.WorkDir; (want == "") != w.temporary || (want != "" && absPath(want) != w.path) {
+		w.cleanup() // moved by the new configuration; no Envoy runs there
+		return nil, nil
+	}
+	for _, name := range []string{bootstrapFile, tokenFile, adminSocket} {
+		_ = d.Remove(name) // what a fresh start removes; no Envoy runs yet
+	}
+	return w, nil
+}
+
+// adoptStateDir takes the handed-over state dir; ok false: open it as a
+// fresh start does.
+func (a *Agent) adoptStateDir() (*stateDir, bool, error) {
+	r := &a.rl
+	dirF, lockF := r.inheritedFile(fileStateDir), r.inheritedFile(fileStateLock)
+	if dirF == nil || lockF == nil {
+		closeFiles(dirF, lockF)
+		return nil, false, nil
+	}
+	d, err := securedir.Adopt(dirF, r.got.StateDir)
+	if err != nil {
+		closeFiles(dirF, lockF)
+		return nil, true, err
+	}
+	lock, err := d.AdoptLock(lockF)
+	if err != nil {
+		lockF.Close()
+		d.Close()
+		return nil, true, err
+	}
+	sd := &stateDir{dir: d, lock: lock}
+	if a.cfg.StateDir == "" || absPath(a.cfg.StateDir) != d.Path() {
+		sd.close() // moved or dropped by the new configuration
+		return nil, false, nil
+	}
+	return sd, true, nil
+}
+
+func absPath(p string) string {
+	if abs, err := filepath.Abs(p); err == nil {
+		return filepath.Clean(abs)
+	}
+	return p
+}
+
+// listen takes the handed-over listener of p, if it listens on p's
+// address still, or listens anew: a changed --readiness-port moves.
+func (a *Agent) listen(p preflight.Port) (net.Listener, error) {
+	r := &a.rl
+	if f := r.inheritedFile(p.Flag); f != nil {
+		ln, err := net.FileListener(f)
+		f.Close()
+		if err == nil && sameAddress(ln.Addr(), p.Addr) {
+			r.keepListener(p.Flag, ln)
+			return ln, nil
+		}
+		if ln != nil {
+			_ = ln.Close()
+		}
+	}
+	ln, err := preflight.Listen(p.Addr)
+	if err == nil {
+		r.keepListener(p.Flag, ln)
+	}
+	return ln, err
+}
+
+func sameAddress(have net.Addr, want string) bool {
+	h, ok := have.(*net.TCPAddr)
+	w, err := net.ResolveTCPAddr("tcp", want)
+	if !ok || err != nil || h.Port != w.Port {
+		return false
+	}
+	return h.IP.Equal(w.IP) || (h.IP.IsUnspecified() && (w.IP == nil || w.IP.IsUnspecified()))
+}
+
+func closeFiles(fs ...*os.File) {
+	for _, f := range fs {
+		if f != nil {
+			f.Close()
+		}
+	}
+}

@@ -1,0 +1,196 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+
+	"go.uber.org/zap"
+
+	"github.com/zoneproxy/zoneproxy/pkg/envoy"
+	"github.com/zoneproxy/zoneproxy/pkg/host/preflight"
+	"github.com/zoneproxy/zoneproxy/pkg/kuma/bootstrap"
+	"github.com/zoneproxy/zoneproxy/pkg/observability/accesslog"
+	"github.com/zoneproxy/zoneproxy/pkg/observability/meshmetric"
+	"github.com/zoneproxy/zoneproxy/pkg/state"
+	"github.com/zoneproxy/zoneproxy/pkg/xds"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
+)
+
+// checkFree checks Envoy's ports, unless Envoy holds them already.
+func (a *Agent) checkFree() error {
+	if a.rl.adoptsEnvoy() {
+		return nil
+	}
+	return preflight.CheckFree(preflight.Ports(a.cfg)...)
+}
+
+// adoptedEnvoyBinary is the running Envoy's binary and version, as the
+// previous program found them: the file may have been upgraded since.
+func (a *Agent) adoptedEnvoyBinary() (string, envoy.Version, bool) {
+	if !a.rl.adoptsEnvoy() {
+		return "", envoy.Version{}, false
+	}
+	e := a.rl.got.Envoy
+	return e.Path, e.Version, true
+}
+
+// relayListen takes the handed-over relay socket, with Envoy's reconnect
+// queued on it, or opens it.
+func (a *Agent) relayListen(wd *workDir) (net.Listener, error) {
+	var ln net.Listener
+	var err error
+	if f := a.inheritedForEnvoy(fileRelay); f != nil {
+		ln, err = net.FileListener(f)
+		f.Close()
+	} else {
+		ln, err = relay.Listen(wd.at(xds.SocketName))
+	}
+	if err == nil {
+		a.rl.hmu.Lock()
+		a.rl.relayLn = ln
+		a.rl.hmu.Unlock()
+	}
+	return ln, err
+}
+
+// startAccessLog takes the handed-over FIFO, with what Envoy wrote
+// meanwhile in it, or makes it.
+func (a *Agent) startAccessLog(o accesslog.Options) (*accesslog.Streamer, error) {
+	if f := a.inheritedForEnvoy(fileAccessLog); f != nil {
+		return accesslog.Adopt(o, f)
+	}
+	return accesslog.Start(o)
+}
+
+// serveMeshMetric takes the handed-over MeshMetric socket, or makes it.
+func (a *Agent) serveMeshMetric(o meshmetric.Options) (*meshmetric.Server, error) {
+	if f := a.inheritedForEnvoy(fileMeshMetric); f != nil {
+		ln, err := net.FileListener(f)
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+		return meshmetric.ServeOn(o, ln)
+	}
+	return meshmetric.Serve(o)
+}
+
+// inheritedForEnvoy is a handed-over file that only an adopted Envoy uses.
+func (a *Agent) inheritedForEnvoy(name string) *os.File {
+	if !a.rl.adoptsEnvoy() {
+		return nil
+	}
+	return a.rl.inheritedFile(name)
+}
+
+// bootstrapOrResume is the bootstrap, or, for an adopted Envoy, what it
+// runs on: the cached configuration the relay serves it at once (as after
+// a restart, while kuma-cp holds the previous program's stream), else the
+// bootstrap it was started with (xds.Options.Resume).
+func (a *Agent) bootstrapOrResume(ctx context.Context, wd *workDir, ev envoy.Version, cache *lkgcache.Cache, client *bootstrap.Client) ([]byte, *lkgcache.Snapshot, error) {
+	r := &a.rl
+	r.hmu.Lock()
+	r.cache, r.envoyVer = cache, ev
+	r.hmu.Unlock()
+	if !r.adoptsEnvoy() {
+		r.closeUnclaimed()
+		return a.bootstrap(ctx, wd, ev, cache, client)
+	}
+	// The token Envoy's output is redacted of; the relay reads it again
+	// for each stream.
+	if _, err := a.readToken(); err != nil {
+		a.log.Warn("cannot read the dataplane token; Envoy's output is not redacted of it until the relay reads it", zap.Error(err))
+	}
+	f, err := wd.dir.OpenFile(bootstrapFile, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot read the running Envoy's bootstrap: %w", err)
+	}
+	defer f.Close()
+	doc, err := io.ReadAll(f)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot read the running Envoy's bootstrap: %w", err)
+	}
+	if r.got.Envoy.Relayed && cache != nil {
+		snap, err := xds.Servable(cache, wd.file(xds.SocketName))
+		if err == nil {
+			return nil, snap, nil
+		}
+		a.log.Info("the relay resumes without serving the cached configuration first; Envoy keeps its configuration meanwhile", zap.String("reason", err.Error()))
+	}
+	return doc, nil, nil
+}
+
+// resumption is xds.Options.Resume for an adopted, relayed Envoy.
+func (a *Agent) resumption() *xds.Resumption {
+	if !a.rl.adoptsEnvoy() {
+		return nil
+	}
+	return a.rl.got.Envoy.Resume
+}
+
+// relayed says whether Envoy's xDS goes through the relay: as configured,
+// or, for an adopted Envoy, as it did.
+func (a *Agent) relayed() bool {
+	if a.rl.adoptsEnvoy() {
+		return a.rl.got.Envoy.Relayed
+	}
+	return a.cfg.XDSRelay
+}
+
+// envoyAdopter is an Envoy that can take over a running one.
+type envoyAdopter interface {
+	Adopt(pid int, output *os.File, spec envoy.Spec) (EnvoyProcess, error)
+}
+
+func (binaryEnvoy) Adopt(pid int, output *os.File, spec envoy.Spec) (EnvoyProcess, error) {
+	p, err := envoy.Adopt(pid, output, spec.Output)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// startEnvoy starts Envoy, or adopts the handed-over one the first time.
+// It holds the reload lock: a reload never execs while Envoy is forked.
+func (a *Agent) startEnvoy(spec envoy.Spec) (EnvoyProcess, error) {
+	r := &a.rl
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.hmu.Lock()
+	r.envoyPath = spec.Path
+	r.hmu.Unlock()
+	if r.adoptsEnvoy() && !r.adopted {
+		r.adopted = true
+		defer r.closeUnclaimed()
+		ad, ok := a.envoy.(envoyAdopter)
+		if !ok {
+			return nil, errors.New("this Envoy cannot be taken over")
+		}
+		e := r.got.Envoy
+		p, err := ad.Adopt(e.PID, r.inheritedFile(fileEnvoyOutput), spec)
+		if err != nil {
+			return nil, fmt.Errorf("cannot take over the running Envoy: %w", err)
+		}
+		return p, nil
+	}
+	p, err := a.envoy.Start(spec)
+	if err == nil {
+		r.hmu.Lock()
+		r.envoyGeneration++
+		r.hmu.Unlock()
+		a.generationGauge()
+	}
+	return p, err
+}
+
+// envoyStarting says ENVOY_STARTING, unless Envoy runs already.
+func (a *Agent) envoyStarting() {
+	if !a.rl.adoptsEnvoy() {
+		a.tracker.Set(state.EnvoyStarting, "Envoy starting")
+	}
+}

@@ -1,0 +1,247 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+	"go.uber.org/zap"
+
+	"github.com/zoneproxy/zoneproxy/pkg/envoy"
+	"github.com/zoneproxy/zoneproxy/pkg/host/reexec"
+	"github.com/zoneproxy/zoneproxy/pkg/state"
+)
+
+// A reload replaces the agent's program in place (`zoneproxy reload`,
+// POST /reload, `systemctl reload`, SIGHUP under systemd): the binary the
+// agent was started as, the new one after a package upgrade, runs in the
+// same process with the same arguments and environment, so Envoy stays its
+// child and never stops. The new program is checked first; one that cannot
+// take over leaves this one serving, with the reason.
+
+// Reload results, the label of zoneproxy_reloads_total.
+const (
+	reloadOK      = "ok"      // the new program serves
+	reloadRefused = "refused" // not now, or the new binary or configuration cannot take over
+	reloadFailed  = "failed"  // the replacement itself failed; this program serves on
+)
+
+// ReloadStatus is the last reload: the one that started this program, or
+// one it refused or failed.
+type ReloadStatus struct {
+	Result string    `json:"result"`
+	Error  string    `json:"error,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// ErrReloadRefused wraps every reason a reload is not done.
+var ErrReloadRefused = errors.New("reload refused")
+
+// Reload checks the new program and readies the handover; exec then
+// replaces this program (it returns only if that fails). Neither touches
+// Envoy. The error says why a reload is refused, for the one who asked.
+func (a *Agent) Reload() (exec func() error, err error) {
+	r := &a.rl
+	if !r.mu.TryLock() {
+		err := fmt.Errorf("%w: a reload, or Envoy's start, is under way; try again once /status shows it done", ErrReloadRefused)
+		a.reloadEnded(reloadRefused, err)
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			r.mu.Unlock()
+			a.reloadEnded(reloadRefused, err)
+		}
+	}()
+	withEnvoy, err := a.reloadable()
+	if err != nil {
+		return nil, err
+	}
+	if err := a.checkNewProgram(); err != nil {
+		return nil, err
+	}
+	st, files, err := a.handoverOf(withEnvoy)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrReloadRefused, err)
+	}
+	return func() error {
+		defer r.mu.Unlock()
+		err, result := error(nil), reloadFailed
+		if r.stopAsked.Load() || a.maint.want.Load() {
+			// Asked while the new program was checked: the stop or the
+			// drain goes first, and would be lost across the exec. (One
+			// that comes between this check and the exec still is.)
+			err = fmt.Errorf("%w: a stop or a maintenance drain was asked meanwhile; the agent (generation %d) does that instead", ErrReloadRefused, r.generation)
+			result = reloadRefused
+		} else {
+			err = a.replace(st, files)
+		}
+		closeFiles(dupsOf(files)...)
+		a.reloadEnded(result, err)
+		return err
+	}, nil
+}
+
+// reloadable says whether a reload may happen now, and with Envoy or
+// before it starts.
+func (a *Agent) reloadable() (withEnvoy bool, err error) {
+	refuse := func(why string) (bool, error) { return false, fmt.Errorf("%w: %s", ErrReloadRefused, why) }
+	r := &a.rl
+	snap := a.tracker.Current()
+	r.hmu.Lock()
+	ready := r.wd != nil && r.listeners != nil
+	r.hmu.Unlock()
+	e := a.envoyNow.Load()
+	switch {
+	case !ready:
+		return refuse("the agent is still starting; reload once /ready answers")
+	case r.stopAsked.Load() || snap.Phase == state.Terminating || snap.Phase == state.Stopped || snap.Phase == state.Failed:
+		return refuse("the agent is stopping")
+	case a.maint.want.Load() || snap.Phase == state.Draining || snap.Phase == state.Drained:
+		return refuse("the proxy is drained or draining for maintenance; reload after `zoneproxy undrain`, or restart it")
+	case e == nil && (snap.Phase == state.Starting || snap.Phase == state.WaitingForMesh || snap.Phase == state.WaitingForControlPlane):
+		return false, nil // no Envoy yet: the new program starts over
+	case e == nil || e.proc.Exited() || !a.maint.serving.Load():
+		return refuse(fmt.Sprintf("Envoy is starting (%s); reload once /ready says READY", snap.Phase))
+	case a.hand.draining.Load() != 0:
+		return refuse(fmt.Sprintf("an Envoy handover's old Envoy (pid %d) still drains; reload once it exited", a.hand.draining.Load()))
+	}
+	if _, ok := e.proc.(*envoy.Process); !ok {
+		return refuse("this Envoy cannot be handed over")
+	}
+	return true, nil
+}
+
+// handedFile is a file to hand over; dup marks one made for the handover,
+// closed if it fails.
+type handedFile struct {
+	f   *os.File
+	dup bool
+}
+
+// handoverOf gathers the state and the files; the cache is written out
+// first, so the new program serves Envoy the configuration it holds.
+func (a *Agent) handoverOf(withEnvoy bool) (*handoverState, map[string]handedFile, error) {
+	r := &a.rl
+	r.hmu.Lock()
+	defer r.hmu.Unlock()
+	files := map[string]handedFile{}
+	fail := func(err error) (*handoverState, map[string]handedFile, error) {
+		closeFiles(dupsOf(files)...)
+		return nil, nil, err
+	}
+	st := &handoverState{Version: HandoverVersion, Generation: r.generation, EnvoyGeneration: r.envoyGeneration,
+		WorkDir: r.wd.path, Temporary: r.wd.temporary, Reloads: r.counts()}
+	files[fileWorkDir] = handedFile{f: r.wd.dir.File()}
+	files[fileWorkLock] = handedFile{f: r.wd.lock}
+	if r.sd != nil {
+		st.StateDir = r.sd.dir.Path()
+		files[fileStateDir] = handedFile{f: r.sd.dir.File()}
+		files[fileStateLock] = handedFile{f: r.sd.lock}
+	}
+	for name, ln := range r.listeners {
+		f, err := listenerFile(ln)
+		if err != nil {
+			return fail(fmt.Errorf("cannot hand over the %s listener: %w", name, err))
+		}
+		files[name] = handedFile{f: f, dup: true}
+	}
+	if !withEnvoy {
+		return st, files, nil
+	}
+	e := a.envoyNow.Load()
+	proc := e.proc.(*envoy.Process)
+	out := proc.Output()
+	if out == nil {
+		return fail(errors.New("Envoy's output cannot be handed over"))
+	}
+	files[fileEnvoyOutput] = handedFile{f: out}
+	eh := &envoyHandover{PID: proc.PID(), Path: r.envoyPath, Version: r.envoyVer, HandoverGeneration: a.hand.generation.Load()}
+	if r.feature != nil && r.feature.Relay() != nil {
+		eh.Relayed, eh.Resume = true, r.feature.Resume
+		f, err := listenerFile(r.relayLn)
+		if err != nil {
+			return fail(fmt.Errorf("cannot hand over the relay's socket: %w", err))
+		}
+		files[fileRelay] = handedFile{f: f, dup: true}
+	}
+	if o := r.obs; o != nil {
+		files[fileAccessLog] = handedFile{f: o.accessLog.FIFO()}
+		f, err := o.hijacker.File()
+		if err != nil {
+			return fail(fmt.Errorf("cannot hand over the MeshMetric socket: %w", err))
+		}
+		files[fileMeshMetric] = handedFile{f: f, dup: true}
+	}
+	st.Envoy = eh
+	if r.cache != nil && eh.Relayed {
+		ctx, cancel := context.WithTimeout(context.Background(), cacheFlushTimeout)
+		defer cancel()
+		if err := r.cache.Flush(ctx); err != nil {
+			return fail(fmt.Errorf("the last-known-good configuration the new program would serve Envoy cannot be written: %w", err))
+		}
+	}
+	return st, files, nil
+}
+
+func listenerFile(ln net.Listener) (*os.File, error) {
+	fl, ok := ln.(interface{ File() (*os.File, error) })
+	if !ok || ln == nil {
+		return nil, errors.New("not a socket")
+	}
+	return fl.File()
+}
+
+func dupsOf(files map[string]handedFile) []*os.File {
+	var out []*os.File
+	for _, h := range files {
+		if h.dup {
+			out = append(out, h.f)
+		}
+	}
+	return out
+}
+
+// replace execs the new program on the process thread; it returns only
+// if that failed, this program whole.
+func (a *Agent) replace(st *handoverState, files map[string]handedFile) error {
+	r := &a.rl
+	fs := make(map[string]*os.File, len(files))
+	for name, h := range files {
+		fs[name] = h.f
+	}
+	envoyPID := 0
+	if st.Envoy != nil {
+		envoyPID = st.Envoy.PID
+	}
+	a.log.Info("reloading: replacing the agent in place; Envoy keeps running",
+		zap.String("binary", r.exe), zap.Int("generation", r.generation), zap.Int("next-generation", r.generation+1), zap.Int("envoy-pid", envoyPID))
+	_, _ = daemon.SdNotify(false, fmt.Sprintf("RELOADING=1\nMONOTONIC_USEC=%d\nSTATUS=reloading: agent generation %d replaces generation %d",
+		monotonicUsec(), r.generation+1, r.generation))
+	_ = a.log.Sync()
+	var err error
+	reexec.Do(func() { err = reexec.Exec(r.exe, r.args, os.Environ(), fs, st) })
+	a.log.Error("reload failed; this agent goes on serving: "+err.Error(), zap.Int("generation", r.generation))
+	snap := a.tracker.Current()
+	_, _ = daemon.SdNotify(false, "READY=1\nSTATUS="+snap.Verdict().Detail)
+	return fmt.Errorf("the reload failed; the agent (generation %d) goes on serving: %w", r.generation, err)
+}
+
+// reloadEnded records a reload that did not happen.
+func (a *Agent) reloadEnded(result string, err error) {
+	if err == nil {
+		return
+	}
+	r := &a.rl
+	r.count(result, 1)
+	r.hmu.Lock()
+	r.last = &ReloadStatus{Result: result, Error: err.Error(), At: a.now()}
+	r.hmu.Unlock()
+	if result == reloadRefused {
+		a.log.Error("reload refused; this agent goes on serving: "+err.Error(), zap.Int("generation", r.generation))
+	}
+}

@@ -1,0 +1,83 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/zoneproxy/zoneproxy/pkg/host/reexec"
+	"github.com/zoneproxy/zoneproxy/pkg/host/sdnotify"
+)
+
+// checkTimeout bounds the new binary's check of the configuration.
+const checkTimeout = 30 * time.Second
+
+// HandoverCheck is what `run --handover-check` prints: what the binary
+// would read of a handover, and where the configuration puts the agent.
+type HandoverCheck struct {
+	Manifest int    `json:"manifest"`
+	Handover int    `json:"handover"`
+	Version  string `json:"version"`
+	// Envoy is EnvoyFixed of the new configuration.
+	Envoy map[string]string `json:"envoy"`
+}
+
+// HandoverCheckFlag is the hidden flag of `run` that checks instead of
+// running.
+const HandoverCheckFlag = "handover-check"
+
+// checkNewProgram runs the new binary with this program's arguments and
+// environment and --handover-check: it loads and validates the
+// configuration and says what it would read of a handover.
+func (a *Agent) checkNewProgram() error {
+	r := &a.rl
+	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, r.exe, append(append([]string(nil), r.args[1:]...), "--"+HandoverCheckFlag)...)
+	// The same environment, but for systemd's variables: the check never
+	// speaks for the unit.
+	cmd.Env = sdnotify.ScrubEnv(os.Environ())
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	if err != nil {
+		why := strings.TrimSpace(errOut.String())
+		if why == "" {
+			why = err.Error()
+		} else if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+			why = fmt.Sprintf("%s (exit %d)", why, ee.ExitCode())
+		}
+		return fmt.Errorf("%w: the new program %s cannot take over: %s", ErrReloadRefused, r.exe, oneLine(why))
+	}
+	var c HandoverCheck
+	if err := json.Unmarshal(out.Bytes(), &c); err != nil {
+		return fmt.Errorf("%w: the new program %s does not say what it can take over (is it an older zoneproxy?): %q", ErrReloadRefused, r.exe, oneLine(out.String()))
+	}
+	switch {
+	case c.Manifest != reexec.ManifestVersion || c.Handover != HandoverVersion:
+		return fmt.Errorf("%w: the new program (zoneproxy %s) reads handover version %d.%d, this one writes %d.%d; restart instead",
+			ErrReloadRefused, c.Version, c.Manifest, c.Handover, reexec.ManifestVersion, HandoverVersion)
+	}
+	if a.envoyNow.Load() == nil {
+		return nil // no Envoy yet: the new program starts over on the new configuration
+	}
+	if changed := envoyFixedChanges(EnvoyFixed(a.cfg), c.Envoy); len(changed) > 0 {
+		return fmt.Errorf("%w: the new configuration changes what the running Envoy was started with (%s); restart to apply it",
+			ErrReloadRefused, strings.Join(changed, ", "))
+	}
+	return nil
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 600 {
+		s = s[:600] + "…"
+	}
+	return s
+}

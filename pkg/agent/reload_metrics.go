@@ -1,0 +1,120 @@
+package agent
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// monotonicUsec is CLOCK_MONOTONIC in µs, which RELOADING=1 carries.
+func monotonicUsec() int64 {
+	b, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		return 0
+	}
+	f, _ := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
+	return int64(f * 1e6)
+}
+
+func (a *Agent) now() time.Time { return time.Now() }
+
+// registerReloadMetrics adds zoneproxy_reloads_total and the generations
+// to /metrics.
+func (a *Agent) registerReloadMetrics() {
+	r := &a.rl
+	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "zoneproxy_reloads_total",
+		Help: "Reloads of the agent in place (zoneproxy reload, systemctl reload), by result: ok (the new program serves), refused (not now, or the new binary or configuration cannot take over), failed (the replacement failed; the agent served on).",
+	}, []string{"result"})
+	for _, res := range []string{reloadOK, reloadRefused, reloadFailed} {
+		reloads.WithLabelValues(res)
+	}
+	generations := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "zoneproxy_generation",
+		Help: "Generation of the agent's program (1 at start, one more at each reload) and of Envoy (one more at each Envoy started in place).",
+	}, []string{"process"})
+	a.opts.Metrics.Register(reloads)
+	a.opts.Metrics.Register(generations)
+	r.hmu.Lock()
+	r.reloads, r.generations = reloads, generations
+	for result, n := range r.carried { // refusals before it was registered
+		reloads.WithLabelValues(result).Add(n)
+	}
+	r.hmu.Unlock()
+	a.generationGauge()
+}
+
+func (a *Agent) generationGauge() {
+	r := &a.rl
+	r.hmu.Lock()
+	defer r.hmu.Unlock()
+	if r.generations == nil {
+		return
+	}
+	r.generations.WithLabelValues("agent").Set(float64(r.generation))
+	r.generations.WithLabelValues("envoy").Set(float64(r.envoyGeneration))
+}
+
+// count adds one reload of result to zoneproxy_reloads_total.
+func (r *reloader) count(result string, n float64) {
+	r.hmu.Lock()
+	defer r.hmu.Unlock()
+	if r.reloads != nil { // nil for a SIGHUP before run registered it
+		r.reloads.WithLabelValues(result).Add(n)
+	}
+	if r.carried == nil {
+		r.carried = map[string]float64{}
+	}
+	r.carried[result] += n
+}
+
+// counts is zoneproxy_reloads_total now, to carry across the reload; r.hmu
+// is held.
+func (r *reloader) counts() map[string]float64 {
+	out := make(map[string]float64, len(r.carried))
+	for k, v := range r.carried {
+		out[k] = v
+	}
+	return out
+}
+
+// Generations says the agent's and Envoy's generation, for /ready and
+// STATUS= after a reload; "" before any reload.
+func (a *Agent) Generations() string {
+	r := &a.rl
+	r.hmu.Lock()
+	defer r.hmu.Unlock()
+	if r.generation <= 1 {
+		return ""
+	}
+	return fmt.Sprintf("agent generation %d, Envoy generation %d", r.generation, r.envoyGeneration)
+}
+
+// reloadStatus is the last reload, nil if none.
+func (a *Agent) reloadStatus() *ReloadStatus {
+	r := &a.rl
+	r.hmu.Lock()
+	defer r.hmu.Unlock()
+	return r.last
+}
+
+// generations are the agent's and Envoy's generations and the last
+// reload, for /status.
+func (a *Agent) generations() (int, int, *ReloadStatus) {
+	r := &a.rl
+	r.hmu.Lock()
+	defer r.hmu.Unlock()
+	return r.generation, r.envoyGeneration, r.last
+}
+
+// startedWords is the log message of an Envoy started or adopted.
+func (a *Agent) startedWords() string {
+	if a.rl.adoptsEnvoy() {
+		return "supervising the running Envoy"
+	}
+	return "started Envoy"
+}

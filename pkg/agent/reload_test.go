@@ -1,0 +1,174 @@
+package agent
+
+import (
+	"errors"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zoneproxy/zoneproxy/pkg/config"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy"
+	"github.com/zoneproxy/zoneproxy/pkg/state"
+)
+
+// When a reload may happen, and whether it hands Envoy over or starts
+// over: never during a drain or a stop, nor while Envoy starts.
+func TestReloadIsDoneOnlyWhenItCanBe(t *testing.T) {
+	realEnvoy := func(t *testing.T) EnvoyProcess {
+		p, err := envoy.Start(envoy.Spec{Path: "/bin/sleep", Args: []string{"60"}, Output: func(string) {}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Kill)
+		return p
+	}
+	for _, tc := range []struct {
+		name      string
+		phase     state.Phase
+		envoy     func(t *testing.T) EnvoyProcess // nil: none started yet
+		serving   bool
+		drained   bool
+		stopAsked bool // a stop signal came, the phase not changed yet
+		started   bool // the work dir and the listeners are open
+		withEnvoy bool
+		refusal   string // "" when the reload is done
+	}{
+		{name: "serving", phase: state.Ready, envoy: realEnvoy, serving: true, started: true, withEnvoy: true},
+		{name: "no zone listener yet", phase: state.NoZoneListener, envoy: realEnvoy, serving: true, started: true, withEnvoy: true},
+		{name: "waiting for the mesh", phase: state.WaitingForMesh, started: true},
+		{name: "waiting for the control plane", phase: state.WaitingForControlPlane, started: true},
+		{name: "before the listeners", phase: state.Starting, refusal: "still starting"},
+		{name: "Envoy starting", phase: state.EnvoyStarting, envoy: realEnvoy, started: true, refusal: "Envoy is starting"},
+		{name: "draining", phase: state.Draining, envoy: realEnvoy, serving: true, drained: true, started: true, refusal: "undrain"},
+		{name: "drained", phase: state.Drained, envoy: realEnvoy, serving: true, drained: true, started: true, refusal: "undrain"},
+		{name: "stopping", phase: state.Terminating, envoy: realEnvoy, started: true, refusal: "stopping"},
+		{name: "a stop signal just came", phase: state.Ready, envoy: realEnvoy, serving: true, stopAsked: true, started: true, refusal: "stopping"},
+		{name: "an Envoy that cannot be handed over", phase: state.Ready, envoy: func(*testing.T) EnvoyProcess { return newFakeProc() }, serving: true, started: true, refusal: "cannot be handed over"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := New(Options{Config: &config.Config{}})
+			a.tracker.Set(tc.phase, "test")
+			if tc.envoy != nil {
+				a.envoyNow.Store(&envoyRecord{proc: tc.envoy(t)})
+			}
+			a.maint.serving.Store(tc.serving)
+			a.maint.want.Store(tc.drained)
+			a.rl.stopAsked.Store(tc.stopAsked)
+			if tc.started {
+				a.rl.wd = &workDir{}
+				a.rl.listeners = map[string]net.Listener{}
+			}
+			withEnvoy, err := a.reloadable()
+			switch {
+			case tc.refusal == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.refusal != "" && (err == nil || !errors.Is(err, ErrReloadRefused) || !strings.Contains(err.Error(), tc.refusal)):
+				t.Fatalf("got %v, want a refusal saying %q", err, tc.refusal)
+			case err == nil && withEnvoy != tc.withEnvoy:
+				t.Fatalf("with Envoy %v, want %v", withEnvoy, tc.withEnvoy)
+			}
+		})
+	}
+}
+
+// SIGHUP is a reload only under systemd, and never when ignored at start.
+func TestSIGHUPReloadsOnlyUnderSystemd(t *testing.T) {
+	for _, tc := range []struct {
+		env    map[string]string
+		reload bool
+	}{
+		{map[string]string{}, false},
+		{map[string]string{"INVOCATION_ID": "0123"}, true},
+		{map[string]string{"NOTIFY_SOCKET": "/run/systemd/notify"}, true},
+	} {
+		for _, k := range []string{"INVOCATION_ID", "NOTIFY_SOCKET"} {
+			t.Setenv(k, "")
+			os.Unsetenv(k)
+		}
+		for k, v := range tc.env {
+			t.Setenv(k, v)
+		}
+		if got := reloadOnHangUp(); got != tc.reload {
+			t.Errorf("%v: reload %v, want %v", tc.env, got, tc.reload)
+		}
+		stops := false
+		for _, s := range stopSignals() {
+			stops = stops || s.String() == "hangup"
+		}
+		if stops == tc.reload {
+			t.Errorf("%v: SIGHUP a stop signal %v", tc.env, stops)
+		}
+	}
+}
+
+// A second reload while one is under way is refused at once, not queued
+// behind the exec.
+func TestASecondReloadIsRefusedWhileOneIsUnderWay(t *testing.T) {
+	a := New(Options{Config: &config.Config{}}) // its metrics not registered yet, as before run
+	a.rl.mu.Lock()                              // the first reload, between its decision and its exec
+	defer a.rl.mu.Unlock()
+	done := make(chan error, 1)
+	go func() { _, err := a.Reload(); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrReloadRefused) || !strings.Contains(err.Error(), "under way") {
+			t.Fatalf("got %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second reload waits for the first")
+	}
+}
+
+// An exec that fails leaves the agent whole: the error names the binary,
+// and the files handed for it are usable again.
+func TestAFailedReplacementReturns(t *testing.T) {
+	a := New(Options{Config: &config.Config{}})
+	a.rl.exe, a.rl.args = "/nonexistent/zoneproxy", []string{"/nonexistent/zoneproxy", "run"}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	err = a.replace(&handoverState{Version: HandoverVersion, Generation: 1}, map[string]handedFile{"pipe": {f: r}})
+	if err == nil || !strings.Contains(err.Error(), "/nonexistent/zoneproxy") || !strings.Contains(err.Error(), "goes on serving") {
+		t.Fatalf("got %v", err)
+	}
+	if _, err := w.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := r.Read(make([]byte, 1)); n != 1 || err != nil {
+		t.Fatalf("the handed file after the failed exec: %d, %v", n, err)
+	}
+}
+
+// A reload keeps Envoy, so what Envoy was started with may not change;
+// the rest may.
+func TestEnvoyFixedNamesWhatARestartMustApply(t *testing.T) {
+	base := func() *config.Config {
+		return &config.Config{Mesh: "payments", Role: "egress", Name: "zp", EgressPort: 10002, Labels: map[string]string{"a": "1", "b": "2"},
+			WorkDir: "/run/zoneproxy/zp", XDSRelay: true, DrainTime: 30 * time.Second}
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(c *config.Config)
+		want   string
+	}{
+		{"nothing", func(*config.Config) {}, ""},
+		{"the drain time and log level", func(c *config.Config) { c.DrainTime, c.LogLevel = time.Minute, "debug" }, ""},
+		{"the egress port", func(c *config.Config) { c.EgressPort = 10003 }, "--egress-port"},
+		{"a label", func(c *config.Config) { c.Labels["b"] = "3" }, "--label"},
+		{"the relay and the work dir", func(c *config.Config) { c.XDSRelay, c.WorkDir = false, "/tmp/zp" }, "--work-dir, --xds-relay"},
+		{"Envoy's arguments", func(c *config.Config) { c.EnvoyArgs = []string{"--x"} }, "--envoy-arg"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			next := base()
+			tc.change(next)
+			if got := strings.Join(envoyFixedChanges(EnvoyFixed(base()), EnvoyFixed(next)), ", "); got != tc.want {
+				t.Fatalf("changes %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

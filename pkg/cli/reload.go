@@ -1,0 +1,146 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/zoneproxy/zoneproxy/pkg/agent"
+	"github.com/zoneproxy/zoneproxy/pkg/config"
+	"github.com/zoneproxy/zoneproxy/pkg/host/preflight"
+)
+
+// reloadWait bounds the wait for the new program: its first answer comes
+// within a second; a start-over (no Envoy yet) answers as soon as it
+// listens.
+const reloadWait = time.Minute
+
+func newReloadCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "reload",
+		Short: "Replace the running agent with its binary on disk, without touching Envoy",
+		Long: `reload asks the running zoneproxy of this configuration (found as "drain"
+finds it) to replace itself in place: the binary it was started as (the new
+one after a package upgrade) runs in the same process, with the same
+arguments and environment, and takes over the running Envoy, its listeners,
+sockets and access-log FIFO. Envoy never stops, and no connection is
+dropped. The new binary first checks the configuration: if it cannot run
+it, or cannot take over, the running agent refuses the reload, says why, and
+goes on serving. While the agent waits for the mesh or the control plane
+(no Envoy yet), the new program starts over. A drained or draining proxy,
+or one that is stopping, refuses.
+
+A new configuration that changes what the running Envoy was started with
+(the proxy's identity, address and ports, --cp-address, --xds-relay,
+--work-dir, --envoy-binary, Envoy's arguments, concurrency and log levels)
+is refused, naming the settings: restart to apply it. A reload applies the
+rest (the agent's log level, the token file, the drain times, …).
+
+systemctl reload zoneproxy@NAME runs this command; SIGHUP does the same
+under systemd.
+
+Exit codes: 0 the new program serves; 1 no running instance, it did not
+answer, or it refused or failed the reload (the message says why; the
+running agent goes on serving); 64 a command line zoneproxy cannot parse;
+78 an invalid configuration.`,
+		Example: `  zoneproxy reload --config /etc/zoneproxy/payments-egress.yaml
+  zoneproxy reload --instance payments-egress`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return reload(cmd)
+		},
+	}
+	addFlags(cmd.Flags(), "config", "work-dir", "readiness-port")
+	addInstanceFlags(cmd.Flags())
+	return cmd
+}
+
+func reload(cmd *cobra.Command) error {
+	if _, err := useInstance(cmd.Flags()); err != nil {
+		return err
+	}
+	p, err := prepare(cmd, func(*config.Config, *source) ([]config.Warning, error) { return nil, nil })
+	if err != nil {
+		return err
+	}
+	defer func() { _ = p.log.Sync() }()
+	out, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	fail := func(format string, args ...any) error {
+		err := errMaintenance{fmt.Sprintf(format, args...)} // exit 1
+		fmt.Fprintln(stderr, "zoneproxy: "+err.Error())
+		return reportedError{err}
+	}
+	defer loopback.CloseIdleConnections()
+	in := findInstance(p.cfg, p.configFile)
+	if in == nil {
+		return fail("no running zoneproxy for this configuration (%s): nothing to reload; is it started, and with the same --config or --work-dir?", instanceKey(p.cfg, p.configFile))
+	}
+	port := preflight.ReadinessPort(p.cfg)
+	if !in.holds(port) {
+		return fail("zoneproxy (pid %d) does not listen on %s: give the --readiness-port it runs with", in.pid, port.Addr)
+	}
+	base := "http://" + port.Addr
+	ctx := context.Background()
+	before, err := agentStatus(ctx, base)
+	if err != nil {
+		return fail("zoneproxy (pid %d) did not answer on %s: %v", in.pid, port.Addr, err)
+	}
+	asked := time.Now()
+	code, body, err := call(ctx, http.MethodPost, base+"/reload")
+	switch {
+	case err != nil:
+		return fail("zoneproxy (pid %d) did not answer POST /reload on %s: %v", in.pid, port.Addr, err)
+	case code == http.StatusConflict:
+		return fail("zoneproxy (pid %d, generation %d) did not reload and goes on serving: %s", in.pid, before.Generation, strings.TrimSpace(body))
+	case code == http.StatusNotFound:
+		return fail("zoneproxy (pid %d) cannot reload (an older version?): restart it instead", in.pid)
+	case code != http.StatusAccepted:
+		return fail("zoneproxy (pid %d) answered %d to POST /reload: %s", in.pid, code, strings.TrimSpace(body))
+	}
+	fmt.Fprintf(out, "zoneproxy (pid %d): reloading generation %d in place; Envoy keeps running\n", in.pid, before.Generation)
+	wctx, cancel := context.WithTimeout(ctx, reloadWait)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		st, err := agentStatus(wctx, base)
+		switch {
+		case err != nil:
+		case st.Generation > before.Generation:
+			envoy := "no Envoy yet"
+			if st.Envoy != nil {
+				envoy = fmt.Sprintf("Envoy pid %d, generation %d", st.Envoy.PID, st.EnvoyGeneration)
+			}
+			fmt.Fprintf(out, "zoneproxy (pid %d): generation %d %s (%s): %s\n", in.pid, st.Generation, st.Phase, envoy, st.Detail)
+			return nil
+		case st.Reload != nil && st.Reload.Result != "ok" && !st.Reload.At.Before(asked):
+			return fail("zoneproxy (pid %d, generation %d) did not reload and goes on serving: %s", in.pid, st.Generation, st.Reload.Error)
+		}
+		if err != nil && syscall.Kill(in.pid, 0) == syscall.ESRCH {
+			return fail("zoneproxy (pid %d) ended during the reload (with its Envoy); see its log (journalctl -u zoneproxy@…); its supervisor restarts it", in.pid)
+		}
+		select {
+		case <-wctx.Done():
+			return fail("zoneproxy (pid %d) shows no new generation after %s; see its log (journalctl -u zoneproxy@…)", in.pid, reloadWait)
+		case <-tick.C:
+		}
+	}
+}
+
+func agentStatus(ctx context.Context, base string) (agent.Status, error) {
+	var st agent.Status
+	code, body, err := call(ctx, http.MethodGet, base+"/status")
+	if err != nil {
+		return st, err
+	}
+	if code != http.StatusOK {
+		return st, fmt.Errorf("/status answered %d", code)
+	}
+	return st, json.Unmarshal([]byte(body), &st)
+}
