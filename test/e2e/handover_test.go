@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -9,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -41,53 +41,25 @@ func envoyOf(t *testing.T, p harness.Proxy) (pid int, generation int) {
 	return st.Envoy.PID, st.Envoy.Generation
 }
 
-// watcher records, until stopped, every egress connection that fails
-// (a TLS ClientHello each, as a sidecar sends) and every /ready that is
-// not 200.
-type watcher struct {
-	stop, done chan struct{}
-	mu         sync.Mutex
-	failures   []string
-	tries      int
-}
-
-func watch(p harness.Proxy) *watcher {
-	w := &watcher{stop: make(chan struct{}), done: make(chan struct{})}
+// handoverProbe fails on an egress connection that fails (a TLS
+// ClientHello, as a sidecar sends) or a /ready that is not 200.
+func handoverProbe(p harness.Proxy) func() error {
 	egress := net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Egress))
-	go func() {
-		defer close(w.done)
-		for {
-			select {
-			case <-w.stop:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-			var failure string
-			if c, err := harness.DialTLSHello(egress, controlplane.DestinationSNI(p.Mesh, "egress")); err != nil {
-				failure = "egress: " + err.Error()
-			} else {
-				c.Close()
-			}
-			if code, word := harness.Readiness(p.Readiness); code != 200 {
-				failure += " /ready: " + strconv.Itoa(code) + " " + word
-			}
-			w.mu.Lock()
-			w.tries++
-			if failure != "" {
-				w.failures = append(w.failures, time.Now().Format(time.RFC3339Nano)+" "+failure)
-			}
-			w.mu.Unlock()
+	return func() error {
+		var failure string
+		if c, err := harness.DialTLSHello(egress, controlplane.DestinationSNI(p.Mesh, "egress")); err != nil {
+			failure = "egress: " + err.Error()
+		} else {
+			c.Close()
 		}
-	}()
-	return w
-}
-
-func (w *watcher) finish() ([]string, int) {
-	close(w.stop)
-	<-w.done
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.failures, w.tries
+		if code, word := harness.Readiness(p.Readiness); code != 200 {
+			failure += " /ready: " + strconv.Itoa(code) + " " + word
+		}
+		if failure != "" {
+			return errors.New(failure)
+		}
+		return nil
+	}
 }
 
 // An Envoy handover: a new Envoy takes over beside the old one. Clients
@@ -108,7 +80,7 @@ func TestEnvoyHandoverDropsNoConnection(t *testing.T) {
 	}
 
 	from := time.Now()
-	w := watch(p)
+	w := watch(5*time.Millisecond, handoverProbe(p))
 	code, body := handOver(t, p)
 	handedOver := time.Now()
 	if code != 200 || !strings.Contains(body, "generation 2") {
@@ -131,9 +103,9 @@ func TestEnvoyHandoverDropsNoConnection(t *testing.T) {
 	harness.Eventually(t, promptly, "traffic on the new Envoy alone", func() bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		return w.tries > 50
+		return w.n > 50
 	})
-	failures, tries := w.finish()
+	tries, failures := w.finish()
 	if len(failures) > 0 {
 		t.Errorf("%d of %d tries failed during the handover:\n%s", len(failures), tries, strings.Join(failures, "\n"))
 	}
@@ -180,7 +152,7 @@ func TestFailedEnvoyHandoverKeepsTheOldEnvoy(t *testing.T) {
 	// The new build answers --version but fails to start.
 	write("case \"$1\" in --version) exec " + bins.Envoy + " \"$@\";; esac\necho 'critical: cannot start' >&2\nexit 1\n")
 
-	w := watch(p)
+	w := watch(5*time.Millisecond, handoverProbe(p))
 	code, body := handOver(t, p)
 	if code != http.StatusConflict || !strings.Contains(body, "keeps serving") {
 		t.Fatalf("POST /envoy/handover: %d %q, want 409 saying the old Envoy keeps serving", code, body)
@@ -189,7 +161,7 @@ func TestFailedEnvoyHandoverKeepsTheOldEnvoy(t *testing.T) {
 	if pid, gen := envoyOf(t, p); pid != oldPID || gen != 1 || harness.ProcessGone(oldPID) {
 		t.Fatalf("/status names Envoy %d generation %d, want the old %d", pid, gen, oldPID)
 	}
-	if failures, _ := w.finish(); len(failures) > 0 {
+	if _, failures := w.finish(); len(failures) > 0 {
 		t.Errorf("the failed handover disturbed the old Envoy:\n%s", strings.Join(failures, "\n"))
 	}
 	if m := agentMetrics(t, p.Readiness); !strings.Contains(m, `zoneproxy_envoy_handovers_total{result="failed"} 1`) {

@@ -84,6 +84,10 @@ func TestHandoverMovesTheOneStreamToTheNewEnvoy(t *testing.T) {
 		t.Fatalf("ACK %v", ack)
 	}
 
+	// The relay's observer reads the ACK behind forwarding.
+	testutil.Eventually(t, waitLimit, "the relay's view of what Envoy holds to be a,b", func() bool {
+		return strings.Join(r.Names(clusterType), ",") == "a,b"
+	})
 	r.BeginHandover(notThisProcess)
 	defer r.EndHandover()
 	next := dialEnvoy(t, r, deltaMethod)
