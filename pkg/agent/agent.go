@@ -320,6 +320,12 @@ func (a *Agent) findEnvoy(ctx context.Context) (string, envoy.Version, error) {
 	if path, v, ok := a.adoptedEnvoyBinary(); ok {
 		return path, v, nil
 	}
+	return a.findEnvoyBinary(ctx)
+}
+
+// findEnvoyBinary is findEnvoy for --envoy-binary as it is now, not the
+// adopted Envoy's: what a new Envoy of a handover runs.
+func (a *Agent) findEnvoyBinary(ctx context.Context) (string, envoy.Version, error) {
 	path, found, err := a.envoy.Find(ctx, a.cfg.EnvoyBinary, a.stateDirPath)
 	if envoy.IsTransient(err) {
 		return "", envoy.Version{}, err

@@ -227,7 +227,7 @@ func (a *Agent) handover(ctx context.Context, e *supervised, reason string) erro
 // startNext starts generation gen from --envoy-binary as it is now, on its
 // own bootstrap copy and admin socket; serving is the old Envoy's pid.
 func (a *Agent) startNext(ctx context.Context, kit *handoverKit, gen int64, serving int) (EnvoyProcess, EnvoyAdmin, string, error) {
-	path, version, err := a.findEnvoy(ctx)
+	path, version, err := a.findEnvoyBinary(ctx)
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -274,7 +274,7 @@ func (a *Agent) specFor(kit *handoverKit, gen int64, path string) (envoy.Spec, e
 // restartFrom is how an undrain restarts generation gen in place.
 func (a *Agent) restartFrom(kit *handoverKit, gen int64, build string) func() (EnvoyProcess, error) {
 	return func() (EnvoyProcess, error) {
-		path, _, err := a.findEnvoy(context.Background())
+		path, _, err := a.findEnvoyBinary(context.Background())
 		if err != nil {
 			return nil, err
 		}
@@ -380,4 +380,42 @@ func (a *Agent) generationWords(detail string) string {
 		return fmt.Sprintf("%s (Envoy generation %d)", detail, g)
 	}
 	return detail
+}
+
+// upgradeAdoptedEnvoyWait bounds the wait, after a reload, for kuma-cp's
+// stream before an Envoy of another build takes over: kuma-cp holds the
+// previous program's stream for its deregistration delay (10 s by default).
+var upgradeAdoptedEnvoyWait = time.Minute
+
+// upgradeAdoptedEnvoy runs after a reload: when --envoy-binary now reports
+// another build than the adopted Envoy's (the package upgraded Envoy too),
+// a new Envoy takes over beside it once kuma-cp's stream is connected.
+func (a *Agent) upgradeAdoptedEnvoy(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, upgradeAdoptedEnvoyWait)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		kit := a.hand.kit.Load()
+		if kit == nil || kit.relay == nil {
+			return // direct mode: nothing feeds a second Envoy
+		}
+		if st := kit.relay.State(); st.Upstream.State == relay.Connected && !st.Cache.InUse && a.maint.serving.Load() {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			a.log.Warn("after the reload, kuma-cp's stream did not come back in time to check for another Envoy build; `curl -X POST http://127.0.0.1:<readiness-port>/envoy/handover` starts a new Envoy by hand",
+				zap.Duration("waited", upgradeAdoptedEnvoyWait))
+			return
+		case <-tick.C:
+		}
+	}
+	replaced, err := a.ReplaceEnvoyIfChanged(ctx, false)
+	switch {
+	case err != nil:
+		a.log.Error("after the reload, the new Envoy build could not take over; the running Envoy serves on", zap.Error(err))
+	case replaced:
+		a.log.Info("after the reload, an Envoy of the new build took over")
+	}
 }

@@ -134,18 +134,7 @@ func TestEnvoyHandoverDropsNoConnection(t *testing.T) {
 // the metric say so.
 func TestFailedEnvoyHandoverKeepsTheOldEnvoy(t *testing.T) {
 	t.Parallel()
-	wrapper := filepath.Join(t.TempDir(), "envoy")
-	write := func(script string) {
-		t.Helper()
-		tmp := wrapper + ".tmp"
-		if err := os.WriteFile(tmp, []byte("#!/bin/sh\n"+script), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, wrapper); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("exec " + bins.Envoy + " \"$@\"\n")
+	wrapper, write := replaceableEnvoy(t)
 	zone, p, agent := readyEgress(t, nil, "--envoy-binary", wrapper)
 	_ = zone
 	oldPID, _ := envoyOf(t, p)
@@ -169,4 +158,55 @@ func TestFailedEnvoyHandoverKeepsTheOldEnvoy(t *testing.T) {
 	}
 	agent.Signal(syscall.SIGKILL)
 	agent.Wait(promptly)
+}
+
+// replaceableEnvoy is an --envoy-binary that runs the stand-in, and a way to
+// replace it at once, as a package upgrade replaces Envoy's binary.
+func replaceableEnvoy(t *testing.T) (string, func(script string)) {
+	wrapper := filepath.Join(t.TempDir(), "envoy")
+	write := func(script string) {
+		t.Helper()
+		tmp := wrapper + ".tmp"
+		if err := os.WriteFile(tmp, []byte("#!/bin/sh\n"+script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, wrapper); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("exec " + bins.Envoy + " \"$@\"\n")
+	return wrapper, write
+}
+
+// A package upgrade that brings another Envoy build: the reload replaces
+// the agent in place, and once kuma-cp's stream is back a new Envoy of the
+// new build takes over beside the adopted one, dropping nothing.
+func TestReloadWithAnotherEnvoyBuildHandsOver(t *testing.T) {
+	t.Parallel()
+	wrapper, write := replaceableEnvoy(t)
+	zone, p, agent := readyEgress(t, nil, "--envoy-binary", wrapper, "--drain-time", "2s", "--drain-min", "1s")
+	oldPID, _ := envoyOf(t, p)
+	const newBuild = "0123456789abcdef0123456789abcdef01234567/1.39.1/Clean/RELEASE/BoringSSL"
+	write("ENVOY_STANDIN_VERSION_OUTPUT='envoy  version: " + newBuild + "\n' exec " + bins.Envoy + " \"$@\"\n")
+
+	w := watch(5*time.Millisecond, handoverProbe(p))
+	if code, out := reloadCommand(t, zone, p); code != 0 {
+		t.Fatalf("zoneproxy reload: exit %d\n%s", code, out)
+	}
+	agent.AwaitLog("after the reload, an Envoy of the new build took over", 30*time.Second)
+	pid, gen := envoyOf(t, p)
+	if pid == oldPID || gen != 2 {
+		t.Errorf("/status names Envoy %d generation %d after the upgrade, want a new one of generation 2 (old %d)", pid, gen, oldPID)
+	}
+	harness.Eventually(t, promptly, "the old Envoy to exit after its drain", func() bool { return harness.ProcessGone(oldPID) })
+	if _, failures := w.finish(); len(failures) > 0 {
+		t.Errorf("the upgrade disturbed traffic or /ready:\n%s", strings.Join(failures, "\n"))
+	}
+	if _, body := get(t, "http://127.0.0.1:"+strconv.Itoa(p.Readiness)+"/status"); !strings.Contains(body, newBuild) {
+		t.Errorf("/status does not name the new build:\n%s", body)
+	}
+	agent.Signal(syscall.SIGTERM)
+	if code := agent.Wait(promptly); code != 0 {
+		t.Errorf("exit %d after SIGTERM", code)
+	}
 }
