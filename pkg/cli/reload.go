@@ -58,6 +58,7 @@ running agent goes on serving); 64 a command line zoneproxy cannot parse;
 	}
 	addFlags(cmd.Flags(), "config", "work-dir", "readiness-port")
 	addInstanceFlags(cmd.Flags())
+	cmd.Flags().Int("pid", 0, "the agent's process ID, when it cannot be found by its configuration: the unit's ExecReload= passes $MAINPID, as ProtectProc=invisible hides the agent's /proc from it")
 	return cmd
 }
 
@@ -78,6 +79,9 @@ func reload(cmd *cobra.Command) error {
 	}
 	defer loopback.CloseIdleConnections()
 	in := findInstance(p.cfg, p.configFile)
+	if pid, _ := cmd.Flags().GetInt("pid"); in == nil && pid > 0 {
+		in = &instance{pid: pid} // its ports unknown: the readiness port answers for it
+	}
 	if in == nil {
 		return fail("no running zoneproxy for this configuration (%s): nothing to reload; is it started, and with the same --config or --work-dir?", instanceKey(p.cfg, p.configFile))
 	}

@@ -257,7 +257,7 @@ await 30 "zoneproxy@demo active again" is_state zoneproxy@demo active
 [[ "$(ct journalctl -u zoneproxy@demo --no-pager)" == *"Watchdog timeout"* ]] || die "restart was not a watchdog timeout"
 ct test ! -d "/proc/$envoy_pid" || die "frozen Envoy $envoy_pid survived the restart"
 
-# --- upgrade: old examples go, edited or in use ones stay; the running instance restarts ------
+# --- upgrade: old examples go, edited or in use ones stay; the running instance reloads ------
 # Of the examples the old package put in /etc/zoneproxy: payments-egress is
 # edited, payments-ingress untouched but its instance enabled (not started),
 # backend-combined untouched and unused.
@@ -283,6 +283,9 @@ check_old_examples() {
 say "upgrading from $v0 to $VERSION while zoneproxy@demo runs"
 edit_and_enable_old_examples
 before=$(prop zoneproxy@demo MainPID)
+envoy_of() { ct sh -c "cat /proc/$1/task/*/children" | awk '{print $1}'; }
+envoy_before=$(envoy_of "$before")
+upgrade_started=$SECONDS
 ct env DEBIAN_FRONTEND=noninteractive dpkg -i /opt/e2e/zoneproxy-v1.deb >"$logs/dpkg-upgrade.log" 2>&1 || {
 	cat "$logs/dpkg-upgrade.log" >&2
 	die "dpkg -i (upgrade)"
@@ -292,7 +295,20 @@ ct env DEBIAN_FRONTEND=noninteractive dpkg -i /opt/e2e/zoneproxy-v1.deb >"$logs/
 check_old_examples .dpkg-bak
 await 30 "zoneproxy@demo active after the upgrade" is_state zoneproxy@demo active
 after=$(prop zoneproxy@demo MainPID)
-{ [ "$after" != "$before" ] && [ "$after" != 0 ]; } || die "upgrade did not restart zoneproxy@demo (MainPID $before -> $after)"
+# Reloaded in place: the same process runs the new binary, Envoy untouched.
+[ "$after" = "$before" ] || die "upgrade restarted zoneproxy@demo instead of reloading it (MainPID $before -> $after)"
+[ "$(envoy_of "$after")" = "$envoy_before" ] || die "upgrade replaced Envoy $envoy_before ($(envoy_of "$after") now)"
+[ "$(ready_code)" = 200 ] || die "/ready is $(ready_code) after the upgrade"
+[ "$(ct readlink "/proc/$after/exe")" = /usr/bin/zoneproxy ] || die "the agent does not run the upgraded binary"
+status_has zoneproxy@demo 'agent generation 2' || die "STATUS= does not name the reloaded generation: $(prop zoneproxy@demo StatusText)"
+say "upgrade reloaded zoneproxy@demo in place in $((SECONDS - upgrade_started)) s; status: $(prop zoneproxy@demo StatusText)"
+# systemctl reload and SIGHUP (systemd's, and config management's) reload too.
+ct systemctl reload zoneproxy@demo || die "systemctl reload zoneproxy@demo"
+status_has zoneproxy@demo 'agent generation 3' || die "systemctl reload: STATUS= $(prop zoneproxy@demo StatusText)"
+ct systemctl kill --kill-whom=main --signal=SIGHUP zoneproxy@demo
+await 30 "SIGHUP to reload" status_has zoneproxy@demo 'agent generation 4'
+[ "$(prop zoneproxy@demo MainPID)" = "$before" ] && [ "$(envoy_of "$before")" = "$envoy_before" ] ||
+	die "a reload restarted the agent or Envoy"
 [[ "$(ct /usr/bin/zoneproxy version)" == *"$VERSION"* ]] || die "new binary not installed"
 [ "$(ct systemctl list-units --state=active --no-legend --plain 'zoneproxy@*' | awk '{print $1}')" = zoneproxy@demo.service ] ||
 	die "upgrade touched other instances"

@@ -1,5 +1,7 @@
-# %posttrans: the NEW package's code, once per install or upgrade. Restarts
-# only running instances, so on a fresh install it does nothing.
+# %posttrans: the NEW package's code, once per install or upgrade. Reloads
+# each running instance in place (`zoneproxy reload`: Envoy and its
+# connections stay); one that cannot reload restarts without rpm waiting for
+# its drain. On a fresh install nothing runs, so it does nothing.
 
 # Puts back the old examples %pre kept because an instance uses them, before
 # that instance restarts; an identical .rpmsave is then redundant.
@@ -19,6 +21,9 @@ done
 
 if [ -d /run/systemd/system ]; then
 	systemctl daemon-reload >/dev/null 2>&1 || :
-	systemctl try-restart 'zoneproxy@*.service' >/dev/null 2>&1 || :
+	for unit in $(systemctl list-units --state=active --plain --no-legend 'zoneproxy@*.service' | awk '{print $1}'); do
+		systemctl reload "$unit" >/dev/null 2>&1 ||
+			systemctl --no-block try-restart "$unit" >/dev/null 2>&1 || :
+	done
 fi
 exit 0
