@@ -225,6 +225,15 @@ func TestCheckFindsTheInstanceOfItsConfig(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(filepath.Join("/run/zoneproxy", name)) })
 	agent := harness.StartAgent(t, bins.Zoneproxy, env, "run", "--config", file)
 	agent.AwaitReadiness(p.Readiness, 200, "READY", promptly)
+	// The work dir is the name's, the same at every start, so that the
+	// next run can serve this one's cache.
+	workDir := filepath.Join(zone.Dir, "zoneproxy", name)
+	if os.Geteuid() == 0 {
+		workDir = filepath.Join("/run/zoneproxy", name)
+	}
+	if _, err := os.Stat(filepath.Join(workDir, "zoneproxy.lock")); err != nil {
+		t.Errorf("the agent does not work in %s: %v", workDir, err)
+	}
 
 	code, out := harness.Run(t, bins.Zoneproxy, env, "check", "--config", file)
 	if code != 0 || !strings.Contains(out, "in use by zoneproxy (pid "+strconv.Itoa(agent.PID())+", this config)") {
