@@ -81,21 +81,33 @@ type errMaintenance struct{ msg string }
 
 func (e errMaintenance) Error() string { return e.msg }
 
-func maintain(cmd *cobra.Command, drain bool) error {
+// prepareRunning loads the configuration of a command that asks the
+// running instance (--instance or the config's), and the way it fails:
+// exit 1, as a retry may do.
+func prepareRunning(cmd *cobra.Command) (*prepared, func(format string, args ...any) error, error) {
 	if _, err := useInstance(cmd.Flags()); err != nil {
-		return err
+		return nil, nil, err
 	}
 	p, err := prepare(cmd, func(*config.Config, *source) ([]config.Warning, error) { return nil, nil })
+	if err != nil {
+		return nil, nil, err
+	}
+	stderr := cmd.ErrOrStderr()
+	fail := func(format string, args ...any) error {
+		err := errMaintenance{fmt.Sprintf(format, args...)}
+		fmt.Fprintln(stderr, "zoneproxy: "+err.Error())
+		return reportedError{err}
+	}
+	return p, fail, nil
+}
+
+func maintain(cmd *cobra.Command, drain bool) error {
+	p, fail, err := prepareRunning(cmd)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = p.log.Sync() }()
-	out, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	fail := func(format string, args ...any) error {
-		err := errMaintenance{fmt.Sprintf(format, args...)} // exit 1: a retry may do
-		fmt.Fprintln(stderr, "zoneproxy: "+err.Error())
-		return reportedError{err}
-	}
+	out := cmd.OutOrStdout()
 	what := "drain"
 	if !drain {
 		what = "undrain"

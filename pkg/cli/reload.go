@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/zoneproxy/zoneproxy/pkg/agent"
-	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/host/preflight"
 )
 
@@ -63,20 +62,12 @@ running agent goes on serving); 64 a command line zoneproxy cannot parse;
 }
 
 func reload(cmd *cobra.Command) error {
-	if _, err := useInstance(cmd.Flags()); err != nil {
-		return err
-	}
-	p, err := prepare(cmd, func(*config.Config, *source) ([]config.Warning, error) { return nil, nil })
+	p, fail, err := prepareRunning(cmd)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = p.log.Sync() }()
-	out, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	fail := func(format string, args ...any) error {
-		err := errMaintenance{fmt.Sprintf(format, args...)} // exit 1
-		fmt.Fprintln(stderr, "zoneproxy: "+err.Error())
-		return reportedError{err}
-	}
+	out := cmd.OutOrStdout()
 	defer loopback.CloseIdleConnections()
 	in := findInstance(p.cfg, p.configFile)
 	if pid, _ := cmd.Flags().GetInt("pid"); in == nil && pid > 0 {
