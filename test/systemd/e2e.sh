@@ -307,8 +307,9 @@ ct systemctl reload zoneproxy@demo || die "systemctl reload zoneproxy@demo"
 status_has zoneproxy@demo 'agent generation 3' || die "systemctl reload: STATUS= $(prop zoneproxy@demo StatusText)"
 ct systemctl kill --kill-whom=main --signal=SIGHUP zoneproxy@demo
 await 30 "SIGHUP to reload" status_has zoneproxy@demo 'agent generation 4'
-[ "$(prop zoneproxy@demo MainPID)" = "$before" ] && [ "$(envoy_of "$before")" = "$envoy_before" ] ||
+if [ "$(prop zoneproxy@demo MainPID)" != "$before" ] || [ "$(envoy_of "$before")" != "$envoy_before" ]; then
 	die "a reload restarted the agent or Envoy"
+fi
 [[ "$(ct /usr/bin/zoneproxy version)" == *"$VERSION"* ]] || die "new binary not installed"
 [ "$(ct systemctl list-units --state=active --no-legend --plain 'zoneproxy@*' | awk '{print $1}')" = zoneproxy@demo.service ] ||
 	die "upgrade touched other instances"
