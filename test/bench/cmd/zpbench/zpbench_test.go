@@ -145,9 +145,12 @@ func TestScrapeRowJudgesAddedTimeAndAgentCPU(t *testing.T) {
 		agentCPU         time.Duration
 		want             string
 	}{
-		{"both within", []float64{5, 6, 7}, []float64{20, 30, 36}, 60 * time.Millisecond, "PASS"},
-		{"added time over", []float64{5, 6, 7}, []float64{30, 37, 40}, 60 * time.Millisecond, "FAIL"},
-		{"agent CPU over", []float64{5, 6, 7}, []float64{20, 30, 36}, 93 * time.Millisecond, "FAIL"},
+		// Added per pair 145, 244, 249 ms (median 244); CPU 200 ms a scrape.
+		{"both within", []float64{5, 6, 7}, []float64{150, 250, 256}, 600 * time.Millisecond, "PASS"},
+		// Median added 251 ms.
+		{"added time over", []float64{5, 6, 7}, []float64{250, 257, 260}, 600 * time.Millisecond, "FAIL"},
+		// 251 ms of CPU a scrape.
+		{"agent CPU over", []float64{5, 6, 7}, []float64{150, 250, 256}, 753 * time.Millisecond, "FAIL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := &measured{errs: map[string]error{}, scrape: &scrapeResult{direct: tc.direct, hijacked: tc.hijacked, agentCPU: tc.agentCPU}}
