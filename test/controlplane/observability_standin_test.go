@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -83,24 +82,7 @@ func TestObservabilityThroughTheStandIn(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	tok, _ := s.IssueToken(TokenRequest{Mesh: "payments", Workload: "zp-egress"})
-	dp := dpJSON(t, "payments", "zp-egress-1", "zp-egress", listener{Type: "ZoneEgress", Address: "127.0.0.1", Port: int(zonePort), Name: "ze-port"})
-	body := bootstrapBody("payments", "zp-egress-1", tok, dp)
-	body["workdir"] = work
-	r := post(t, httpClient(t, s, true), s.URL()+"/bootstrap", mustJSON(t, body), "application/json")
-	if r.status != 200 {
-		t.Fatalf("bootstrap: %d %s", r.status, r.body)
-	}
-	var resp struct {
-		Bootstrap []byte `json:"bootstrap"`
-	}
-	if err := json.Unmarshal(r.body, &resp); err != nil {
-		t.Fatal(err)
-	}
-	bootstrap := filepath.Join(work, "bootstrap.yaml")
-	if err := os.WriteFile(bootstrap, resp.Bootstrap, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	bootstrap := writeZoneProxyBootstrap(t, s, work, "payments", "zp-egress-1", "zp-egress", listener{Type: "ZoneEgress", Address: "127.0.0.1", Port: int(zonePort), Name: "ze-port"})
 	var stderr testutil.SyncBuffer
 	cmd := exec.Command(bin, "--config-path", bootstrap, "--drain-time-s", "1", "--file-flush-interval-msec", "50", "--log-level", "info")
 	cmd.Stderr = &stderr

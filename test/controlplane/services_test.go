@@ -127,24 +127,7 @@ func TestManyServicesThroughTheStandIn(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(work) })
 
 	zonePort := freeTCPPort(t)
-	tok, _ := s.IssueToken(TokenRequest{Mesh: "payments", Workload: "zp-ingress"})
-	dp := dpJSON(t, "payments", "zp-ingress-1", "zp-ingress", listener{Type: "ZoneIngress", Address: "127.0.0.1", Port: int(zonePort), Name: "zi-port"})
-	body := bootstrapBody("payments", "zp-ingress-1", tok, dp)
-	body["workdir"] = work
-	r := post(t, httpClient(t, s, true), s.URL()+"/bootstrap", mustJSON(t, body), "application/json")
-	if r.status != 200 {
-		t.Fatalf("bootstrap: %d %s", r.status, r.body)
-	}
-	var resp struct {
-		Bootstrap []byte `json:"bootstrap"`
-	}
-	if err := json.Unmarshal(r.body, &resp); err != nil {
-		t.Fatal(err)
-	}
-	bootstrap := filepath.Join(work, "bootstrap.yaml")
-	if err := os.WriteFile(bootstrap, resp.Bootstrap, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	bootstrap := writeZoneProxyBootstrap(t, s, work, "payments", "zp-ingress-1", "zp-ingress", listener{Type: "ZoneIngress", Address: "127.0.0.1", Port: int(zonePort), Name: "zi-port"})
 	var stderr testutil.SyncBuffer
 	cmd := exec.Command(bin, "--config-path", bootstrap, "--drain-time-s", "1", "--log-level", "info")
 	cmd.Stderr = &stderr
@@ -214,4 +197,28 @@ func grepLines(s, substr string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// writeZoneProxyBootstrap asks s for the bootstrap of a zone proxy whose Dataplane
+// has listener l, and writes it to work/bootstrap.yaml for the stand-in.
+func writeZoneProxyBootstrap(t *testing.T, s *Server, work, mesh, name, workload string, l listener) string {
+	t.Helper()
+	tok, _ := s.IssueToken(TokenRequest{Mesh: mesh, Workload: workload})
+	body := bootstrapBody(mesh, name, tok, dpJSON(t, mesh, name, workload, l))
+	body["workdir"] = work
+	r := post(t, httpClient(t, s, true), s.URL()+"/bootstrap", mustJSON(t, body), "application/json")
+	if r.status != 200 {
+		t.Fatalf("bootstrap: %d %s", r.status, r.body)
+	}
+	var resp struct {
+		Bootstrap []byte `json:"bootstrap"`
+	}
+	if err := json.Unmarshal(r.body, &resp); err != nil {
+		t.Fatal(err)
+	}
+	bootstrap := filepath.Join(work, "bootstrap.yaml")
+	if err := os.WriteFile(bootstrap, resp.Bootstrap, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return bootstrap
 }
