@@ -106,6 +106,9 @@ func (a *Agent) bootstrapOrResume(ctx context.Context, wd *workDir, ev envoy.Ver
 	if _, err := a.readToken(); err != nil {
 		a.log.Warn("cannot read the dataplane token; Envoy's output is not redacted of it until the relay reads it", zap.Error(err))
 	}
+	r.hmu.Lock()
+	r.refetch = a.refetcher(wd, client)
+	r.hmu.Unlock()
 	f, err := wd.dir.OpenFile(bootstrapFile, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot read the running Envoy's bootstrap: %w", err)
@@ -176,10 +179,16 @@ func (a *Agent) startEnvoy(spec envoy.Spec) (EnvoyProcess, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cannot take over the running Envoy: %w", err)
 		}
+		launch := e.Launch
+		if launch == nil {
+			launch = envoyLaunch(a.cfg) // the previous program refused another
+		}
+		r.launched(launch)
 		return p, nil
 	}
 	p, err := a.envoy.Start(spec)
 	if err == nil {
+		r.launched(envoyLaunch(a.cfg))
 		r.hmu.Lock()
 		r.envoyGeneration++
 		r.hmu.Unlock()

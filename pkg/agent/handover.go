@@ -71,7 +71,10 @@ type handovers struct {
 
 type handoverRequest struct {
 	reason string
-	done   chan error
+	// bootstrap, when set, is the new Envoy's (rewritten) bootstrap in
+	// place of the running one's.
+	bootstrap []byte
+	done      chan error
 }
 
 func (h *handovers) init(a *Agent) {
@@ -94,14 +97,14 @@ var ErrHandoverRefused = errors.New("cannot hand over to a new Envoy now")
 // replaceEnvoy runs a new Envoy beside the running one and hands over to it
 // (reason says why, in the log). It returns once the new Envoy serves and
 // the old one drains, or with why not: the old one then serves on.
-func (a *Agent) replaceEnvoy(ctx context.Context, reason string) error {
+func (a *Agent) replaceEnvoy(ctx context.Context, reason string, bootstrap []byte) error {
 	if !a.maint.serving.Load() {
 		return fmt.Errorf("%w: no live Envoy is supervised yet", ErrHandoverRefused)
 	}
 	if a.maint.want.Load() {
 		return fmt.Errorf("%w: drained for maintenance; `zoneproxy undrain` starts a new Envoy anyway", ErrHandoverRefused)
 	}
-	req := handoverRequest{reason: reason, done: make(chan error, 1)}
+	req := handoverRequest{reason: reason, bootstrap: bootstrap, done: make(chan error, 1)}
 	select {
 	case a.hand.requests <- req:
 	case <-ctx.Done():
@@ -115,28 +118,6 @@ func (a *Agent) replaceEnvoy(ctx context.Context, reason string) error {
 	}
 }
 
-// ReplaceEnvoyIfChanged is the reload's trigger: when --envoy-binary now
-// reports another build than the running Envoy's, or bootstrapChanged, it
-// hands over to a new Envoy. replaced says whether it did.
-func (a *Agent) ReplaceEnvoyIfChanged(ctx context.Context, bootstrapChanged bool) (replaced bool, err error) {
-	reason := "the bootstrap changed"
-	if !bootstrapChanged {
-		_, found, err := a.envoy.Find(ctx, a.cfg.EnvoyBinary, a.stateDirPath)
-		if err != nil {
-			return false, err
-		}
-		running := a.envoyNow.Load()
-		if running == nil || found.Version.Build == running.build {
-			return false, nil
-		}
-		reason = "another Envoy build: " + running.build + " -> " + found.Version.Build
-	}
-	if err := a.replaceEnvoy(ctx, reason); err != nil {
-		return false, err
-	}
-	return true, nil
-}
-
 // handoverHandler is POST /envoy/handover on the loopback endpoint (only
 // root or the agent's user, as /drain): hand over to a new Envoy from
 // --envoy-binary now, and answer once it serves or failed.
@@ -148,7 +129,7 @@ func (a *Agent) handoverHandler() http.Handler {
 			return
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if err := a.replaceEnvoy(r.Context(), "asked on "+r.URL.Path); err != nil {
+		if err := a.replaceEnvoy(r.Context(), "asked on "+r.URL.Path, nil); err != nil {
 			http.Error(w, err.Error(), http.StatusConflict)
 			return
 		}
@@ -157,7 +138,8 @@ func (a *Agent) handoverHandler() http.Handler {
 }
 
 // handover does one handover on the serve loop: e becomes the new Envoy.
-func (a *Agent) handover(ctx context.Context, e *supervised, reason string) error {
+func (a *Agent) handover(ctx context.Context, e *supervised, req handoverRequest) error {
+	reason := req.reason
 	kit := a.hand.kit.Load()
 	switch {
 	case kit == nil || kit.relay == nil:
@@ -167,6 +149,11 @@ func (a *Agent) handover(ctx context.Context, e *supervised, reason string) erro
 	}
 	if st := kit.relay.State(); st.Upstream.State != relay.Connected || st.Cache.InUse {
 		return fmt.Errorf("%w: the control plane's stream is %q, not connected; the new Envoy could not take it over", ErrHandoverRefused, st.Upstream.State)
+	}
+	if req.bootstrap != nil {
+		next := *kit
+		next.bootstrap = req.bootstrap
+		kit = &next
 	}
 	gen := a.hand.generation.Load() + 1
 	log := a.log.With(zap.Int64("generation", gen), zap.Int("old pid", e.proc.PID()), zap.String("reason", reason))
@@ -188,12 +175,18 @@ func (a *Agent) handover(ctx context.Context, e *supervised, reason string) erro
 		}
 	}
 	kit.relay.EndHandover()
+	if err == nil && req.bootstrap != nil {
+		err = a.keepBootstrap(kit)
+	}
 	if err != nil {
 		if proc != nil {
 			proc.Stop(StopGrace)
 		}
 		if admin != nil {
 			admin.Close()
+		}
+		if req.bootstrap != nil {
+			a.restoreBootstrap(log)
 		}
 		a.hand.results.WithLabelValues("failed").Inc()
 		log.Error("Envoy handover failed; the old Envoy keeps serving", zap.Error(err))
@@ -203,6 +196,8 @@ func (a *Agent) handover(ctx context.Context, e *supervised, reason string) erro
 	e.proc, e.admin = proc, admin
 	e.start = a.restartFrom(kit, gen, build)
 	a.hand.generation.Store(gen)
+	a.hand.kit.Store(kit)
+	a.rl.launched(envoyLaunch(a.cfg))
 	a.envoyNow.Store(&envoyRecord{proc: proc, build: build, generation: gen})
 	a.running.Store(&runningEnvoy{admin: admin, proc: proc})
 	a.ready.SetEnvoyProbe(admin.Ready)
@@ -380,42 +375,4 @@ func (a *Agent) generationWords(detail string) string {
 		return fmt.Sprintf("%s (Envoy generation %d)", detail, g)
 	}
 	return detail
-}
-
-// upgradeAdoptedEnvoyWait bounds the wait, after a reload, for kuma-cp's
-// stream before an Envoy of another build takes over: kuma-cp holds the
-// previous program's stream for its deregistration delay (10 s by default).
-var upgradeAdoptedEnvoyWait = time.Minute
-
-// upgradeAdoptedEnvoy runs after a reload: when --envoy-binary now reports
-// another build than the adopted Envoy's (the package upgraded Envoy too),
-// a new Envoy takes over beside it once kuma-cp's stream is connected.
-func (a *Agent) upgradeAdoptedEnvoy(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, upgradeAdoptedEnvoyWait)
-	defer cancel()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		kit := a.hand.kit.Load()
-		if kit == nil || kit.relay == nil {
-			return // direct mode: nothing feeds a second Envoy
-		}
-		if st := kit.relay.State(); st.Upstream.State == relay.Connected && !st.Cache.InUse && a.maint.serving.Load() {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			a.log.Warn("after the reload, kuma-cp's stream did not come back in time to check for another Envoy build; `curl -X POST http://127.0.0.1:<readiness-port>/envoy/handover` starts a new Envoy by hand",
-				zap.Duration("waited", upgradeAdoptedEnvoyWait))
-			return
-		case <-tick.C:
-		}
-	}
-	replaced, err := a.ReplaceEnvoyIfChanged(ctx, false)
-	switch {
-	case err != nil:
-		a.log.Error("after the reload, the new Envoy build could not take over; the running Envoy serves on", zap.Error(err))
-	case replaced:
-		a.log.Info("after the reload, an Envoy of the new build took over")
-	}
 }

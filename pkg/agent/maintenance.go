@@ -88,7 +88,7 @@ func (a *Agent) serve(ctx context.Context, e *supervised) error {
 	for {
 		end := a.watchListeners(ctx, e)
 		if end == endHandover {
-			a.pendingHandover.done <- a.handover(ctx, e, a.pendingHandover.reason)
+			a.pendingHandover.done <- a.handover(ctx, e, a.pendingHandover)
 			continue
 		}
 		if end == endDrain {

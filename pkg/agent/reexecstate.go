@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"net"
 	"os"
 	"sync"
@@ -51,6 +52,10 @@ type envoyHandover struct {
 	// count (handover.go): an even one runs on the handover's bootstrap
 	// copy and admin socket.
 	HandoverGeneration int64 `json:"handoverGeneration,omitempty"`
+	// Launch is envoyLaunch of the configuration the running Envoy was
+	// launched with: the next program hands over to a new Envoy when its
+	// own differs. Absent from programs that refused such reloads.
+	Launch map[string]string `json:"launch,omitempty"`
 }
 
 // Names of the handed-over files.
@@ -102,6 +107,24 @@ type reloader struct {
 	cache     *lkgcache.Cache
 	envoyPath string
 	envoyVer  envoy.Version
+	// envoyLaunch is envoyLaunch of the running Envoy's launch.
+	envoyLaunch map[string]string
+	// refetch asks the control plane for a bootstrap as a start would,
+	// for an Envoy of version ev; set for an adopted Envoy.
+	refetch func(ctx context.Context, ev envoy.Version) ([]byte, error)
+}
+
+// launched records how the running Envoy was launched.
+func (r *reloader) launched(launch map[string]string) {
+	r.hmu.Lock()
+	r.envoyLaunch = launch
+	r.hmu.Unlock()
+}
+
+func (r *reloader) launch() map[string]string {
+	r.hmu.Lock()
+	defer r.hmu.Unlock()
+	return r.envoyLaunch
 }
 
 // inheritedFile is the handed-over file name, once; nil if none.

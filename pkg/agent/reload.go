@@ -160,7 +160,7 @@ func (a *Agent) handoverOf(withEnvoy bool) (*handoverState, map[string]handedFil
 		return fail(errors.New("Envoy's output cannot be handed over"))
 	}
 	files[fileEnvoyOutput] = handedFile{f: out}
-	eh := &envoyHandover{PID: proc.PID(), Path: r.envoyPath, Version: r.envoyVer, HandoverGeneration: a.hand.generation.Load()}
+	eh := &envoyHandover{PID: proc.PID(), Path: r.envoyPath, Version: r.envoyVer, HandoverGeneration: a.hand.generation.Load(), Launch: r.envoyLaunch}
 	if r.feature != nil && r.feature.Relay() != nil {
 		eh.Relayed, eh.Resume = true, r.feature.Resume
 		f, err := listenerFile(r.relayLn)

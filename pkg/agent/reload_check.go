@@ -67,8 +67,8 @@ func (a *Agent) checkNewProgram() error {
 	if a.envoyNow.Load() == nil {
 		return nil // no Envoy yet: the new program starts over on the new configuration
 	}
-	if changed := envoyFixedChanges(EnvoyFixed(a.cfg), c.Envoy); len(changed) > 0 {
-		return fmt.Errorf("%w: the new configuration changes what the running Envoy was started with (%s); restart to apply it",
+	if changed := identityChanges(EnvoyFixed(a.cfg), c.Envoy); len(changed) > 0 {
+		return fmt.Errorf("%w: the new configuration changes the proxy's identity or where its xDS goes, which the running Envoy was started with (%s); restart to apply it",
 			ErrReloadRefused, strings.Join(changed, ", "))
 	}
 	return nil

@@ -112,7 +112,7 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 	a.log.Info("Envoy ready", zap.Duration("after", time.Since(started).Round(time.Millisecond)))
 	go a.checkEnvoyBuild(ctx, admin, envoyPath, envoyVersion) // off READY's path
 	if a.rl.adoptsEnvoy() {
-		go a.upgradeAdoptedEnvoy(ctx)
+		go a.refreshAdoptedEnvoy(ctx)
 	}
 	return a.serve(ctx, &supervised{admin: admin, proc: proc, start: start})
 }

@@ -35,11 +35,15 @@ goes on serving. While the agent waits for the mesh or the control plane
 (no Envoy yet), the new program starts over. A drained or draining proxy,
 or one that is stopping, refuses.
 
-A new configuration that changes what the running Envoy was started with
-(the proxy's identity, address and ports, --cp-address, --xds-relay,
---work-dir, --envoy-binary, Envoy's arguments, concurrency and log levels)
-is refused, naming the settings: restart to apply it. A reload applies the
-rest (the agent's log level, the token file, the drain times, …).
+A new configuration that changes what the proxy is (its identity, address
+and ports, --cp-address, --xds-relay, --work-dir) is refused, naming the
+settings: restart to apply it. Once the control plane's stream is back, a
+new Envoy takes over beside the running one, dropping no connection, when
+the Envoy this program would start differs: another build of
+--envoy-binary, a changed Envoy launch (--envoy-binary, --envoy-arg,
+--concurrency, Envoy's log levels) or another bootstrap from the control
+plane. A reload applies the rest in the agent (its log level, the token
+file, the drain times, …).
 
 systemctl reload zoneproxy@NAME runs this command; SIGHUP does the same
 under systemd.

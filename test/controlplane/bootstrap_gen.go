@@ -100,6 +100,8 @@ type bootstrapParams struct {
 	lookupIP  func(string) ([]net.IP, error)
 	// reloadable is dpServer.authn.enableReloadableTokens.
 	reloadable bool
+	// runtime overrides or adds values of the "kuma" static layer.
+	runtime map[string]float64
 }
 
 // socketName is kuma's rule: the path is cut at 98 bytes before ".sock".
@@ -199,11 +201,8 @@ func generateBootstrap(p bootstrapParams) (*bootstrapv3.Bootstrap, error) {
 		},
 		LayeredRuntime: &bootstrapv3.LayeredRuntime{
 			Layers: []*bootstrapv3.RuntimeLayer{{
-				Name: "kuma",
-				LayerSpecifier: &bootstrapv3.RuntimeLayer_StaticLayer{StaticLayer: &structpb.Struct{Fields: map[string]*structpb.Value{
-					"re2.max_program_size.error_level": structpb.NewNumberValue(4294967295),
-					"re2.max_program_size.warn_level":  structpb.NewNumberValue(1000),
-				}}},
+				Name:           "kuma",
+				LayerSpecifier: &bootstrapv3.RuntimeLayer_StaticLayer{StaticLayer: &structpb.Struct{Fields: kumaRuntime(p.runtime)}},
 			}},
 		},
 		StatsConfig: &metricsv3.StatsConfig{
@@ -465,4 +464,16 @@ func bootstrapYAML(b *bootstrapv3.Bootstrap) ([]byte, error) {
 		return nil, fmt.Errorf("marshal bootstrap: %w", err)
 	}
 	return yaml.JSONToYAML(js)
+}
+
+// kumaRuntime is kuma-cp's static runtime layer, with overrides.
+func kumaRuntime(overrides map[string]float64) map[string]*structpb.Value {
+	fields := map[string]*structpb.Value{
+		"re2.max_program_size.error_level": structpb.NewNumberValue(4294967295),
+		"re2.max_program_size.warn_level":  structpb.NewNumberValue(1000),
+	}
+	for k, v := range overrides {
+		fields[k] = structpb.NewNumberValue(v)
+	}
+	return fields
 }

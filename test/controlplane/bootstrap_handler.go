@@ -6,6 +6,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"time"
@@ -192,6 +193,7 @@ func (s *Server) bootstrap(w http.ResponseWriter, r *http.Request, body []byte, 
 		caPEM:      caPEM,
 		adminPort:  adminPort,
 		reloadable: s.opts.ReloadableTokens,
+		runtime:    s.bootstrapRuntime(),
 	})
 	if err != nil {
 		writeEmpty(w, http.StatusInternalServerError)
@@ -220,4 +222,23 @@ func (s *Server) bootstrap(w http.ResponseWriter, r *http.Request, body []byte, 
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(y)
 	return 200, fmt.Sprintf("%s xdsHost=%s (yaml)", id, host)
+}
+
+// SetBootstrapRuntime sets a value of the bootstrap's static runtime layer
+// "kuma" in every bootstrap from now on, as a kuma-cp upgrade changes its
+// bootstrap template; the Envoys that run keep theirs.
+func (s *Server) SetBootstrapRuntime(key string, value float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.runtime == nil {
+		s.runtime = map[string]float64{}
+	}
+	s.runtime[key] = value
+	s.log.printf("bootstrap runtime %s=%v", key, value)
+}
+
+func (s *Server) bootstrapRuntime() map[string]float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.runtime)
 }

@@ -116,6 +116,9 @@ type Server struct {
 
 	obs observabilityState // policies attached to proxies, zone listeners withheld
 
+	// runtime is added to the bootstrap's static runtime layer "kuma".
+	runtime map[string]float64
+
 	dp dpServerState
 
 	grpcServer *grpc.Server

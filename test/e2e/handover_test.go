@@ -193,7 +193,7 @@ func TestReloadWithAnotherEnvoyBuildHandsOver(t *testing.T) {
 	if code, out := reloadCommand(t, zone, p); code != 0 {
 		t.Fatalf("zoneproxy reload: exit %d\n%s", code, out)
 	}
-	agent.AwaitLog("after the reload, an Envoy of the new build took over", 30*time.Second)
+	agent.AwaitLog("after the reload, a new Envoy took over: another Envoy build", 30*time.Second)
 	pid, gen := envoyOf(t, p)
 	if pid == oldPID || gen != 2 {
 		t.Errorf("/status names Envoy %d generation %d after the upgrade, want a new one of generation 2 (old %d)", pid, gen, oldPID)
@@ -208,5 +208,75 @@ func TestReloadWithAnotherEnvoyBuildHandsOver(t *testing.T) {
 	agent.Signal(syscall.SIGTERM)
 	if code := agent.Wait(promptly); code != 0 {
 		t.Errorf("exit %d after SIGTERM", code)
+	}
+}
+
+// A reload that finds Envoy would start otherwise now, from the
+// configuration's launch settings or from kuma-cp's bootstrap, hands over
+// to a new Envoy started so, dropping nothing; one that finds nothing
+// changed keeps Envoy (TestReloadKeepsEnvoyAndEveryConnection).
+func TestReloadThatChangesEnvoysStartHandsOver(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		change func(zone *harness.Zone, config string)
+		reason string
+		// started checks the new Envoy's command line and bootstrap.
+		started func(cmdline, bootstrap string) bool
+	}{
+		{"concurrency in the configuration file", func(_ *harness.Zone, config string) {
+			writeFile(t, config, "drain-min: 1s\nconcurrency: 3\n", 0o600)
+		}, "the configuration changes Envoy's launch (--concurrency)", func(cmdline, _ string) bool {
+			return strings.Contains(cmdline, "--concurrency\x003\x00")
+		}},
+		{"kuma-cp's bootstrap template", func(zone *harness.Zone, _ string) {
+			zone.CP.SetBootstrapRuntime("re2.max_program_size.warn_level", 2000)
+		}, "the control plane's bootstrap changed (layeredRuntime)", func(_, bootstrap string) bool {
+			return strings.Contains(bootstrap, `"re2.max_program_size.warn_level":2000`)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			zone := reloadable(t)
+			p := zone.NewProxy("payments", "egress")
+			config := filepath.Join(zone.Dir, "zoneproxy.yaml")
+			writeFile(t, config, "drain-min: 1s\n", 0o600)
+			agent := zone.Start(p, nil, "--config", config, "--drain-time", "1s")
+			agent.AwaitReadiness(p.Readiness, 200, "READY", promptly)
+			oldPID, _ := envoyOf(t, p)
+
+			tc.change(zone, config)
+			w := watch(5*time.Millisecond, handoverProbe(p))
+			if code, out := reloadCommand(t, zone, p); code != 0 {
+				t.Fatalf("zoneproxy reload: exit %d\n%s", code, out)
+			}
+			agent.AwaitLog("after the reload, a new Envoy took over: "+tc.reason, 30*time.Second)
+			pid, gen := envoyOf(t, p)
+			if pid == oldPID || gen != 2 {
+				t.Fatalf("/status names Envoy %d generation %d, want a new one of generation 2 (old %d)", pid, gen, oldPID)
+			}
+			cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+			bootstrap, _ := os.ReadFile(filepath.Join(p.WorkDir, "bootstrap-handover.yaml"))
+			if !tc.started(string(cmdline), string(bootstrap)) {
+				t.Errorf("the new Envoy was not started with the change: %q\n%s", cmdline, bootstrap)
+			}
+			harness.Eventually(t, promptly, "the old Envoy to exit after its drain", func() bool { return harness.ProcessGone(oldPID) })
+			if _, failures := w.finish(); len(failures) > 0 {
+				t.Errorf("the handover disturbed traffic or /ready:\n%s", strings.Join(failures, "\n"))
+			}
+
+			// The next reload finds the new Envoy as it would start it.
+			if code, out := reloadCommand(t, zone, p); code != 0 {
+				t.Fatalf("second zoneproxy reload: exit %d\n%s", code, out)
+			}
+			agent.AwaitLog("after the reload, the running Envoy is as this program would start it", 30*time.Second)
+			if again, gen := envoyOf(t, p); again != pid || gen != 2 {
+				t.Errorf("a reload with nothing changed replaced Envoy %d by %d (generation %d)", pid, again, gen)
+			}
+			agent.Signal(syscall.SIGTERM)
+			if code := agent.Wait(promptly); code != 0 {
+				t.Errorf("exit %d after SIGTERM", code)
+			}
+		})
 	}
 }

@@ -276,9 +276,9 @@ func TestReloadIsRefusedWhenTheNewProgramCannotTakeOver(t *testing.T) {
 		{"a configuration the new binary refuses", func(t *testing.T, _ *harness.Zone, config string) {
 			writeFile(t, config, "drain-min: lots\n", 0o600)
 		}, "drain-min"},
-		{"a configuration that changes what Envoy was started with", func(t *testing.T, _ *harness.Zone, config string) {
-			writeFile(t, config, "drain-min: 1s\nconcurrency: 3\n", 0o600)
-		}, "changes what the running Envoy was started with (--concurrency); restart to apply it"},
+		{"a configuration that changes the proxy's identity", func(t *testing.T, _ *harness.Zone, config string) {
+			writeFile(t, config, "drain-min: 1s\nlabel:\n  - team=payments\nconcurrency: 3\n", 0o600)
+		}, "changes the proxy's identity or where its xDS goes, which the running Envoy was started with (--label); restart to apply it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
