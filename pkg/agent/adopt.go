@@ -54,6 +54,7 @@ func (a *Agent) takeHandover() error {
 		r.count(result, n)
 	}
 	r.count(reloadOK, 1)
+	a.hand.carry(st.Handovers)
 	r.hmu.Lock()
 	r.last = &ReloadStatus{Result: reloadOK, At: a.now()}
 	r.hmu.Unlock()

@@ -45,8 +45,7 @@ func (a *Agent) relayListen(wd *workDir) (net.Listener, error) {
 	var ln net.Listener
 	var err error
 	if f := a.inheritedForEnvoy(fileRelay); f != nil {
-		ln, err = net.FileListener(f)
-		f.Close()
+		ln, err = inheritedUnixListener(f)
 	} else {
 		ln, err = relay.Listen(wd.at(xds.SocketName))
 	}
@@ -54,6 +53,17 @@ func (a *Agent) relayListen(wd *workDir) (net.Listener, error) {
 		a.rl.hmu.Lock()
 		a.rl.relayLn = ln
 		a.rl.hmu.Unlock()
+	}
+	return ln, err
+}
+
+// inheritedUnixListener is a handed-over Unix socket listener, which
+// removes its socket file when closed, as the one it replaces would have.
+func inheritedUnixListener(f *os.File) (net.Listener, error) {
+	defer f.Close()
+	ln, err := net.FileListener(f)
+	if ul, ok := ln.(*net.UnixListener); ok {
+		ul.SetUnlinkOnClose(true)
 	}
 	return ln, err
 }
@@ -70,8 +80,7 @@ func (a *Agent) startAccessLog(o accesslog.Options) (*accesslog.Streamer, error)
 // serveMeshMetric takes the handed-over MeshMetric socket, or makes it.
 func (a *Agent) serveMeshMetric(o meshmetric.Options) (*meshmetric.Server, error) {
 	if f := a.inheritedForEnvoy(fileMeshMetric); f != nil {
-		ln, err := net.FileListener(f)
-		f.Close()
+		ln, err := inheritedUnixListener(f)
 		if err != nil {
 			return nil, err
 		}

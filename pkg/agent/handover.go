@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -67,6 +68,33 @@ type handovers struct {
 	quitOnce   sync.Once
 	metricOnce sync.Once
 	results    *prometheus.CounterVec
+	// counted is results' values, to carry across a reload.
+	countMu sync.Mutex
+	counted map[string]float64
+}
+
+// count adds one handover of result.
+func (h *handovers) count(result string) {
+	h.countMu.Lock()
+	defer h.countMu.Unlock()
+	h.counted[result]++
+	h.results.WithLabelValues(result).Inc()
+}
+
+// carry goes on from the previous program's counts.
+func (h *handovers) carry(counted map[string]float64) {
+	h.countMu.Lock()
+	defer h.countMu.Unlock()
+	for result, n := range counted {
+		h.counted[result] += n
+		h.results.WithLabelValues(result).Add(n)
+	}
+}
+
+func (h *handovers) counts() map[string]float64 {
+	h.countMu.Lock()
+	defer h.countMu.Unlock()
+	return maps.Clone(h.counted)
 }
 
 type handoverRequest struct {
@@ -85,8 +113,11 @@ func (h *handovers) init(a *Agent) {
 			Name: "zoneproxy_envoy_handovers_total",
 			Help: "Envoy handovers (a new Envoy taking over from the running one without dropping connections), by result: success, or failed (the old Envoy serves on).",
 		}, []string{"result"})
-		h.results.WithLabelValues("success")
-		h.results.WithLabelValues("failed")
+		h.counted = map[string]float64{}
+		for _, result := range []string{"success", "failed"} {
+			h.results.WithLabelValues(result)
+		}
+
 		a.opts.Metrics.Register(h.results)
 	})
 }
@@ -162,7 +193,7 @@ func (a *Agent) handover(ctx context.Context, e *supervised, req handoverRequest
 		log.Warn("Envoy handover: " + v.Warning)
 	}
 	started := time.Now()
-	proc, admin, build, err := a.startNext(ctx, kit, gen, e.proc.PID())
+	proc, admin, found, err := a.startNext(ctx, kit, gen, e.proc.PID())
 	if err == nil {
 		err = a.awaitNext(ctx, admin, proc)
 	}
@@ -188,10 +219,14 @@ func (a *Agent) handover(ctx context.Context, e *supervised, req handoverRequest
 		if req.bootstrap != nil {
 			a.restoreBootstrap(log)
 		}
-		a.hand.results.WithLabelValues("failed").Inc()
+		a.hand.count("failed")
 		log.Error("Envoy handover failed; the old Envoy keeps serving", zap.Error(err))
 		return fmt.Errorf("Envoy handover failed; the old Envoy (pid %d) keeps serving: %w", e.proc.PID(), err)
 	}
+	build := found.version.Build
+	a.rl.hmu.Lock()
+	a.rl.envoyPath, a.rl.envoyVer = found.path, found.version
+	a.rl.hmu.Unlock()
 	oldProc, oldAdmin := e.proc, e.admin
 	e.proc, e.admin = proc, admin
 	e.start = a.restartFrom(kit, gen, build)
@@ -205,7 +240,7 @@ func (a *Agent) handover(ctx context.Context, e *supervised, req handoverRequest
 	if client, ok := admin.(*envoy.Admin); ok {
 		kit.prep.admin.Store(client)
 	}
-	a.hand.results.WithLabelValues("success").Inc()
+	a.hand.count("success")
 	log.Info("Envoy handover done: the new Envoy serves; the old one stops accepting, drains and exits",
 		zap.Int("pid", proc.PID()), zap.String("build", build), zap.Duration("after", time.Since(started).Round(time.Millisecond)))
 	a.hand.draining.Store(int32(oldProc.PID()))
@@ -221,24 +256,32 @@ func (a *Agent) handover(ctx context.Context, e *supervised, req handoverRequest
 
 // startNext starts generation gen from --envoy-binary as it is now, on its
 // own bootstrap copy and admin socket; serving is the old Envoy's pid.
-func (a *Agent) startNext(ctx context.Context, kit *handoverKit, gen int64, serving int) (EnvoyProcess, EnvoyAdmin, string, error) {
+func (a *Agent) startNext(ctx context.Context, kit *handoverKit, gen int64, serving int) (EnvoyProcess, EnvoyAdmin, foundEnvoy, error) {
 	path, version, err := a.findEnvoyBinary(ctx)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, foundEnvoy{}, err
 	}
+	found := foundEnvoy{path: path, version: version}
 	spec, adminAddr, err := a.specFor(kit, gen, path)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, found, err
 	}
 	admin := a.envoy.Admin(adminAddr)
 	kit.relay.BeginHandover(serving)
 	proc, err := a.envoy.Start(spec)
 	if err != nil {
 		admin.Close()
-		return nil, nil, "", err
+		return nil, nil, found, err
 	}
 	a.log.Info("started Envoy", zap.Int("pid", proc.PID()), zap.Int64("generation", gen), zap.Strings("args", spec.Args), zap.String("admin", adminAddr.String()))
-	return proc, admin, version.Build, nil
+	return proc, admin, found, nil
+}
+
+// foundEnvoy is the binary a handover started, and its version: what the
+// next program is told the running Envoy is.
+type foundEnvoy struct {
+	path    string
+	version envoy.Version
 }
 
 // specFor is generation gen's launch: odd generations use the bootstrap's

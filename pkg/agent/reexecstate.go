@@ -38,6 +38,8 @@ type handoverState struct {
 	// Reloads counts reloads by result, carried so that the counter of
 	// reloads goes on across them.
 	Reloads map[string]float64 `json:"reloads,omitempty"`
+	// Handovers counts Envoy handovers by result, carried the same way.
+	Handovers map[string]float64 `json:"handovers,omitempty"`
 }
 
 type envoyHandover struct {

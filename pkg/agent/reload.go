@@ -135,7 +135,7 @@ func (a *Agent) handoverOf(withEnvoy bool) (*handoverState, map[string]handedFil
 		return nil, nil, err
 	}
 	st := &handoverState{Version: HandoverVersion, Generation: r.generation, EnvoyGeneration: r.envoyGeneration,
-		WorkDir: r.wd.path, Temporary: r.wd.temporary, Reloads: r.counts()}
+		WorkDir: r.wd.path, Temporary: r.wd.temporary, Reloads: r.counts(), Handovers: a.hand.counts()}
 	files[fileWorkDir] = handedFile{f: r.wd.dir.File()}
 	files[fileWorkLock] = handedFile{f: r.wd.lock}
 	if r.sd != nil {
