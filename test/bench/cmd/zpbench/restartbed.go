@@ -40,15 +40,23 @@ type agentCP struct {
 	} `json:"controlPlane"`
 }
 
-// statusOf is the agent's phase and what it says kuma-cp makes of it.
-func statusOf(port int) string {
+// getStatus decodes the agent's GET /status into v.
+func getStatus(port int, v any) error {
 	resp, err := statusClient.Get("http://127.0.0.1:" + strconv.Itoa(port) + "/status")
 	if err != nil {
-		return "?"
+		return err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("/status answered %d", resp.StatusCode)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// statusOf is the agent's phase and what it says kuma-cp makes of it.
+func statusOf(port int) string {
 	var st agentCP
-	if json.NewDecoder(resp.Body).Decode(&st) != nil {
+	if getStatus(port, &st) != nil {
 		return "?"
 	}
 	return st.Phase + "/" + st.ControlPlane.State
