@@ -14,7 +14,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
 )
 
-// What the restart, hung and egress-stop figures share: a zone egress
+// What the restart, hung, egress-stop and upgrade figures share: a zone egress
 // with a warm cache, registered with the control plane, and the agent's
 // /ready and /status read whole.
 
@@ -38,6 +38,16 @@ type agentCP struct {
 	ControlPlane struct {
 		State string `json:"state"`
 	} `json:"controlPlane"`
+}
+
+// agentGenerations is what /status says of the agent's and Envoy's
+// generations: a reload counts the agent's, a handover Envoy's.
+type agentGenerations struct {
+	Generation int `json:"generation"`
+	Envoy      *struct {
+		PID        int   `json:"pid"`
+		Generation int64 `json:"generation"`
+	} `json:"envoy"`
 }
 
 // getStatus decodes the agent's GET /status into v.

@@ -19,6 +19,7 @@ import (
 type sidecarLoad struct {
 	cp       *controlplane.Server
 	mesh     string
+	started  time.Time
 	stop     chan struct{}
 	stopOnce sync.Once
 	done     chan struct{}
@@ -51,7 +52,7 @@ const (
 const resetWatch = 300 * time.Millisecond
 
 func startSidecarLoad(cp *controlplane.Server, mesh string, perSecond int) *sidecarLoad {
-	s := &sidecarLoad{cp: cp, mesh: mesh, stop: make(chan struct{}), done: make(chan struct{})}
+	s := &sidecarLoad{cp: cp, mesh: mesh, started: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
 	sni := controlplane.DestinationSNI(mesh, "egress")
 	go func() {
 		defer close(s.done)
