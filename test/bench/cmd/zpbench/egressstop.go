@@ -32,15 +32,7 @@ type egressStopResult struct {
 }
 
 // failed are the connections refused or reset (or failing otherwise).
-func (r egressStopResult) failed() []connOutcome {
-	var out []connOutcome
-	for _, c := range r.conns {
-		if c.kind != outcomeOK {
-			out = append(out, c)
-		}
-	}
-	return out
-}
+func (r egressStopResult) failed() []connOutcome { return failedConns(r.conns) }
 
 // servedBy counts the connections each egress took.
 func (r egressStopResult) servedBy() map[string]int {
@@ -76,20 +68,11 @@ func (b *bed) egressStopFigure() (egressStopResult, error) {
 		}
 		agents = append(agents, a)
 	}
-	if !waitUntil(15*time.Second, 10*time.Millisecond, func() bool { return len(b.cp.ZoneEgresses(egressStopMesh)) == 2 }) {
-		return res, fmt.Errorf("kuma-cp does not hand out both egresses: %+v", b.cp.ZoneEgresses(egressStopMesh))
+	load, err := b.sidecarsOn(egressStopMesh, 2, res.rate)
+	if err != nil {
+		return res, err
 	}
-	load := startSidecarLoad(b.cp, egressStopMesh, res.rate)
-	finished := false
-	defer func() {
-		if !finished {
-			load.finish()
-		}
-	}()
-	time.Sleep(2 * time.Second)
-	if n := load.count(); n < res.rate {
-		return res, fmt.Errorf("the sidecar load made %d connections in its first 2 s, want about %d", n, 2*res.rate)
-	}
+	defer load.finish()
 
 	a := agents[0]
 	res.sig = time.Now()
@@ -101,8 +84,9 @@ func (b *bed) egressStopFigure() (egressStopResult, error) {
 	res.code, res.stop = code, a.exitedAt.Sub(res.sig)
 	res.withdrew = strings.Contains(strings.Join(a.output(), "\n"), logWithdrawn)
 	time.Sleep(2 * time.Second)
-	res.conns, res.noEgress = load.finish()
-	finished = true
+	var none []time.Time
+	res.conns, none = load.finish()
+	res.noEgress = len(none)
 
 	for _, ch := range b.cp.ZoneEgressTimeline(egressStopMesh) {
 		if ch.At.Before(res.sig) || handsOut(ch.Egresses, res.stopping) || res.leftStore != 0 {

@@ -47,6 +47,9 @@ type settings struct {
 	analyze       bool
 	figures       map[string]bool
 	explicitSet   []string
+
+	upgradeReloads   int // reloads in a row of the upgrade figure
+	upgradeHandovers int // Envoy handovers in a row after them
 }
 
 func loadSettings() (settings, error) {
@@ -55,7 +58,7 @@ func loadSettings() (settings, error) {
 		waiters: 50, waitRounds: 3, waitWarmup: 10 * time.Second, waitWindow: 30 * time.Second,
 		idleAgents: 3, idleWindow: 30 * time.Second, scrapes: 100,
 		heavyRuns: 5, rsaRuns: 10, analyze: true,
-		restartRuns: 3, hungRuns: 3, egressRate: 100,
+		restartRuns: 3, hungRuns: 3, egressRate: 100, upgradeReloads: 20, upgradeHandovers: 20,
 		largeRuns: 3, largeServices: []int{targetLargeServices},
 		figures: allFigures(),
 	}
@@ -65,7 +68,7 @@ func loadSettings() (settings, error) {
 		"ZPBENCH_IDLE_AGENTS": &s.idleAgents, "ZPBENCH_HEAVY_RUNS": &s.heavyRuns, "ZPBENCH_SCRAPES": &s.scrapes,
 		"ZPBENCH_RSA_RUNS":     &s.rsaRuns,
 		"ZPBENCH_RESTART_RUNS": &s.restartRuns, "ZPBENCH_HUNG_RUNS": &s.hungRuns, "ZPBENCH_EGRESS_RATE": &s.egressRate,
-		"ZPBENCH_LARGE_RUNS": &s.largeRuns,
+		"ZPBENCH_LARGE_RUNS": &s.largeRuns, "ZPBENCH_UPGRADE_RELOADS": &s.upgradeReloads, "ZPBENCH_UPGRADE_HANDOVERS": &s.upgradeHandovers,
 	}
 	for k, p := range ints {
 		if v := os.Getenv(k); v != "" {
@@ -118,14 +121,14 @@ func loadSettings() (settings, error) {
 		s.explicitSet = append(s.explicitSet, "ZPBENCH_FIGURES="+v)
 	}
 	if s.waitWindow < 2*time.Second || s.idleWindow < time.Second || s.waitRounds < 1 || s.waiters < 1 || s.scrapes < 1 || s.cachedRuns < 1 ||
-		s.restartRuns < 1 || s.hungRuns < 1 || s.egressRate < 1 || s.largeRuns < 1 {
-		return s, fmt.Errorf("ZPBENCH_WAIT_WINDOW must be ≥ 2s, ZPBENCH_IDLE_WINDOW ≥ 1s, ZPBENCH_WAITERS, ZPBENCH_WAIT_ROUNDS, ZPBENCH_SCRAPES, ZPBENCH_CACHED_RUNS, ZPBENCH_RESTART_RUNS, ZPBENCH_HUNG_RUNS, ZPBENCH_EGRESS_RATE and ZPBENCH_LARGE_RUNS ≥ 1")
+		s.restartRuns < 1 || s.hungRuns < 1 || s.egressRate < 1 || s.largeRuns < 1 || s.upgradeReloads < 1 || s.upgradeHandovers < 1 {
+		return s, fmt.Errorf("ZPBENCH_WAIT_WINDOW must be ≥ 2s, ZPBENCH_IDLE_WINDOW ≥ 1s, ZPBENCH_WAITERS, ZPBENCH_WAIT_ROUNDS, ZPBENCH_SCRAPES, ZPBENCH_CACHED_RUNS, ZPBENCH_RESTART_RUNS, ZPBENCH_HUNG_RUNS, ZPBENCH_EGRESS_RATE, ZPBENCH_LARGE_RUNS, ZPBENCH_UPGRADE_RELOADS and ZPBENCH_UPGRADE_HANDOVERS ≥ 1")
 	}
 	return s, nil
 }
 
 // figureNames are the figures ZPBENCH_FIGURES may pick, in report order.
-var figureNames = []string{"startup", "cached", "mesh", "waiters", "idle", "scrape", "relay", "restart", "hung", "egress-stop", "large"}
+var figureNames = []string{"startup", "cached", "mesh", "waiters", "idle", "scrape", "relay", "restart", "hung", "egress-stop", "upgrade", "large"}
 
 func allFigures() map[string]bool {
 	m := map[string]bool{}

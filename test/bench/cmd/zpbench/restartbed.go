@@ -14,7 +14,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
 )
 
-// What the restart, hung and egress-stop figures share: a zone egress
+// What the restart, hung, egress-stop and upgrade figures share: a zone egress
 // with a warm cache, registered with the control plane, and the agent's
 // /ready and /status read whole.
 
@@ -40,15 +40,33 @@ type agentCP struct {
 	} `json:"controlPlane"`
 }
 
-// statusOf is the agent's phase and what it says kuma-cp makes of it.
-func statusOf(port int) string {
+// agentGenerations is what /status says of the agent's and Envoy's
+// generations: a reload counts the agent's, a handover Envoy's.
+type agentGenerations struct {
+	Generation int `json:"generation"`
+	Envoy      *struct {
+		PID        int   `json:"pid"`
+		Generation int64 `json:"generation"`
+	} `json:"envoy"`
+}
+
+// getStatus decodes the agent's GET /status into v.
+func getStatus(port int, v any) error {
 	resp, err := statusClient.Get("http://127.0.0.1:" + strconv.Itoa(port) + "/status")
 	if err != nil {
-		return "?"
+		return err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("/status answered %d", resp.StatusCode)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// statusOf is the agent's phase and what it says kuma-cp makes of it.
+func statusOf(port int) string {
 	var st agentCP
-	if json.NewDecoder(resp.Body).Decode(&st) != nil {
+	if getStatus(port, &st) != nil {
 		return "?"
 	}
 	return st.Phase + "/" + st.ControlPlane.State

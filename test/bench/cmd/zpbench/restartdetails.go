@@ -47,10 +47,7 @@ func writeRestartDetails(w io.Writer, title, intro string, runs []restartRun) {
 
 func writeEgressStopDetails(w io.Writer, r *egressStopResult) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
-	kinds := map[string]int{}
-	for _, c := range r.conns {
-		kinds[c.kind]++
-	}
+	kinds := connKinds(r.conns)
 	served := r.servedBy()
 	var names []string
 	for n := range served {
@@ -72,13 +69,27 @@ func writeEgressStopDetails(w io.Writer, r *egressStopResult) {
 		len(r.conns), kinds[outcomeOK], strings.Join(by, ", "), kinds[outcomeRefused], kinds[outcomeReset], kinds[outcomeOther], r.noEgress)
 	p("- from the SIGTERM: kuma-cp's store stops handing %s out at +%.2f s, the sidecars at +%.2f s (the store + %s), the last connection sent to it +%.2f s, its exit +%.2f s (exit %d; withdrew first: %v)",
 		r.stopping, r.leftStore.Seconds(), r.leftCars.Seconds(), (r.leftCars - r.leftStore).Round(time.Millisecond), r.lastToStop.Seconds(), r.stop.Seconds(), r.code, r.withdrew)
-	failed := r.failed()
+	writeFailedConns(w, r.failed(), r.sig)
+}
+
+// connKinds counts the connections by how they ended.
+func connKinds(conns []connOutcome) map[string]int {
+	kinds := map[string]int{}
+	for _, c := range conns {
+		kinds[c.kind]++
+	}
+	return kinds
+}
+
+// writeFailedConns lists the first ten failed connections in time order,
+// each at its time from since.
+func writeFailedConns(w io.Writer, failed []connOutcome, since time.Time) {
 	sort.Slice(failed, func(i, j int) bool { return failed[i].at.Before(failed[j].at) })
 	for i, c := range failed {
 		if i == 10 {
-			p("- … %d more", len(failed)-10)
+			fmt.Fprintf(w, "- … %d more\n", len(failed)-10)
 			break
 		}
-		p("- %s at +%.3f s to %s (:%d): %s", c.kind, c.at.Sub(r.sig).Seconds(), c.dataplane, c.port, c.err)
+		fmt.Fprintf(w, "- %s at +%.3f s to %s (:%d): %s\n", c.kind, c.at.Sub(since).Seconds(), c.dataplane, c.port, c.err)
 	}
 }

@@ -25,7 +25,8 @@ const (
 	cmpEgressStop = "kuma-dp 1,513 refused under 100 conn/s"
 )
 
-func durs(runs []restartRun, get func(restartRun) time.Duration) summary {
+// durs summarizes get over runs, in seconds.
+func durs[T any](runs []T, get func(T) time.Duration) summary {
 	var xs []float64
 	for _, r := range runs {
 		xs = append(xs, get(r).Seconds())
@@ -40,6 +41,12 @@ func secRow(figure, target string, x summary, ok bool, note string) row {
 		target, res = "none (reported)", "reported"
 	}
 	return row{Figure: figure, Runs: x.N, Median: fmtS(x.Median), Min: fmtS(x.Min), Max: fmtS(x.Max), Target: target, Result: res, Note: note}
+}
+
+// countRow is a row of one count whose target is 0.
+func countRow(figure string, runs, n int, note string) row {
+	v := fmt.Sprint(n)
+	return row{Figure: figure, Runs: runs, Median: v, Min: v, Max: v, Target: "0", Result: verdict(n == 0), Note: note}
 }
 
 func countIf(runs []restartRun, f func(restartRun) bool) int {
@@ -123,8 +130,9 @@ func (m *measured) egressStopRow() row {
 		return notRun(f, "0", m.errs["egress-stop"])
 	}
 	n := len(r.failed())
-	v := fmt.Sprint(n)
 	note := fmt.Sprintf("%d connections at %d/s (%s); SIGTERM → exit %.2f s, out of the set the sidecars get at +%.2f s, last connection sent to it at +%.2f s",
 		len(r.conns), r.rate, cmpEgressStop, r.stop.Seconds(), r.leftCars.Seconds(), r.lastToStop.Seconds())
-	return row{Figure: f, Runs: 1, Median: v, Min: v, Max: v, Target: "0", Result: verdict(n == 0 && r.withdrew), Note: note}
+	rw := countRow(f, 1, n, note)
+	rw.Result = verdict(n == 0 && r.withdrew)
+	return rw
 }

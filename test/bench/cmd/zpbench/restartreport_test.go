@@ -58,3 +58,64 @@ func TestEgressStopRowCountsRefusedAndResetConnections(t *testing.T) {
 		}
 	}
 }
+
+func TestUpgradeRowsJudgeEachPhaseAndTheEnvoyPID(t *testing.T) {
+	t0 := time.Now()
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	good := func() *upgradeResult {
+		r := &upgradeResult{rate: 100, envoyPID: 7, envoyLaunches: 1, envoyRanOn: true, reloadsFrom: at(0)}
+		for range 3 {
+			r.reloads = append(r.reloads, reloadRun{serving: 70 * time.Millisecond, envoyPID: 7})
+			r.handovers = append(r.handovers, handoverRun{took: 80 * time.Millisecond, oldExit: time.Second})
+		}
+		return r
+	}
+	// The load's connections split at the first handover's request (+2 s).
+	conns := []connOutcome{{at: at(-1), kind: outcomeOK}, {at: at(1), kind: outcomeOK}, {at: at(3), kind: outcomeOK}}
+	withConns := func(r *upgradeResult, cs []connOutcome) {
+		r.reloadLoad = loadWindowOf(cs, nil, at(-2), at(2))
+		r.handoverLoad = loadWindowOf(cs, []time.Time{at(2.5)}, at(2), at(4))
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(r *upgradeResult)
+		fails  []int // rows of upgradeRows that fail
+	}{
+		{"all good", func(r *upgradeResult) { withConns(r, conns) }, nil},
+		{"a reset during a reload", func(r *upgradeResult) {
+			withConns(r, append(append([]connOutcome(nil), conns...), connOutcome{at: at(0.5), kind: outcomeReset}))
+		}, []int{0}},
+		{"a refusal during a handover", func(r *upgradeResult) {
+			withConns(r, append(append([]connOutcome(nil), conns...), connOutcome{at: at(2), kind: outcomeRefused}))
+		}, []int{1}},
+		{"a slow reload", func(r *upgradeResult) {
+			withConns(r, conns)
+			for i := range r.reloads {
+				r.reloads[i].serving = 1100 * time.Millisecond
+			}
+		}, []int{2}},
+		{"Envoy replaced by a reload", func(r *upgradeResult) { withConns(r, conns); r.reloads[1].envoyPID = 8 }, []int{4}},
+		{"a second Envoy launched", func(r *upgradeResult) { withConns(r, conns); r.envoyLaunches = 2 }, []int{4}},
+	} {
+		r := good()
+		tc.change(r)
+		m := &measured{errs: map[string]error{}, upgrade: r}
+		rows := m.upgradeRows(settings{egressRate: 100, upgradeReloads: 3, upgradeHandovers: 3})
+		for i, rw := range rows {
+			want := "PASS"
+			for _, f := range tc.fails {
+				if f == i {
+					want = "FAIL"
+				}
+			}
+			if rw.Result != want {
+				t.Errorf("%s: %q is %s, want %s (%s)", tc.name, rw.Figure, rw.Result, want, rw.Note)
+			}
+		}
+	}
+	r := good()
+	withConns(r, conns)
+	if len(r.reloadLoad.conns) != 2 || len(r.handoverLoad.conns) != 1 || len(r.reloadLoad.noEgress) != 0 || len(r.handoverLoad.noEgress) != 1 {
+		t.Errorf("windows: reloads %+v, handovers %+v", r.reloadLoad, r.handoverLoad)
+	}
+}

@@ -2,8 +2,8 @@ package main
 
 import "io"
 
-// The restart, hung and egress-stop figures in the run, the table and the
-// details.
+// The restart, hung, egress-stop and upgrade figures in the run, the
+// table and the details.
 
 func (b *bed) measureRestarts(m *measured) {
 	if b.s.figures["restart"] {
@@ -20,6 +20,11 @@ func (b *bed) measureRestarts(m *measured) {
 		res, err := b.egressStopFigure()
 		m.egressStop, m.errs["egress-stop"] = &res, err
 	}
+	if b.s.figures["upgrade"] {
+		progress("a zone egress under %d sidecar connections per second: %d reloads in a row, then %d Envoy handovers in a row", b.s.egressRate, b.s.upgradeReloads, b.s.upgradeHandovers)
+		res, err := b.upgradeFigure()
+		m.upgrade, m.errs["upgrade"] = &res, err
+	}
 }
 
 func (m *measured) restartFigureRows(s settings) []row {
@@ -33,10 +38,13 @@ func (m *measured) restartFigureRows(s settings) []row {
 	if s.figures["egress-stop"] {
 		rows = append(rows, m.egressStopRow())
 	}
+	if s.figures["upgrade"] {
+		rows = append(rows, m.upgradeRows(s)...)
+	}
 	return rows
 }
 
-func writeRestartFigureDetails(w io.Writer, m *measured) {
+func writeRestartFigureDetails(w io.Writer, m *measured, s settings) {
 	if r := m.restart; r != nil {
 		writeRestartDetails(w, "Zone egress restarts, kuma-cp's default timings",
 			"One zone egress of mesh payments with a warm cache; each run disrupts the agent the previous run started (SIGTERM: it withdraws, drains and exits; SIGKILL: Envoy dies with it), starts it again at once with the same work and state dirs, polls its /ready every 2 ms until 200, then every 5 ms until the answer no longer says `cached`. kuma-cp's stream state and Dataplane store are the test control plane's (10 s deregistration delay, 1 s cache expiration).",
@@ -49,5 +57,8 @@ func writeRestartFigureDetails(w io.Writer, m *measured) {
 	}
 	if r := m.egressStop; r != nil && m.errs["egress-stop"] == nil {
 		writeEgressStopDetails(w, r)
+	}
+	if r := m.upgrade; r != nil && m.errs["upgrade"] == nil {
+		writeUpgradeDetails(w, r, s)
 	}
 }

@@ -24,6 +24,7 @@ type measured struct {
 	restart      *restartResult
 	hung         []restartRun
 	egressStop   *egressStopResult
+	upgrade      *upgradeResult
 	large        *largeResult
 	an           *analysis
 	errs         map[string]error
@@ -292,7 +293,7 @@ func (b *bed) writeReport(w io.Writer, rows []row, m *measured) {
 	if m.relay != nil && m.errs["relay"] == nil {
 		writeRelayDetails(w, m.relay)
 	}
-	writeRestartFigureDetails(w, m)
+	writeRestartFigureDetails(w, m, b.s)
 	if m.large != nil && m.errs["large"] == nil {
 		writeLargeDetails(w, m.large)
 	}

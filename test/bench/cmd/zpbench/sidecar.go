@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -16,15 +17,17 @@ import (
 // naming the mesh's external service, each to one of the zone egresses
 // the control plane hands out at that moment (round robin).
 type sidecarLoad struct {
-	cp   *controlplane.Server
-	mesh string
-	stop chan struct{}
-	done chan struct{}
-	wg   sync.WaitGroup
+	cp       *controlplane.Server
+	mesh     string
+	started  time.Time
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     chan struct{}
+	wg       sync.WaitGroup
 
 	mu       sync.Mutex
 	conns    []connOutcome
-	noEgress int // ticks with no egress handed out
+	noEgress []time.Time // ticks with no egress handed out
 }
 
 // connOutcome is one connection's fate.
@@ -49,7 +52,7 @@ const (
 const resetWatch = 300 * time.Millisecond
 
 func startSidecarLoad(cp *controlplane.Server, mesh string, perSecond int) *sidecarLoad {
-	s := &sidecarLoad{cp: cp, mesh: mesh, stop: make(chan struct{}), done: make(chan struct{})}
+	s := &sidecarLoad{cp: cp, mesh: mesh, started: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
 	sni := controlplane.DestinationSNI(mesh, "egress")
 	go func() {
 		defer close(s.done)
@@ -64,7 +67,7 @@ func startSidecarLoad(cp *controlplane.Server, mesh string, perSecond int) *side
 			set := cp.ZoneEgresses(mesh)
 			if len(set) == 0 {
 				s.mu.Lock()
-				s.noEgress++
+				s.noEgress = append(s.noEgress, time.Now())
 				s.mu.Unlock()
 				continue
 			}
@@ -108,10 +111,37 @@ func (s *sidecarLoad) record(o connOutcome) {
 	s.mu.Unlock()
 }
 
+// sidecarsOn waits until kuma-cp hands out n egresses of mesh, then starts
+// a load of perSecond connections and checks its first 2 s kept the rate.
+func (b *bed) sidecarsOn(mesh string, n, perSecond int) (*sidecarLoad, error) {
+	if !waitUntil(15*time.Second, 10*time.Millisecond, func() bool { return len(b.cp.ZoneEgresses(mesh)) == n }) {
+		return nil, fmt.Errorf("kuma-cp does not hand out %d egresses of %s: %+v", n, mesh, b.cp.ZoneEgresses(mesh))
+	}
+	load := startSidecarLoad(b.cp, mesh, perSecond)
+	time.Sleep(2 * time.Second)
+	if got := load.count(); got < perSecond {
+		load.finish()
+		return nil, fmt.Errorf("the sidecar load made %d connections in its first 2 s, want about %d", got, 2*perSecond)
+	}
+	return load, nil
+}
+
+// failedConns are the connections refused or reset (or failing otherwise).
+func failedConns(conns []connOutcome) []connOutcome {
+	var out []connOutcome
+	for _, c := range conns {
+		if c.kind != outcomeOK {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // finish stops the load, waits for the connections under way and returns
-// every outcome.
-func (s *sidecarLoad) finish() ([]connOutcome, int) {
-	close(s.stop)
+// every outcome and the ticks with no egress to send to. Calling it again
+// returns the same.
+func (s *sidecarLoad) finish() ([]connOutcome, []time.Time) {
+	s.stopOnce.Do(func() { close(s.stop) })
 	<-s.done
 	s.wg.Wait()
 	s.mu.Lock()
