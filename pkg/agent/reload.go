@@ -70,15 +70,23 @@ func (a *Agent) Reload() (exec func() error, err error) {
 	}
 	return func() error {
 		defer r.mu.Unlock()
-		err, result := error(nil), reloadFailed
-		if r.stopAsked.Load() || a.maint.want.Load() {
-			// Asked while the new program was checked: the stop or the
-			// drain goes first, and would be lost across the exec. (One
-			// that comes between this check and the exec still is.)
-			err = fmt.Errorf("%w: a stop or a maintenance drain was asked meanwhile; the agent (generation %d) does that instead", ErrReloadRefused, r.generation)
-			result = reloadRefused
-		} else {
-			err = a.replace(st, files)
+		// A stop or a drain asked while the new program was checked goes
+		// first: it would be lost across the exec. It is asked once more
+		// just before the exec; one whose signal comes in the microseconds
+		// after that is still lost.
+		gaveWay := func() error {
+			if r.stopAsked.Load() || a.maint.want.Load() {
+				return fmt.Errorf("%w: a stop or a maintenance drain was asked meanwhile; the agent (generation %d) does that instead", ErrReloadRefused, r.generation)
+			}
+			return nil
+		}
+		err, result := gaveWay(), reloadRefused
+		if err == nil {
+			if err = a.replace(st, files, gaveWay); errors.Is(err, ErrReloadRefused) {
+				result = reloadRefused
+			} else {
+				result = reloadFailed
+			}
 		}
 		closeFiles(dupsOf(files)...)
 		a.reloadEnded(result, err)
@@ -208,7 +216,7 @@ func dupsOf(files map[string]handedFile) []*os.File {
 
 // replace execs the new program on the process thread; it returns only
 // if that failed, this program whole.
-func (a *Agent) replace(st *handoverState, files map[string]handedFile) error {
+func (a *Agent) replace(st *handoverState, files map[string]handedFile, proceed func() error) error {
 	r := &a.rl
 	fs := make(map[string]*os.File, len(files))
 	for name, h := range files {
@@ -224,7 +232,11 @@ func (a *Agent) replace(st *handoverState, files map[string]handedFile) error {
 		monotonicUsec(), r.generation+1, r.generation))
 	_ = a.log.Sync()
 	var err error
-	reexec.Do(func() { err = reexec.Exec(r.exe, r.args, os.Environ(), fs, st) })
+	reexec.Do(func() { err = reexec.Exec(r.exe, r.args, os.Environ(), fs, st, proceed) })
+	if errors.Is(err, ErrReloadRefused) {
+		_, _ = daemon.SdNotify(false, "READY=1\nSTATUS="+a.tracker.Current().Verdict().Detail)
+		return err
+	}
 	a.log.Error("reload failed; this agent goes on serving: "+err.Error(), zap.Int("generation", r.generation))
 	snap := a.tracker.Current()
 	_, _ = daemon.SdNotify(false, "READY=1\nSTATUS="+snap.Verdict().Detail)

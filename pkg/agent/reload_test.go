@@ -2,6 +2,7 @@ package agent
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"strings"
@@ -132,7 +133,7 @@ func TestAFailedReplacementReturns(t *testing.T) {
 	}
 	defer r.Close()
 	defer w.Close()
-	err = a.replace(&handoverState{Version: HandoverVersion, Generation: 1}, map[string]handedFile{"pipe": {f: r}})
+	err = a.replace(&handoverState{Version: HandoverVersion, Generation: 1}, map[string]handedFile{"pipe": {f: r}}, nil)
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/zoneproxy") || !strings.Contains(err.Error(), "goes on serving") {
 		t.Fatalf("got %v", err)
 	}
@@ -144,8 +145,20 @@ func TestAFailedReplacementReturns(t *testing.T) {
 	}
 }
 
-// A reload keeps Envoy, so what Envoy was started with may not change;
-// the rest may.
+// A stop asked while the reload readied the exec is asked about last,
+// just before the exec: the reload gives way and the agent stays.
+func TestAStopAskedAtTheLastMomentStopsTheExec(t *testing.T) {
+	a := New(Options{Config: &config.Config{}})
+	a.rl.exe, a.rl.args = "/nonexistent/zoneproxy", []string{"/nonexistent/zoneproxy", "run"}
+	stop := errors.New("a stop was asked meanwhile")
+	err := a.replace(&handoverState{Version: HandoverVersion, Generation: 1}, map[string]handedFile{}, func() error { return fmt.Errorf("%w: %w", ErrReloadRefused, stop) })
+	if !errors.Is(err, stop) {
+		t.Fatalf("got %v, want the refusal from the last check, before any exec", err)
+	}
+}
+
+// A reload keeps what the proxy is; Envoy's launch it applies through a
+// handover, the rest in the agent.
 func TestEnvoyFixedNamesWhatARestartMustApply(t *testing.T) {
 	base := func() *config.Config {
 		return &config.Config{Mesh: "payments", Role: "egress", Name: "zp", EgressPort: 10002, Labels: map[string]string{"a": "1", "b": "2"},
@@ -161,12 +174,15 @@ func TestEnvoyFixedNamesWhatARestartMustApply(t *testing.T) {
 		{"the egress port", func(c *config.Config) { c.EgressPort = 10003 }, "--egress-port"},
 		{"a label", func(c *config.Config) { c.Labels["b"] = "3" }, "--label"},
 		{"the relay and the work dir", func(c *config.Config) { c.XDSRelay, c.WorkDir = false, "/tmp/zp" }, "--work-dir, --xds-relay"},
-		{"Envoy's arguments", func(c *config.Config) { c.EnvoyArgs = []string{"--x"} }, "--envoy-arg"},
+		{"Envoy's launch: a handover applies it", func(c *config.Config) {
+			c.EnvoyArgs, c.Concurrency, c.EnvoyLogLevel, c.EnvoyBinary = []string{"--x"}, 4, "debug", "/opt/envoy"
+		}, ""},
+		{"a label, with Envoy's launch", func(c *config.Config) { c.Labels["b"], c.Concurrency = "3", 4 }, "--label"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			next := base()
 			tc.change(next)
-			if got := strings.Join(envoyFixedChanges(EnvoyFixed(base()), EnvoyFixed(next)), ", "); got != tc.want {
+			if got := strings.Join(identityChanges(EnvoyFixed(base()), EnvoyFixed(next)), ", "); got != tc.want {
 				t.Fatalf("changes %q, want %q", got, tc.want)
 			}
 		})

@@ -43,7 +43,9 @@ type manifest struct {
 // Exec runs path with args and env in place of this program, handing it
 // files (by name) and state (encoded as JSON). It returns only on failure,
 // with the files as they were: closed on exec again, nothing leaked.
-func Exec(path string, args, env []string, files map[string]*os.File, state any) (err error) {
+// proceed, if set, runs last before the exec, and an error from it stops
+// the exec: the last word on whether to go on, as late as it can be.
+func Exec(path string, args, env []string, files map[string]*os.File, state any, proceed func() error) (err error) {
 	m := manifest{Version: manifestVersion, Files: make(map[string]int, len(files))}
 	if state != nil {
 		if m.State, err = json.Marshal(state); err != nil {
@@ -85,6 +87,11 @@ func Exec(path string, args, env []string, files map[string]*os.File, state any)
 	}()
 	env = slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, EnvVar+"=") })
 	env = append(env, EnvVar+"="+strconv.Itoa(mfd))
+	if proceed != nil {
+		if err := proceed(); err != nil {
+			return err
+		}
+	}
 	if err := syscall.Exec(path, args, env); err != nil {
 		return fmt.Errorf("cannot run %s: %w", path, err)
 	}

@@ -55,7 +55,7 @@ func first() int {
 	}
 	env := append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, roleVar+"=") }),
 		roleVar+"=second", EnvVar+"=stale")
-	err = Exec(path, os.Args, env, map[string]*os.File{"zone": f}, testState{Generation: 2, Note: "kept"})
+	err = Exec(path, os.Args, env, map[string]*os.File{"zone": f}, testState{Generation: 2, Note: "kept"}, nil)
 	// Still here: the exec failed, and the old program keeps serving.
 	fd := f.Fd()
 	flags, _ := fcntlGetFD(fd)
