@@ -323,6 +323,10 @@ ct env DEBIAN_FRONTEND=noninteractive dpkg -i /opt/e2e/zoneproxy-v1.deb >"$logs/
 cmp -s "$root/etc/zoneproxy/payments-ingress.yaml" examples/payments-ingress.yaml ||
 	die "a later upgrade removed payments-ingress.yaml, kept in place by the first one"
 await 30 "zoneproxy@demo active after the reinstall" is_state zoneproxy@demo active
+# Until the reloaded agent has seen the Envoy it took over answer ready, a
+# stop ends Envoy without a drain: wait for that before the drain test.
+settled() { ! status_has "$1" 'took over the running Envoy'; }
+await 10 "the reloaded zoneproxy@demo to see Envoy ready" settled zoneproxy@demo
 
 # --- stop drains and leaves nothing behind ------------------------------------------------
 # An open downstream connection, or the agent ends the drain at once.
