@@ -5,9 +5,10 @@
 # zoneproxy@demo against the test control plane and the Envoy stand-in:
 # a boot with the instance enabled and its control plane down (boot must not
 # wait for it), then the control plane and mesh appearing, watchdog, the
-# upgrade to the package under test (old examples: edited kept, untouched
-# removed), drain on stop, remove/purge, a fresh install, and the same
-# upgrade through the rpm scriptlets.
+# upgrade to the package under test with a second instance (a zone ingress,
+# zoneproxy@edge) running and a connection held open on each (old examples:
+# edited kept, untouched removed), drain on stop, remove/purge, a fresh
+# install, and the same upgrade through the rpm scriptlets.
 #
 #   VERSION=<packaged version> test/systemd/e2e.sh     (root; via make e2e-systemd)
 #
@@ -129,6 +130,10 @@ admin_port=$(free_port)
 ready_port=$(free_port)
 egress_port=$(free_port)
 envoy_admin_port=$(free_port)
+# zoneproxy@edge, the second instance during the upgrade.
+ingress_port=$(free_port)
+edge_admin_port=$(free_port)
+edge_ready_port=$(free_port)
 admin="http://127.0.0.1:$admin_port"
 # The CA stays in /opt/e2e/cp; meshes and the token signing key are new on
 # every start.
@@ -137,14 +142,15 @@ start_testcp() {
 		/opt/e2e/testcp --dir /opt/e2e/cp --addr "127.0.0.1:$cp_port" --admin-addr "127.0.0.1:$admin_port"
 	await 20 "test control plane" curl -fs -o /dev/null "$admin/ready"
 }
-# issue_token replaces the instance's token in one rename, as an operator
-# rotating it would.
+# issue_token [instance role] replaces the instance's token (default: demo,
+# an egress) in one rename, as an operator rotating it would.
 issue_token() {
+	local inst=${1:-demo} role=${2:-egress}
 	curl -fsS -X POST "$admin/tokens/dataplane" -H 'Content-Type: application/json' \
-		-d '{"mesh":"e2e","workload":"zone-proxy-e2e-egress","validFor":"1h"}' >"$root/etc/zoneproxy/tokens/.demo.new"
-	ct chown zoneproxy: /etc/zoneproxy/tokens/.demo.new
-	ct chmod 0600 /etc/zoneproxy/tokens/.demo.new
-	ct mv -f /etc/zoneproxy/tokens/.demo.new /etc/zoneproxy/tokens/demo
+		-d '{"mesh":"e2e","workload":"zone-proxy-e2e-'"$role"'","validFor":"1h"}' >"$root/etc/zoneproxy/tokens/.$inst.new"
+	ct chown zoneproxy: "/etc/zoneproxy/tokens/.$inst.new"
+	ct chmod 0600 "/etc/zoneproxy/tokens/.$inst.new"
+	ct mv -f "/etc/zoneproxy/tokens/.$inst.new" "/etc/zoneproxy/tokens/$inst"
 }
 start_testcp
 
@@ -218,7 +224,8 @@ still_waiting() {
 	[ -n "$a" ] && [ "$a" -ge $((first + 7)) ]
 }
 await 60 "seven more bootstrap attempts" still_waiting
-ready_code() { curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$ready_port/ready" || true; }
+# ready_code [port]: /ready's status on the readiness port (default: demo's).
+ready_code() { curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${1:-$ready_port}/ready" || true; }
 [ "$(ready_code)" != 200 ] || die "/ready is 200 while the control plane is down"
 
 say "starting the control plane; mesh \"e2e\" does not exist yet"
@@ -231,7 +238,7 @@ is_state zoneproxy@demo active || die "zoneproxy@demo is '$(prop zoneproxy@demo 
 
 say "creating mesh \"e2e\""
 curl -fsS -X PUT "$admin/meshes/e2e" >/dev/null
-ready_200() { [ "$(ready_code)" = 200 ]; }
+ready_200() { [ "$(ready_code "$@")" = 200 ]; }
 await 30 "/ready answering 200" ready_200
 is_state zoneproxy@demo active || die "zoneproxy@demo is '$(prop zoneproxy@demo ActiveState)' with /ready 200"
 [ "$(prop zoneproxy@demo MainPID)" = "$main" ] ||
@@ -248,6 +255,26 @@ fi
 caps=$(ct sh -c "grep -E '^Cap(Eff|Amb|Bnd):' /proc/$envoy_pid/status" | awk '{print $2}' | sort -u)
 [ "$caps" = 0000000000000400 ] || die "Envoy capabilities are not just CAP_NET_BIND_SERVICE: $caps"
 
+# --- a second instance for the upgrade: a zone ingress --------------------------------------
+# Its own config, token and ports, and a 30s drain: an upgrade that waited
+# for its drain would show. It starts while the watchdog test runs.
+issue_token edge ingress
+cat >"$root/etc/zoneproxy/edge.yaml" <<EOF
+mesh: e2e
+role: ingress
+address: 127.0.0.1
+cp-address: https://127.0.0.1:$cp_port
+ca-cert-file: /etc/zoneproxy/e2e-ca.pem
+dataplane-token-file: /etc/zoneproxy/tokens/edge
+envoy-binary: /usr/bin/envoy
+ingress-port: $ingress_port
+admin-port: $edge_admin_port
+readiness-port: $edge_ready_port
+drain-time: 30s
+drain-min: 1s
+EOF
+ct systemctl start --no-block zoneproxy@edge
+
 # --- watchdog ------------------------------------------------------------------------------
 say "freezing Envoy: the watchdog must restart the instance"
 ct sh -c "kill -STOP $envoy_pid" # minbase has no procps: the shell builtin
@@ -256,8 +283,10 @@ await 30 "a watchdog restart" restarted
 await 30 "zoneproxy@demo active again" is_state zoneproxy@demo active
 [[ "$(ct journalctl -u zoneproxy@demo --no-pager)" == *"Watchdog timeout"* ]] || die "restart was not a watchdog timeout"
 ct test ! -d "/proc/$envoy_pid" || die "frozen Envoy $envoy_pid survived the restart"
+await 30 "zoneproxy@edge's /ready answering 200" ready_200 "$edge_ready_port"
+is_state zoneproxy@edge active || die "zoneproxy@edge is '$(prop zoneproxy@edge ActiveState)' with /ready 200"
 
-# --- upgrade: old examples go, edited or in use ones stay; the running instance reloads ------
+# --- upgrade: old examples go, edited or in use ones stay; running instances reload ---------
 # Of the examples the old package put in /etc/zoneproxy: payments-egress is
 # edited, payments-ingress untouched but its instance enabled (not started),
 # backend-combined untouched and unused.
@@ -280,16 +309,68 @@ check_old_examples() {
 	is_state zoneproxy@payments-ingress inactive || die "upgrade started zoneproxy@payments-ingress"
 	[ -f "$root/usr/share/doc/zoneproxy/examples/two-meshes/billing-egress.yaml" ] || die "no examples in /usr/share/doc/zoneproxy"
 }
-say "upgrading from $v0 to $VERSION while zoneproxy@demo runs"
-edit_and_enable_old_examples
-before=$(prop zoneproxy@demo MainPID)
+# A connection held open on each instance's zone listener, from this shell
+# (the container shares the host's network). client_hello <sni> is a
+# minimal TLS 1.2 ClientHello naming sni: the listener's tls_inspector
+# needs it before the socket is a connection on the listener's filter chain,
+# which the stand-in then holds until the client closes it (a bare connect
+# is closed after 15 s). The SNIs are test/controlplane's DestinationSNI.
+bytes() { printf '%b' "$(printf '%s' "$*" | tr -d ' ' | sed 's/../\\x&/g')"; } # from hex digits
+client_hello() {
+	local n=${#1}
+	bytes 16 0301 "$(printf %04x $((n + 56)))" # handshake record
+	bytes 01 00 "$(printf %04x $((n + 52)))"   # ClientHello, 24-bit length
+	bytes 0303 "$(printf %064d 0)"             # TLS 1.2, random
+	bytes 00 0002 002f 01 00                   # no session id, one cipher suite, no compression
+	bytes "$(printf '%04x 0000 %04x %04x 00 %04x' $((n + 9)) $((n + 5)) $((n + 3)) "$n")" # extensions: server_name
+	printf '%s' "$1"
+}
+# zone_conns <instance>: the connections Envoy counts on its zone listener.
+zone_conns() {
+	curl -fsS --unix-socket "/proc/$C/root/run/zoneproxy/$1/kuma-envoy-admin.sock" \
+		'http://envoy/stats?filter=downstream_cx_active' |
+		sed -n 's/^listener\.self_zone[a-z]*_dp_[^.]*\.downstream_cx_active: //p'
+}
+envoy_holds_one() { [ "$(zone_conns "$1")" = 1 ]; }
+# hold <instance> <port> <sni>: opens the connection (its fd in held_fd)
+# and waits until Envoy counts it.
+hold() {
+	exec {held_fd}<>"/dev/tcp/127.0.0.1/$2" || die "cannot connect to $1's zone listener"
+	client_hello "$3" >&"$held_fd"
+	await 10 "$1's Envoy to count the held connection" envoy_holds_one "$1"
+}
+# still_held <instance> <fd> <port>: ESTABLISHED here, Envoy still counts
+# it, no EOF has come (a read times out) and a write goes through.
+still_held() {
+	local rc=0
+	[[ "$(ss -Htnp state established "( dport = :$3 )")" == *"pid=$$,fd=$2)"* ]] ||
+		die "$1's held connection is not ESTABLISHED"
+	envoy_holds_one "$1" || die "$1's Envoy counts $(zone_conns "$1") connections on its zone listener, not the held one"
+	read -r -t 0.2 -n 1 -u "$2" _ || rc=$? # no byte comes: only EOF or the timeout
+	[ "$rc" -gt 128 ] || die "$1's held connection was closed (read exit $rc)"
+	printf x >&"$2" || die "cannot write on $1's held connection"
+}
 envoy_of() { ct sh -c "cat /proc/$1/task/*/children" | awk '{print $1}'; }
+
+say "upgrading from $v0 to $VERSION while zoneproxy@demo and zoneproxy@edge run, a connection held on each"
+edit_and_enable_old_examples
+hold demo "$egress_port" sni.extsvc.e2e.default.httpbin.80
+demo_conn=$held_fd
+hold edge "$ingress_port" sni.msvc.e2e.default.backend.http
+edge_conn=$held_fd
+before=$(prop zoneproxy@demo MainPID)
 envoy_before=$(envoy_of "$before")
+edge_before=$(prop zoneproxy@edge MainPID)
+edge_envoy_before=$(envoy_of "$edge_before")
+[ -n "$edge_envoy_before" ] || die "no Envoy child under zoneproxy@edge's agent ($edge_before)"
 upgrade_started=$SECONDS
 ct env DEBIAN_FRONTEND=noninteractive dpkg -i /opt/e2e/zoneproxy-v1.deb >"$logs/dpkg-upgrade.log" 2>&1 || {
 	cat "$logs/dpkg-upgrade.log" >&2
 	die "dpkg -i (upgrade)"
 }
+dpkg_took=$((SECONDS - upgrade_started))
+# Far below edge's 30s drain: the postinst reloads, it does not wait for drains.
+[ "$dpkg_took" -lt 15 ] || die "dpkg -i took ${dpkg_took}s with two instances running: it waited for a drain"
 # shellcheck disable=SC2016 # a dpkg-query format, not a variable
 [ "$(ct dpkg-query -W -f '${Version}' zoneproxy)" = "$VERSION-1" ] || die "upgrade did not install $VERSION-1"
 check_old_examples .dpkg-bak
@@ -301,18 +382,37 @@ after=$(prop zoneproxy@demo MainPID)
 [ "$(ready_code)" = 200 ] || die "/ready is $(ready_code) after the upgrade"
 [ "$(ct readlink "/proc/$after/exe")" = /usr/bin/zoneproxy ] || die "the agent does not run the upgraded binary"
 status_has zoneproxy@demo 'agent generation 2' || die "STATUS= does not name the reloaded generation: $(prop zoneproxy@demo StatusText)"
-say "upgrade reloaded zoneproxy@demo in place in $((SECONDS - upgrade_started)) s; status: $(prop zoneproxy@demo StatusText)"
+# The second instance too, in the same process with the same Envoy.
+is_state zoneproxy@edge active || die "zoneproxy@edge is '$(prop zoneproxy@edge ActiveState)' after the upgrade"
+edge_after=$(prop zoneproxy@edge MainPID)
+[ "$edge_after" = "$edge_before" ] || die "upgrade restarted zoneproxy@edge instead of reloading it (MainPID $edge_before -> $edge_after)"
+[ "$(envoy_of "$edge_after")" = "$edge_envoy_before" ] || die "upgrade replaced zoneproxy@edge's Envoy $edge_envoy_before ($(envoy_of "$edge_after") now)"
+[ "$(ready_code "$edge_ready_port")" = 200 ] || die "zoneproxy@edge's /ready is $(ready_code "$edge_ready_port") after the upgrade"
+status_has zoneproxy@edge 'agent generation 2' || die "zoneproxy@edge's STATUS= does not name the reloaded generation: $(prop zoneproxy@edge StatusText)"
+still_held demo "$demo_conn" "$egress_port"
+still_held edge "$edge_conn" "$ingress_port"
+say "upgrade reloaded both instances in place, held connections open; dpkg -i took ${dpkg_took}s; status: $(prop zoneproxy@demo StatusText)"
 # systemctl reload and SIGHUP (systemd's, and config management's) reload too.
-ct systemctl reload zoneproxy@demo || die "systemctl reload zoneproxy@demo"
-status_has zoneproxy@demo 'agent generation 3' || die "systemctl reload: STATUS= $(prop zoneproxy@demo StatusText)"
-ct systemctl kill --kill-whom=main --signal=SIGHUP zoneproxy@demo
-await 30 "SIGHUP to reload" status_has zoneproxy@demo 'agent generation 4'
-if [ "$(prop zoneproxy@demo MainPID)" != "$before" ] || [ "$(envoy_of "$before")" != "$envoy_before" ]; then
-	die "a reload restarted the agent or Envoy"
+for i in demo edge; do
+	ct systemctl reload "zoneproxy@$i" || die "systemctl reload zoneproxy@$i"
+	status_has "zoneproxy@$i" 'agent generation 3' || die "systemctl reload zoneproxy@$i: STATUS= $(prop "zoneproxy@$i" StatusText)"
+done
+ct systemctl kill --kill-whom=main --signal=SIGHUP zoneproxy@demo zoneproxy@edge
+await 30 "SIGHUP to reload zoneproxy@demo" status_has zoneproxy@demo 'agent generation 4'
+await 30 "SIGHUP to reload zoneproxy@edge" status_has zoneproxy@edge 'agent generation 4'
+if [ "$(prop zoneproxy@demo MainPID)" != "$before" ] || [ "$(envoy_of "$before")" != "$envoy_before" ] ||
+	[ "$(prop zoneproxy@edge MainPID)" != "$edge_before" ] || [ "$(envoy_of "$edge_before")" != "$edge_envoy_before" ]; then
+	die "a reload restarted an agent or Envoy"
 fi
+still_held demo "$demo_conn" "$egress_port"
+still_held edge "$edge_conn" "$ingress_port"
 [[ "$(ct /usr/bin/zoneproxy version)" == *"$VERSION"* ]] || die "new binary not installed"
-[ "$(ct systemctl list-units --state=active --no-legend --plain 'zoneproxy@*' | awk '{print $1}')" = zoneproxy@demo.service ] ||
+[ "$(ct systemctl list-units --state=active --no-legend --plain 'zoneproxy@*' | awk '{print $1}' | xargs)" = "zoneproxy@demo.service zoneproxy@edge.service" ] ||
 	die "upgrade touched other instances"
+# Done with the second instance: without its connection, its drain ends early.
+exec {demo_conn}>&- {edge_conn}>&-
+ct systemctl stop zoneproxy@edge
+[ "$(prop zoneproxy@edge Result)" = success ] || die "zoneproxy@edge stop result $(prop zoneproxy@edge Result)"
 ct systemctl disable zoneproxy@payments-ingress >/dev/null 2>&1
 # A later upgrade (here: the same version again) leaves the kept example
 # alone although its instance is no longer enabled.
@@ -323,6 +423,10 @@ ct env DEBIAN_FRONTEND=noninteractive dpkg -i /opt/e2e/zoneproxy-v1.deb >"$logs/
 cmp -s "$root/etc/zoneproxy/payments-ingress.yaml" examples/payments-ingress.yaml ||
 	die "a later upgrade removed payments-ingress.yaml, kept in place by the first one"
 await 30 "zoneproxy@demo active after the reinstall" is_state zoneproxy@demo active
+# Until the reloaded agent has seen the Envoy it took over answer ready, a
+# stop ends Envoy without a drain: wait for that before the drain test.
+settled() { ! status_has "$1" 'took over the running Envoy'; }
+await 10 "the reloaded zoneproxy@demo to see Envoy ready" settled zoneproxy@demo
 
 # --- stop drains and leaves nothing behind ------------------------------------------------
 # An open downstream connection, or the agent ends the drain at once.
