@@ -9,20 +9,32 @@ import (
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/zoneproxy/zoneproxy/internal/testutil"
 )
 
-// scriptedCP answers what the test pushes and records every request.
-type scriptedCP struct {
+// scriptedCP answers what the test pushes and records every request,
+// decoded as R (delta or state-of-the-world).
+type scriptedCP[R xdsRequest] struct {
 	*fakeCP
 	streams atomic.Int32
 	push    chan []byte
-	reqs    chan *discoveryv3.DeltaDiscoveryRequest
+	reqs    chan R
 }
 
-func startScriptedCP(t *testing.T, p *pki) *scriptedCP {
-	cp := &scriptedCP{push: make(chan []byte, 10), reqs: make(chan *discoveryv3.DeltaDiscoveryRequest, 100)}
+// xdsRequest is what the scripted control plane reads of a request.
+type xdsRequest interface {
+	proto.Message
+	GetResponseNonce() string
+}
+
+func startScriptedCP(t *testing.T, p *pki) *scriptedCP[*discoveryv3.DeltaDiscoveryRequest] {
+	return startScripted(t, p, func() *discoveryv3.DeltaDiscoveryRequest { return &discoveryv3.DeltaDiscoveryRequest{} })
+}
+
+func startScripted[R xdsRequest](t *testing.T, p *pki, newRequest func() R) *scriptedCP[R] {
+	cp := &scriptedCP[R]{push: make(chan []byte, 10), reqs: make(chan R, 100)}
 	cp.fakeCP = startFakeCP(t, p, "", func(s *cpStream) error {
 		cp.streams.Add(1)
 		go func() {
@@ -31,7 +43,12 @@ func startScriptedCP(t *testing.T, p *pki) *scriptedCP {
 				if err != nil {
 					return
 				}
-				cp.reqs <- decodeDeltaRequest(t, b)
+				req := newRequest()
+				if err := proto.Unmarshal(b, req); err != nil {
+					t.Errorf("the control plane got an unreadable request: %v", err)
+					return
+				}
+				cp.reqs <- req
 			}
 		}()
 		for {
@@ -50,7 +67,7 @@ func startScriptedCP(t *testing.T, p *pki) *scriptedCP {
 
 // nextRequest is the control plane's next request; none may carry a
 // nonce of the relay's own.
-func (cp *scriptedCP) nextRequest(t *testing.T) *discoveryv3.DeltaDiscoveryRequest {
+func (cp *scriptedCP[R]) nextRequest(t *testing.T) R {
 	t.Helper()
 	select {
 	case r := <-cp.reqs:
@@ -60,7 +77,8 @@ func (cp *scriptedCP) nextRequest(t *testing.T) *discoveryv3.DeltaDiscoveryReque
 		return r
 	case <-time.After(waitLimit):
 		t.Fatal("the control plane got no request")
-		return nil
+		var none R
+		return none
 	}
 }
 
