@@ -82,6 +82,17 @@ func (cp *scriptedCP[R]) nextRequest(t *testing.T) R {
 	}
 }
 
+// sawOneStream: the control plane saw one stream, still open.
+func (cp *scriptedCP[R]) sawOneStream(t *testing.T) {
+	t.Helper()
+	if n := cp.streams.Load(); n != 1 {
+		t.Errorf("the control plane saw %d streams, want one throughout", n)
+	}
+	if l := cp.log(); len(l) != 1 {
+		t.Errorf("control plane stream events %v, want one open and no close", l)
+	}
+}
+
 // A handover moves the one upstream stream from the serving Envoy to the
 // new one: the new Envoy is answered from what the old one holds, gets
 // what changed meanwhile at the switch, and from then on the control
@@ -102,10 +113,7 @@ func TestHandoverMovesTheOneStreamToTheNewEnvoy(t *testing.T) {
 		t.Fatalf("ACK %v", ack)
 	}
 
-	// The relay's observer reads the ACK behind forwarding.
-	testutil.Eventually(t, waitLimit, "the relay's view of what Envoy holds to be a,b", func() bool {
-		return strings.Join(r.Names(clusterType), ",") == "a,b"
-	})
+	awaitHeld(t, r, "a,b")
 	r.BeginHandover(notThisProcess)
 	defer r.EndHandover()
 	next := dialEnvoy(t, r, deltaMethod)
@@ -148,16 +156,8 @@ func TestHandoverMovesTheOneStreamToTheNewEnvoy(t *testing.T) {
 	}
 	next.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: clusterType, ResponseNonce: "4"})
 	cp.nextRequest(t)
-	// The relay's observer reads the ACK behind forwarding.
-	testutil.Eventually(t, waitLimit, "the relay's view of what Envoy holds to be a,b,c,d", func() bool {
-		return strings.Join(r.Names(clusterType), ",") == "a,b,c,d"
-	})
-	if n := cp.streams.Load(); n != 1 {
-		t.Errorf("the control plane saw %d streams, want one throughout", n)
-	}
-	if l := cp.log(); len(l) != 1 {
-		t.Errorf("control plane stream events %v, want one open and no close", l)
-	}
+	awaitHeld(t, r, "a,b,c,d")
+	cp.sawOneStream(t)
 }
 
 // The switch waits for the serving Envoy to answer what it was sent: a
@@ -200,6 +200,15 @@ func resourceNames(resp *discoveryv3.DeltaDiscoveryResponse) string {
 	}
 	slices.Sort(out)
 	return strings.Join(out, ",")
+}
+
+// awaitHeld waits for the relay's view of the clusters Envoy holds to be
+// names: its observer reads an ACK behind forwarding it.
+func awaitHeld(t *testing.T, r *Relay, names string) {
+	t.Helper()
+	testutil.Eventually(t, waitLimit, "the relay's view of what Envoy holds to be "+names, func() bool {
+		return strings.Join(r.Names(clusterType), ",") == names
+	})
 }
 
 // notThisProcess stands for the serving Envoy's process: both Envoys of a
