@@ -261,24 +261,13 @@ func TestStateOfTheWorldIsServedFromTheCache(t *testing.T) {
 	cache.Store([]lkgcache.TypeState{{TypeURL: listenerType, Version: "v9", Resources: rs}})
 	r := startRelay(t, p, closedAddr(t), staticToken("tok"), nil, func(o *Options) { o.Cache = cache })
 	envoy := dialEnvoy(t, r, sotwMethod)
-	recv := func() *discoveryv3.DiscoveryResponse {
-		b, err := envoy.recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp := &discoveryv3.DiscoveryResponse{}
-		if err := proto.Unmarshal(b, resp); err != nil {
-			t.Fatal(err)
-		}
-		return resp
-	}
 	envoy.send(&discoveryv3.DiscoveryRequest{Node: node, TypeUrl: listenerType})
-	all := recv()
+	all := envoy.recvSotw()
 	if all.GetVersionInfo() != "v9" || len(all.GetResources()) != 2 {
 		t.Fatalf("wildcard answer %v", all)
 	}
 	envoy.send(&discoveryv3.DiscoveryRequest{TypeUrl: listenerType, VersionInfo: "v9", ResponseNonce: all.GetNonce(), ResourceNames: []string{"b"}})
-	only := recv()
+	only := envoy.recvSotw()
 	if len(only.GetResources()) != 1 || mustName(t, only.GetResources()[0].GetValue()) != "b" {
 		t.Fatalf("answer for [b]: %v", only)
 	}

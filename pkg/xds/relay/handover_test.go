@@ -9,20 +9,32 @@ import (
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/zoneproxy/zoneproxy/internal/testutil"
 )
 
-// scriptedCP answers what the test pushes and records every request.
-type scriptedCP struct {
+// scriptedCP answers what the test pushes and records every request,
+// decoded as R (delta or state-of-the-world).
+type scriptedCP[R xdsRequest] struct {
 	*fakeCP
 	streams atomic.Int32
 	push    chan []byte
-	reqs    chan *discoveryv3.DeltaDiscoveryRequest
+	reqs    chan R
 }
 
-func startScriptedCP(t *testing.T, p *pki) *scriptedCP {
-	cp := &scriptedCP{push: make(chan []byte, 10), reqs: make(chan *discoveryv3.DeltaDiscoveryRequest, 100)}
+// xdsRequest is what the scripted control plane reads of a request.
+type xdsRequest interface {
+	proto.Message
+	GetResponseNonce() string
+}
+
+func startScriptedCP(t *testing.T, p *pki) *scriptedCP[*discoveryv3.DeltaDiscoveryRequest] {
+	return startScripted(t, p, func() *discoveryv3.DeltaDiscoveryRequest { return &discoveryv3.DeltaDiscoveryRequest{} })
+}
+
+func startScripted[R xdsRequest](t *testing.T, p *pki, newRequest func() R) *scriptedCP[R] {
+	cp := &scriptedCP[R]{push: make(chan []byte, 10), reqs: make(chan R, 100)}
 	cp.fakeCP = startFakeCP(t, p, "", func(s *cpStream) error {
 		cp.streams.Add(1)
 		go func() {
@@ -31,7 +43,12 @@ func startScriptedCP(t *testing.T, p *pki) *scriptedCP {
 				if err != nil {
 					return
 				}
-				cp.reqs <- decodeDeltaRequest(t, b)
+				req := newRequest()
+				if err := proto.Unmarshal(b, req); err != nil {
+					t.Errorf("the control plane got an unreadable request: %v", err)
+					return
+				}
+				cp.reqs <- req
 			}
 		}()
 		for {
@@ -50,7 +67,7 @@ func startScriptedCP(t *testing.T, p *pki) *scriptedCP {
 
 // nextRequest is the control plane's next request; none may carry a
 // nonce of the relay's own.
-func (cp *scriptedCP) nextRequest(t *testing.T) *discoveryv3.DeltaDiscoveryRequest {
+func (cp *scriptedCP[R]) nextRequest(t *testing.T) R {
 	t.Helper()
 	select {
 	case r := <-cp.reqs:
@@ -60,7 +77,19 @@ func (cp *scriptedCP) nextRequest(t *testing.T) *discoveryv3.DeltaDiscoveryReque
 		return r
 	case <-time.After(waitLimit):
 		t.Fatal("the control plane got no request")
-		return nil
+		var none R
+		return none
+	}
+}
+
+// sawOneStream: the control plane saw one stream, still open.
+func (cp *scriptedCP[R]) sawOneStream(t *testing.T) {
+	t.Helper()
+	if n := cp.streams.Load(); n != 1 {
+		t.Errorf("the control plane saw %d streams, want one throughout", n)
+	}
+	if l := cp.log(); len(l) != 1 {
+		t.Errorf("control plane stream events %v, want one open and no close", l)
 	}
 }
 
@@ -84,10 +113,7 @@ func TestHandoverMovesTheOneStreamToTheNewEnvoy(t *testing.T) {
 		t.Fatalf("ACK %v", ack)
 	}
 
-	// The relay's observer reads the ACK behind forwarding.
-	testutil.Eventually(t, waitLimit, "the relay's view of what Envoy holds to be a,b", func() bool {
-		return strings.Join(r.Names(clusterType), ",") == "a,b"
-	})
+	awaitHeld(t, r, "a,b")
 	r.BeginHandover(notThisProcess)
 	defer r.EndHandover()
 	next := dialEnvoy(t, r, deltaMethod)
@@ -130,16 +156,8 @@ func TestHandoverMovesTheOneStreamToTheNewEnvoy(t *testing.T) {
 	}
 	next.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: clusterType, ResponseNonce: "4"})
 	cp.nextRequest(t)
-	// The relay's observer reads the ACK behind forwarding.
-	testutil.Eventually(t, waitLimit, "the relay's view of what Envoy holds to be a,b,c,d", func() bool {
-		return strings.Join(r.Names(clusterType), ",") == "a,b,c,d"
-	})
-	if n := cp.streams.Load(); n != 1 {
-		t.Errorf("the control plane saw %d streams, want one throughout", n)
-	}
-	if l := cp.log(); len(l) != 1 {
-		t.Errorf("control plane stream events %v, want one open and no close", l)
-	}
+	awaitHeld(t, r, "a,b,c,d")
+	cp.sawOneStream(t)
 }
 
 // The switch waits for the serving Envoy to answer what it was sent: a
@@ -182,6 +200,15 @@ func resourceNames(resp *discoveryv3.DeltaDiscoveryResponse) string {
 	}
 	slices.Sort(out)
 	return strings.Join(out, ",")
+}
+
+// awaitHeld waits for the relay's view of the clusters Envoy holds to be
+// names: its observer reads an ACK behind forwarding it.
+func awaitHeld(t *testing.T, r *Relay, names string) {
+	t.Helper()
+	testutil.Eventually(t, waitLimit, "the relay's view of what Envoy holds to be "+names, func() bool {
+		return strings.Join(r.Names(clusterType), ",") == names
+	})
 }
 
 // notThisProcess stands for the serving Envoy's process: both Envoys of a

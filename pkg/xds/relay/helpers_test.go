@@ -315,11 +315,21 @@ func (c *envoyClient) recv() ([]byte, error) {
 
 func (c *envoyClient) recvDelta() *discoveryv3.DeltaDiscoveryResponse {
 	c.t.Helper()
+	return recvInto(c, &discoveryv3.DeltaDiscoveryResponse{})
+}
+
+func (c *envoyClient) recvSotw() *discoveryv3.DiscoveryResponse {
+	c.t.Helper()
+	return recvInto(c, &discoveryv3.DiscoveryResponse{})
+}
+
+// recvInto reads Envoy's next response into resp.
+func recvInto[M proto.Message](c *envoyClient, resp M) M {
+	c.t.Helper()
 	b, err := c.recv()
 	if err != nil {
 		c.t.Fatalf("Envoy recv: %v", err)
 	}
-	resp := &discoveryv3.DeltaDiscoveryResponse{}
 	if err := proto.Unmarshal(b, resp); err != nil {
 		c.t.Fatal(err)
 	}
