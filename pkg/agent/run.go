@@ -106,6 +106,11 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 		if err != nil {
 			return err
 		}
+		if a.rl.adoptsEnvoy() {
+			// Stopped right after a reload: the adopted Envoy served until
+			// then, so it drains (and an egress withdraws) as it would have.
+			return a.serve(ctx, &supervised{admin: admin, proc: proc, start: start})
+		}
 		a.stop(proc, "stopped before Envoy was ready")
 		return nil
 	}

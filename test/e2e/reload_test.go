@@ -558,3 +558,28 @@ func TestReloadDuringAStopIsRefused(t *testing.T) {
 		t.Fatalf("exit %d after a refused reload during the stop", code)
 	}
 }
+
+// A stop that comes right after a reload, before the new program has seen
+// the adopted Envoy LIVE, drains Envoy as any stop does: it served all
+// along.
+func TestStopRightAfterAReloadDrains(t *testing.T) {
+	t.Parallel()
+	zone := reloadable(t)
+	p := zone.NewProxy("payments", "ingress")
+	agent := zone.Start(p, nil, "--drain-time", "2s", "--drain-min", "1s")
+	agent.AwaitReadiness(p.Readiness, 200, "READY", promptly)
+	reloaded := make(chan struct{})
+	go func() {
+		defer close(reloaded)
+		reloadCommand(t, zone, p)
+	}()
+	agent.AwaitLog("reloaded: taking over the running Envoy", promptly)
+	agent.Signal(syscall.SIGTERM)
+	<-reloaded
+	if code := agent.Wait(promptly); code != 0 {
+		t.Fatalf("exit %d after a stop right after a reload", code)
+	}
+	if out := agent.Output(); !strings.Contains(out, "draining Envoy") || strings.Contains(out, "stopped before Envoy was ready") {
+		t.Errorf("the stop right after the reload did not drain the adopted Envoy:\n%s", out)
+	}
+}
