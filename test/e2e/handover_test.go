@@ -237,12 +237,7 @@ func TestReloadThatChangesEnvoysStartHandsOver(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			zone := reloadable(t)
-			p := zone.NewProxy("payments", "egress")
-			config := filepath.Join(zone.Dir, "zoneproxy.yaml")
-			writeFile(t, config, "drain-min: 1s\n", 0o600)
-			agent := zone.Start(p, nil, "--config", config, "--drain-time", "1s")
-			agent.AwaitReadiness(p.Readiness, 200, "READY", promptly)
+			zone, p, config, agent := readyWithConfigFile(t, "--drain-time", "1s")
 			oldPID, _ := envoyOf(t, p)
 
 			tc.change(zone, config)

@@ -282,12 +282,7 @@ func TestReloadIsRefusedWhenTheNewProgramCannotTakeOver(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			zone := reloadable(t)
-			p := zone.NewProxy("payments", "egress")
-			config := filepath.Join(zone.Dir, "zoneproxy.yaml")
-			writeFile(t, config, "drain-min: 1s\n", 0o600)
-			agent := zone.Start(p, nil, "--config", config)
-			agent.AwaitReadiness(p.Readiness, 200, "READY", promptly)
+			zone, p, config, agent := readyWithConfigFile(t)
 			envoyPID := agent.EnvoyPID(promptly)
 			held := zone.HoldConnection(p, "egress")
 
@@ -312,6 +307,19 @@ func TestReloadIsRefusedWhenTheNewProgramCannotTakeOver(t *testing.T) {
 			agent.AwaitLog("reload refused; this agent goes on serving", promptly)
 		})
 	}
+}
+
+// readyWithConfigFile is a READY zone egress of a replaceable binary,
+// started with a configuration file the test may change.
+func readyWithConfigFile(t *testing.T, extra ...string) (*harness.Zone, harness.Proxy, string, *harness.Agent) {
+	t.Helper()
+	zone := reloadable(t)
+	p := zone.NewProxy("payments", "egress")
+	config := filepath.Join(zone.Dir, "zoneproxy.yaml")
+	writeFile(t, config, "drain-min: 1s\n", 0o600)
+	agent := zone.Start(p, nil, append([]string{"--config", config}, extra...)...)
+	agent.AwaitReadiness(p.Readiness, 200, "READY", promptly)
+	return zone, p, config, agent
 }
 
 func writeFile(t *testing.T, path, content string, mode os.FileMode) {
