@@ -69,15 +69,15 @@ func (a *Agent) refreshAdoptedEnvoy(ctx context.Context) {
 	reasons, doc, err := a.adoptedEnvoyChanges(ctx)
 	switch {
 	case err != nil:
-		a.log.Error("after the reload, cannot tell whether Envoy must be replaced; the running Envoy serves on", zap.Error(err))
+		a.log.Error("after the reload, cannot tell whether Envoy must be replaced; the running Envoy keeps serving", zap.Error(err))
 		return
 	case len(reasons) == 0:
-		a.log.Info("after the reload, the running Envoy is as this program would start it (build, launch, bootstrap); it serves on")
+		a.log.Info("after the reload, the running Envoy is as this program would start it (build, launch, bootstrap); it keeps serving")
 		return
 	}
 	why := strings.Join(reasons, "; ")
 	if err := a.replaceEnvoy(ctx, why, doc); err != nil {
-		a.log.Error("after the reload, a new Envoy could not take over; the running Envoy serves on", zap.String("why", why), zap.Error(err))
+		a.log.Error("after the reload, a new Envoy could not take over; the running Envoy keeps serving", zap.String("why", why), zap.Error(err))
 		return
 	}
 	a.log.Info("after the reload, a new Envoy took over: " + why)
