@@ -127,7 +127,7 @@ func (a *Agent) changedBootstrap(ctx context.Context, ev envoy.Version) ([]byte,
 	if err != nil {
 		return cannot(err)
 	}
-	changed, err := xds.BootstrapChanges(kit.bootstrap, doc)
+	changed, err := xds.BootstrapChanges(kit.bootstrap, doc, bootstrap.AgentBuildFields...)
 	if err != nil || len(changed) == 0 {
 		if err != nil {
 			return cannot(err)

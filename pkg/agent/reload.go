@@ -45,6 +45,7 @@ var ErrReloadRefused = errors.New("reload refused")
 // replaces this program (it returns only if that fails). Neither touches
 // Envoy. The error says why a reload is refused, for the one who asked.
 func (a *Agent) Reload() (exec func() error, err error) {
+	a.awaitReloadable()
 	r := &a.rl
 	if !r.mu.TryLock() {
 		err := fmt.Errorf("%w: a reload, or Envoy's start, is under way; try again once /status shows it done", ErrReloadRefused)
@@ -94,10 +95,41 @@ func (a *Agent) Reload() (exec func() error, err error) {
 	}, nil
 }
 
+// reloadStartWait bounds how long a reload waits for a start under way
+// (the agent's own, or Envoy's way to LIVE) before it is refused: a
+// reload that comes right after another, as a package upgrade's and a
+// config manager's SIGHUP may, finds the new program still adopting Envoy.
+var reloadStartWait = 10 * time.Second
+
+// awaitReloadable waits while the only reason to refuse a reload is a
+// start under way. It holds the reload lock only to look (Envoy's start
+// takes it), and does not wait behind a reload that holds it.
+func (a *Agent) awaitReloadable() {
+	r := &a.rl
+	deadline := time.Now().Add(reloadStartWait)
+	for time.Now().Before(deadline) {
+		if !r.mu.TryLock() {
+			return
+		}
+		_, err := a.reloadable()
+		r.mu.Unlock()
+		if !errors.Is(err, errStartUnderWay) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// errStartUnderWay marks a refusal that a short wait may lift.
+var errStartUnderWay = errors.New("a start is under way")
+
 // reloadable says whether a reload may happen now, and with Envoy or
 // before it starts.
 func (a *Agent) reloadable() (withEnvoy bool, err error) {
 	refuse := func(why string) (bool, error) { return false, fmt.Errorf("%w: %s", ErrReloadRefused, why) }
+	starting := func(why string) (bool, error) {
+		return false, fmt.Errorf("%w: %s%w", ErrReloadRefused, why, errNoText{errStartUnderWay})
+	}
 	r := &a.rl
 	snap := a.tracker.Current()
 	r.hmu.Lock()
@@ -106,7 +138,7 @@ func (a *Agent) reloadable() (withEnvoy bool, err error) {
 	e := a.envoyNow.Load()
 	switch {
 	case !ready:
-		return refuse("the agent is still starting; reload once /ready answers")
+		return starting("the agent is still starting; reload once /ready answers")
 	case r.stopAsked.Load() || snap.Phase == state.Terminating || snap.Phase == state.Stopped || snap.Phase == state.Failed:
 		return refuse("the agent is stopping")
 	case a.maint.want.Load() || snap.Phase == state.Draining || snap.Phase == state.Drained:
@@ -114,7 +146,7 @@ func (a *Agent) reloadable() (withEnvoy bool, err error) {
 	case e == nil && (snap.Phase == state.Starting || snap.Phase == state.WaitingForMesh || snap.Phase == state.WaitingForControlPlane):
 		return false, nil // no Envoy yet: the new program starts over
 	case e == nil || e.proc.Exited() || !a.maint.serving.Load():
-		return refuse(fmt.Sprintf("Envoy is starting (%s); reload once /ready says READY", snap.Phase))
+		return starting(fmt.Sprintf("Envoy is starting (%s); reload once /ready says READY", snap.Phase))
 	case a.hand.draining.Load() != 0:
 		return refuse(fmt.Sprintf("an Envoy handover's old Envoy (pid %d) still drains; reload once it exited", a.hand.draining.Load()))
 	}
@@ -123,6 +155,12 @@ func (a *Agent) reloadable() (withEnvoy bool, err error) {
 	}
 	return true, nil
 }
+
+// errNoText wraps an error for errors.Is without adding to the message.
+type errNoText struct{ err error }
+
+func (e errNoText) Error() string { return "" }
+func (e errNoText) Unwrap() error { return e.err }
 
 // handedFile is a file to hand over; dup marks one made for the handover,
 // closed if it fails.

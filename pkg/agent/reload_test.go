@@ -74,6 +74,42 @@ func TestReloadIsDoneOnlyWhenItCanBe(t *testing.T) {
 	}
 }
 
+// A reload that comes while Envoy is being started or adopted (a second
+// reload right after one) waits for it, a bounded time, instead of being
+// refused: a SIGHUP has nobody to tell to try again.
+func TestAReloadWaitsForAStartUnderWay(t *testing.T) {
+	defer func(d time.Duration) { reloadStartWait = d }(reloadStartWait)
+	for _, tc := range []struct {
+		name     string
+		servesIn time.Duration // 0: never
+		refusal  string
+	}{
+		{"Envoy serves meanwhile", 100 * time.Millisecond, "cannot take over"}, // got as far as checking the new program
+		{"Envoy does not serve in time", 0, "Envoy is starting"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reloadStartWait = 500 * time.Millisecond
+			a := New(Options{Config: &config.Config{}})
+			a.rl.exe, a.rl.args = "/nonexistent/zoneproxy", []string{"/nonexistent/zoneproxy", "run"}
+			a.tracker.Set(state.EnvoyStarting, "test")
+			p, err := envoy.Start(envoy.Spec{Path: "/bin/sleep", Args: []string{"60"}, Output: func(string) {}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(p.Kill)
+			a.envoyNow.Store(&envoyRecord{proc: p})
+			a.rl.wd, a.rl.listeners = &workDir{}, map[string]net.Listener{}
+			if tc.servesIn > 0 {
+				time.AfterFunc(tc.servesIn, func() { a.tracker.Set(state.Ready, "test"); a.maint.serving.Store(true) })
+			}
+			_, err = a.Reload()
+			if err == nil || !strings.Contains(err.Error(), tc.refusal) {
+				t.Fatalf("got %v, want %q", err, tc.refusal)
+			}
+		})
+	}
+}
+
 // SIGHUP is a reload only under systemd, and never when ignored at start.
 func TestSIGHUPReloadsOnlyUnderSystemd(t *testing.T) {
 	for _, tc := range []struct {

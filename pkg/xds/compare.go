@@ -25,10 +25,10 @@ func Rewrite(doc []byte, socketPath string) ([]byte, cpdial.Target, error) {
 
 // BootstrapChanges names the top-level sections in which two bootstraps
 // differ (node, layeredRuntime, …), nil when they are the same. The
-// agent's own build in the node's metadata (version.kumaDp) does not
-// count: kuma-cp shows it, Envoy does not read it, and an upgrade of the
-// agent alone must not replace Envoy.
-func BootstrapChanges(running, next []byte) ([]string, error) {
+// fields at the paths in ignore do not count: the agent's own build,
+// which kuma-cp shows and Envoy does not read, so that an upgrade of the
+// agent alone does not replace Envoy.
+func BootstrapChanges(running, next []byte, ignore ...[]string) ([]string, error) {
 	var a, b map[string]any
 	if err := yaml.Unmarshal(running, &a); err != nil {
 		return nil, fmt.Errorf("the running Envoy's bootstrap: %w", err)
@@ -36,8 +36,10 @@ func BootstrapChanges(running, next []byte) ([]string, error) {
 	if err := yaml.Unmarshal(next, &b); err != nil {
 		return nil, fmt.Errorf("the new bootstrap: %w", err)
 	}
-	dropAgentBuild(a)
-	dropAgentBuild(b)
+	for _, path := range ignore {
+		deletePath(a, path)
+		deletePath(b, path)
+	}
 	var changed []string
 	for _, k := range slices.Sorted(maps.Keys(a)) {
 		if !reflect.DeepEqual(a[k], b[k]) {
@@ -52,11 +54,23 @@ func BootstrapChanges(running, next []byte) ([]string, error) {
 	return changed, nil
 }
 
-// dropAgentBuild removes node.metadata.version.kumaDp.
-func dropAgentBuild(doc map[string]any) {
-	node, _ := doc["node"].(map[string]any)
-	md, _ := node["metadata"].(map[string]any)
-	if v, ok := md["version"].(map[string]any); ok {
-		delete(v, "kumaDp")
+// deletePath removes the member at path, if there is one, and the maps
+// on the way that it leaves empty: a bootstrap without the agent's build
+// is the same as one whose section held only that.
+func deletePath(doc map[string]any, path []string) {
+	if len(path) == 0 {
+		return
 	}
+	k := path[0]
+	if len(path) > 1 {
+		next, ok := doc[k].(map[string]any)
+		if !ok {
+			return
+		}
+		deletePath(next, path[1:])
+		if len(next) > 0 {
+			return
+		}
+	}
+	delete(doc, k)
 }

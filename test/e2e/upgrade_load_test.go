@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -90,9 +91,10 @@ func (l *loadClient) finish() (int, []string) {
 	return l.tries, l.failed
 }
 
-// Steady load through 20 agent reloads, 20 Envoy upgrades (another
-// stand-in build, brought by a reload as a package brings it) and 5
-// kuma-cp bootstrap changes (each applied by a reload): no connection is
+// Steady load through 20 agent reloads (each to another agent version,
+// as an upgrade of the agent alone), 20 Envoy upgrades (another stand-in
+// build, brought by a reload as a package brings it) and 5 kuma-cp
+// bootstrap changes (each applied by a reload): no connection is
 // refused or reset, /ready stays 200, an agent-only reload keeps Envoy's
 // PID, kuma-cp accepts one stream per reload and none per handover, and
 // its Dataplane is never gone for more than a second.
@@ -100,6 +102,10 @@ func TestSteadyLoadThroughReloadsAndEnvoyHandovers(t *testing.T) {
 	t.Parallel()
 	const reloads, upgrades, bootstrapChanges = 20, 20, 5
 	zone := reloadable(t)
+	agentBuilds := []string{bins.Zoneproxy, filepath.Join(t.TempDir(), "zoneproxy-next")}
+	if err := harness.BuildZoneproxy(agentBuilds[1], "9.9.9-next"); err != nil {
+		t.Fatal(err)
+	}
 	wrapper, write := replaceableEnvoy(t)
 	builds := []string{
 		"", // the stand-in's own
@@ -145,7 +151,8 @@ func TestSteadyLoadThroughReloadsAndEnvoyHandovers(t *testing.T) {
 	}
 	build, runtime := 0, 1000.0
 	for round := 0; round < reloads; round++ {
-		reload(fmt.Sprintf("reload %d", round+1), false)
+		copyBinary(t, agentBuilds[(round+1)%2], zone.Bins.Zoneproxy)
+		reload(fmt.Sprintf("agent upgrade %d", round+1), false)
 		build = 1 - build
 		useBuild(build)
 		reload(fmt.Sprintf("Envoy upgrade %d", round+1), true)

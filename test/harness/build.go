@@ -51,3 +51,18 @@ func StandIn(t testing.TB) string {
 	}
 	return testutil.StandIn(t)
 }
+
+// BuildZoneproxy builds the agent into out as a release of version: a
+// package upgrade of the agent alone.
+func BuildZoneproxy(out, version string) error {
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("go", "build", "-tags", ReleaseTags, "-ldflags", "-X github.com/zoneproxy/zoneproxy/pkg/version.Version="+version, "-o", out, "./cmd/zoneproxy")
+	cmd.Dir = root
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build ./cmd/zoneproxy (version %s): %v\n%s", version, err, msg)
+	}
+	return nil
+}

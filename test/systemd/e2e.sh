@@ -400,6 +400,15 @@ done
 ct systemctl kill --kill-whom=main --signal=SIGHUP zoneproxy@demo zoneproxy@edge
 await 30 "SIGHUP to reload zoneproxy@demo" status_has zoneproxy@demo 'agent generation 4'
 await 30 "SIGHUP to reload zoneproxy@edge" status_has zoneproxy@edge 'agent generation 4'
+# Once kuma-cp takes its stream again, each program compares the running
+# Envoy with the one it would start (build, launch, bootstrap): an upgrade
+# of the agent alone keeps Envoy, so no handover follows.
+envoy_checked() { [[ "$(ct journalctl -u "zoneproxy@$1" --no-pager -o cat)" == *"the running Envoy is as this program would start it"* ]]; }
+for i in demo edge; do
+	await 60 "zoneproxy@$i's check of its Envoy after the reloads" envoy_checked "$i"
+	[[ "$(ct journalctl -u "zoneproxy@$i" --no-pager -o cat)" != *"a new Envoy took over"* ]] ||
+		die "an upgrade of the agent alone replaced zoneproxy@$i's Envoy"
+done
 if [ "$(prop zoneproxy@demo MainPID)" != "$before" ] || [ "$(envoy_of "$before")" != "$envoy_before" ] ||
 	[ "$(prop zoneproxy@edge MainPID)" != "$edge_before" ] || [ "$(envoy_of "$edge_before")" != "$edge_envoy_before" ]; then
 	die "a reload restarted an agent or Envoy"

@@ -124,6 +124,19 @@ func (f *Fetcher) Token() string { return f.sent }
 // Close drops the client's connections.
 func (f *Fetcher) Close() { f.client.Close() }
 
+// dependencyVersionKey is the DynamicMetadata key that carries the
+// agent's version.
+const dependencyVersionKey = "version.dependencies.zoneproxy"
+
+// AgentBuildFields are where kuma-cp's bootstrap carries what the request
+// says of the agent's own build (node metadata: version.kumaDp, and the
+// dynamic metadata key): they change with every agent upgrade, and Envoy
+// does not read them.
+var AgentBuildFields = [][]string{
+	{"node", "metadata", "version", "kumaDp"},
+	{"node", "metadata", "dynamicMetadata", dependencyVersionKey},
+}
+
 func newRequest(cfg *config.Config, workDir string, ev envoy.Version, caPEM []byte) *Request {
 	dp := cfg.Dataplane()
 	return &Request{
@@ -142,7 +155,7 @@ func newRequest(cfg *config.Config, workDir string, ev envoy.Version, caPEM []by
 		},
 		CACert: certificatesOnly(caPEM),
 		// Shown in the DataplaneInsight's version dependencies.
-		DynamicMetadata: map[string]string{"version.dependencies.zoneproxy": version.Version},
+		DynamicMetadata: map[string]string{dependencyVersionKey: version.Version},
 		ReadinessPort:   uint32(cfg.ReadinessPort),
 		OperatingSystem: runtime.GOOS,
 		Features:        []string{FeatureTCPAccessLogViaNamedPipe, FeatureReusePort},
