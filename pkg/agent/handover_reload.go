@@ -153,7 +153,7 @@ func (a *Agent) keepBootstrap(kit *handoverKit) error {
 	cache, feature := r.cache, r.feature
 	r.hmu.Unlock()
 	if cache != nil && feature != nil && feature.Resume != nil {
-		cache.SetBootstrap(kit.bootstrap, feature.Resume.Upstream)
+		cache.ReplaceBootstrap(kit.bootstrap, feature.Resume.Upstream)
 	}
 	return nil
 }

@@ -177,6 +177,25 @@ func (c *Cache) SetBootstrap(bootstrap []byte, upstream cpdial.Target) {
 	c.mu.Unlock()
 }
 
+// ReplaceBootstrap is SetBootstrap once Envoy was replaced by one started
+// on bootstrap (an Envoy handover): the configuration held now is kept
+// with it at once, and written, so that a start or a reload that reads
+// the cache before the next update finds the bootstrap Envoy runs with.
+func (c *Cache) ReplaceBootstrap(bootstrap []byte, upstream cpdial.Target) {
+	c.mu.Lock()
+	c.bootstrap, c.upstream = bootstrap, upstream
+	cur := c.current
+	if cur != nil {
+		s := *cur
+		s.Bootstrap, s.Upstream = bootstrap, upstream
+		c.current, c.pending = &s, &s
+	}
+	c.mu.Unlock()
+	if cur != nil {
+		c.wakeWriter()
+	}
+}
+
 // Store records Envoy's configuration as of now and schedules its write.
 // It takes ownership of types.
 func (c *Cache) Store(types []TypeState) {

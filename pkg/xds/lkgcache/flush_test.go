@@ -58,3 +58,30 @@ func slowWrite(w func(string, *Snapshot) error) func(string, *Snapshot) error {
 		return w(dir, s)
 	}
 }
+
+// After an Envoy handover to another bootstrap, the configuration held
+// goes with that bootstrap at once: a reload's flush before any further
+// update writes it, and the next program serves and compares the right one.
+func TestReplaceBootstrapIsWrittenWithTheConfigurationHeld(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	clk := &clock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+	c, _ := open(t, dir, testID, clk)
+	up := cpdial.Target{Address: "cp.example:5678"}
+	c.SetBootstrap([]byte("node: {id: default.zp-1}\n"), up)
+	c.Store(listenerTypes())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stored := clk.now
+	clk.now = clk.now.Add(time.Minute)
+	c.ReplaceBootstrap([]byte("node: {id: default.zp-1}\nlayeredRuntime: {}\n"), up)
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := readBack(t, dir, clk)
+	if s == nil || string(s.Bootstrap) != "node: {id: default.zp-1}\nlayeredRuntime: {}\n" || !s.WrittenAt.Equal(stored) || len(s.Types) == 0 {
+		t.Fatalf("after ReplaceBootstrap and a flush the file holds %+v", s)
+	}
+}
