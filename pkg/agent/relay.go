@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/zoneproxy/zoneproxy/pkg/kuma/bootstrap"
 	"strings"
 	"sync"
 	"time"
@@ -94,9 +95,11 @@ func (a *Agent) startXDS(wd *workDir, doc []byte, cached *lkgcache.Snapshot, cac
 		Listener:     prep.relayListener, // opened while the bootstrap was fetched
 		ControlPlane: xds.ControlPlane{URL: a.cfg.CPAddress, CACertFile: a.cfg.CACertFile},
 		Token:        a.readToken,
-		Cache:        cache,
-		Backoff:      backoff.Backoff{Initial: a.cfg.RetryInitial, Max: a.cfg.RetryMax},
-		Log:          a.log.Named("xds"),
+		// kuma-cp shows the agent that runs now, also after a reload.
+		AgentMetadata: bootstrap.SetAgentBuild,
+		Cache:         cache,
+		Backoff:       backoff.Backoff{Initial: a.cfg.RetryInitial, Max: a.cfg.RetryMax},
+		Log:           a.log.Named("xds"),
 		Events: relay.Events{
 			StreamError:  w.streamError,
 			CachedConfig: w.cachedConfig,

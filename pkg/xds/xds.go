@@ -10,6 +10,7 @@ package xds
 
 import (
 	"fmt"
+	"google.golang.org/protobuf/types/known/structpb"
 	"net"
 
 	"go.uber.org/zap"
@@ -53,6 +54,8 @@ type Options struct {
 	Backoff backoff.Backoff
 	Log     *zap.Logger
 	Events  relay.Events
+	// AgentMetadata is relay.Options.AgentMetadata.
+	AgentMetadata func(md *structpb.Struct)
 	// Resume, when set, is a relayed start's own Feature.Resume, handed
 	// to the agent's next program: Bootstrap is the bootstrap Envoy runs
 	// with already (pointing at the relay), not the control plane's.
@@ -165,6 +168,7 @@ func start(o Options, bootstrap []byte, admin envoy.AdminAddress, up cpdial.Targ
 		// Started on the cache: the control plane did not answer.
 		CacheFirst:     o.Cached != nil,
 		CacheFirstHeld: o.Cached != nil && o.Resume != nil, // a reload
+		AgentMetadata:  o.AgentMetadata,
 		Events:         o.Events,
 	})
 	if err != nil {

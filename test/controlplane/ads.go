@@ -326,7 +326,7 @@ func (s *Server) connect(id int64, st *adsStream, node *corev3.Node) error {
 		p = &proxyState{}
 		s.proxies[nodeID] = p
 	}
-	p.info = ProxyInfo{NodeID: nodeID}
+	p.info = ProxyInfo{NodeID: nodeID, Version: node.GetMetadata().GetFields()["version"].GetStructValue().GetFields()["kumaDp"].GetStructValue().GetFields()["gitTag"].GetStringValue()}
 	p.acked = map[string]bool{}
 	p.listeners = map[string]bool{}
 	s.mu.Unlock()

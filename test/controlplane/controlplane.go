@@ -75,6 +75,10 @@ type ProxyInfo struct {
 	ConnectedAt time.Time `json:"connectedAt"`
 	ACKed       []string  `json:"acked"`     // type URLs ACKed at least once on the current/last connection
 	Listeners   []string  `json:"listeners"` // listener names sent on the current/last connection
+	// Version is the node metadata's version.kumaDp.gitTag when the
+	// current/last stream registered, as kuma-cp's DataplaneInsight
+	// subscription keeps the agent's build (zoneproxy: "zoneproxy-<version>").
+	Version string `json:"version"`
 }
 
 // BootstrapRecord is one /bootstrap request as received, with the status

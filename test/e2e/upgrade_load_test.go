@@ -112,8 +112,8 @@ func TestSteadyLoadThroughReloadsAndEnvoyHandovers(t *testing.T) {
 	t.Parallel()
 	const reloads, upgrades, bootstrapChanges = 20, 20, 5
 	zone := reloadable(t)
-	agentBuilds := []string{bins.Zoneproxy, filepath.Join(t.TempDir(), "zoneproxy-next")}
-	if err := harness.BuildZoneproxy(agentBuilds[1], "9.9.9-next"); err != nil {
+	agentBuilds, agentVersions := []string{bins.Zoneproxy, filepath.Join(t.TempDir(), "zoneproxy-next")}, []string{"dev", "9.9.9-next"}
+	if err := harness.BuildZoneproxy(agentBuilds[1], agentVersions[1]); err != nil {
 		t.Fatal(err)
 	}
 	wrapper, write := replaceableEnvoy(t)
@@ -163,6 +163,10 @@ func TestSteadyLoadThroughReloadsAndEnvoyHandovers(t *testing.T) {
 	for round := 0; round < reloads; round++ {
 		copyBinary(t, agentBuilds[(round+1)%2], zone.Bins.Zoneproxy)
 		reload(fmt.Sprintf("agent upgrade %d", round+1), false)
+		// kuma-cp shows the agent that runs now, not the one that started Envoy.
+		if got, want := agentSeenBy(zone, node), "zoneproxy-"+agentVersions[(round+1)%2]; got != want {
+			t.Errorf("agent upgrade %d: kuma-cp's stream names the agent %q, want %q", round+1, got, want)
+		}
 		build = 1 - build
 		useBuild(build)
 		reload(fmt.Sprintf("Envoy upgrade %d", round+1), true)
@@ -299,4 +303,15 @@ func joinFailures(fs []loadFailure) string {
 		out[i] = f.String()
 	}
 	return strings.Join(out, "\n")
+}
+
+// agentSeenBy is the agent build the node's current stream named to the
+// control plane.
+func agentSeenBy(zone *harness.Zone, node string) string {
+	for _, p := range zone.CP.Proxies() {
+		if p.NodeID == node {
+			return p.Version
+		}
+	}
+	return ""
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"google.golang.org/protobuf/types/known/structpb"
 	"os"
 	"runtime"
 	"strings"
@@ -124,6 +125,45 @@ func (f *Fetcher) Token() string { return f.sent }
 // Close drops the client's connections.
 func (f *Fetcher) Close() { f.client.Close() }
 
+// agentBuild is how the request describes this build: the Kuma release it
+// speaks for, not zoneproxy's own version, which kuma-cp would judge
+// incompatible with itself.
+func agentBuild() KumaDpVersion {
+	return KumaDpVersion{
+		Version: version.Kuma, GitTag: "zoneproxy-" + version.Version,
+		GitCommit: version.Commit, BuildDate: version.BuildDate,
+	}
+}
+
+// SetAgentBuild puts this build into an xDS node's metadata where kuma-cp's
+// bootstrap puts what the request said of it (AgentBuildFields), so that
+// kuma-cp sees the running agent after a reload to a new one.
+func SetAgentBuild(md *structpb.Struct) {
+	b := agentBuild()
+	kumaDp := &structpb.Struct{Fields: map[string]*structpb.Value{
+		"version": structpb.NewStringValue(b.Version), "gitTag": structpb.NewStringValue(b.GitTag),
+		"gitCommit": structpb.NewStringValue(b.GitCommit), "buildDate": structpb.NewStringValue(b.BuildDate),
+	}}
+	member(md, "version").Fields["kumaDp"] = structpb.NewStructValue(kumaDp)
+	member(md, "dynamicMetadata").Fields[dependencyVersionKey] = structpb.NewStringValue(version.Version)
+}
+
+// member is md's struct member name, made if missing.
+func member(md *structpb.Struct, name string) *structpb.Struct {
+	if md.Fields == nil {
+		md.Fields = map[string]*structpb.Value{}
+	}
+	s := md.Fields[name].GetStructValue()
+	if s == nil {
+		s = &structpb.Struct{}
+		md.Fields[name] = structpb.NewStructValue(s)
+	}
+	if s.Fields == nil {
+		s.Fields = map[string]*structpb.Value{}
+	}
+	return s
+}
+
 // dependencyVersionKey is the DynamicMetadata key that carries the
 // agent's version.
 const dependencyVersionKey = "version.dependencies.zoneproxy"
@@ -145,13 +185,8 @@ func newRequest(cfg *config.Config, workDir string, ev envoy.Version, caPEM []by
 		ProxyType:         "dataplane",
 		DataplaneResource: dp.JSON(),
 		Version: Version{
-			// The Kuma release this build speaks for, not zoneproxy's own
-			// version, which kuma-cp would judge incompatible with itself.
-			KumaDp: KumaDpVersion{
-				Version: version.Kuma, GitTag: "zoneproxy-" + version.Version,
-				GitCommit: version.Commit, BuildDate: version.BuildDate,
-			},
-			Envoy: EnvoyVersion{Version: ev.Version, Build: ev.Build, KumaDpCompatible: version.EnvoyCompatible(ev.Version)},
+			KumaDp: agentBuild(),
+			Envoy:  EnvoyVersion{Version: ev.Version, Build: ev.Build, KumaDpCompatible: version.EnvoyCompatible(ev.Version)},
 		},
 		CACert: certificatesOnly(caPEM),
 		// Shown in the DataplaneInsight's version dependencies.

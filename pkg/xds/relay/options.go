@@ -2,6 +2,7 @@ package relay
 
 import (
 	"fmt"
+	"google.golang.org/protobuf/types/known/structpb"
 	"net"
 	"time"
 
@@ -39,6 +40,12 @@ type Options struct {
 	// at once, while the relay tries the control plane.
 	CacheFirst bool
 	// CacheFirstHeld: Envoy runs already and its agent replaced itself (a
+	// AgentMetadata, if set, rewrites the node metadata in the first
+	// request of each ADS stream the relay opens upstream: kuma-cp reads
+	// what it shows of the agent (its build) from there, and after a
+	// reload to a new agent the running Envoy's node still describes the
+	// old one.
+	AgentMetadata func(md *structpb.Struct)
 	// reload); kuma-cp holds the previous program's stream, as after a
 	// restart, which is why the cache comes first, not an outage.
 	CacheFirstHeld bool

@@ -428,6 +428,7 @@ func (r *Relay) open(ctx context.Context, kind streamKind, replay [][]byte) (*up
 	if !kind.exclusive() {
 		return r.dialUpstream(ctx, kind.method(), replay)
 	}
+	replay = r.withAgentMetadata(kind, replay)
 	r.upMu.Lock()
 	defer r.upMu.Unlock()
 	if err := ctx.Err(); err != nil {

@@ -78,7 +78,7 @@ func (r *Relay) Withdraw(ctx context.Context, mark func(*corev3.Node) error) err
 		// The stream outlives ctx, which bounds only the wait for it.
 		octx, ocancel := context.WithCancel(context.Background())
 		unwatch := context.AfterFunc(ctx, ocancel)
-		up, err := r.dialUpstream(octx, delta{}.method(), [][]byte{first})
+		up, err := r.dialUpstream(octx, delta{}.method(), r.withAgentMetadata(delta{}, [][]byte{first}))
 		if err == nil {
 			if _, err = up.recv(); err == nil && unwatch() {
 				r.withdrawn.mu.Lock()
