@@ -50,11 +50,9 @@ func (a *Agent) takeHandover() error {
 	r.handover, r.got = h, &st
 	r.generation, r.envoyGeneration = st.Generation+1, st.EnvoyGeneration
 	r.hmu.Unlock()
-	for result, n := range st.Reloads {
-		r.count(result, n)
-	}
-	r.count(reloadOK, 1)
-	a.hand.carry(st.Handovers)
+	r.reloads.carry(st.Reloads)
+	r.reloads.add(reloadOK, 1)
+	a.hand.results.carry(st.Handovers)
 	r.hmu.Lock()
 	r.last = &ReloadStatus{Result: reloadOK, At: a.now()}
 	r.hmu.Unlock()

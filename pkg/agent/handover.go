@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -67,34 +66,7 @@ type handovers struct {
 	quit       chan struct{}
 	quitOnce   sync.Once
 	metricOnce sync.Once
-	results    *prometheus.CounterVec
-	// counted is results' values, to carry across a reload.
-	countMu sync.Mutex
-	counted map[string]float64
-}
-
-// count adds one handover of result.
-func (h *handovers) count(result string) {
-	h.countMu.Lock()
-	defer h.countMu.Unlock()
-	h.counted[result]++
-	h.results.WithLabelValues(result).Inc()
-}
-
-// carry goes on from the previous program's counts.
-func (h *handovers) carry(counted map[string]float64) {
-	h.countMu.Lock()
-	defer h.countMu.Unlock()
-	for result, n := range counted {
-		h.counted[result] += n
-		h.results.WithLabelValues(result).Add(n)
-	}
-}
-
-func (h *handovers) counts() map[string]float64 {
-	h.countMu.Lock()
-	defer h.countMu.Unlock()
-	return maps.Clone(h.counted)
+	results    carriedCounts // zoneproxy_envoy_handovers_total
 }
 
 type handoverRequest struct {
@@ -109,16 +81,14 @@ func (h *handovers) init(a *Agent) {
 	h.metricOnce.Do(func() {
 		h.requests = make(chan handoverRequest)
 		h.quit = make(chan struct{})
-		h.results = prometheus.NewCounterVec(prometheus.CounterOpts{
+		results := prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "zoneproxy_envoy_handovers_total",
 			Help: "Envoy handovers (a new Envoy taking over from the running one without dropping connections), by result: success, or failed (the old Envoy serves on).",
 		}, []string{"result"})
-		h.counted = map[string]float64{}
-		for _, result := range []string{"success", "failed"} {
-			h.results.WithLabelValues(result)
-		}
-
-		a.opts.Metrics.Register(h.results)
+		results.WithLabelValues("success")
+		results.WithLabelValues("failed")
+		a.opts.Metrics.Register(results)
+		h.results.register(results)
 	})
 }
 
@@ -219,7 +189,7 @@ func (a *Agent) handover(ctx context.Context, e *supervised, req handoverRequest
 		if req.bootstrap != nil {
 			a.restoreBootstrap(log)
 		}
-		a.hand.count("failed")
+		a.hand.results.add("failed", 1)
 		log.Error("Envoy handover failed; the old Envoy keeps serving", zap.Error(err))
 		return fmt.Errorf("Envoy handover failed; the old Envoy (pid %d) keeps serving: %w", e.proc.PID(), err)
 	}
@@ -240,7 +210,7 @@ func (a *Agent) handover(ctx context.Context, e *supervised, req handoverRequest
 	if client, ok := admin.(*envoy.Admin); ok {
 		kit.prep.admin.Store(client)
 	}
-	a.hand.count("success")
+	a.hand.results.add("success", 1)
 	log.Info("Envoy handover done: the new Envoy serves; the old one stops accepting, drains and exits",
 		zap.Int("pid", proc.PID()), zap.String("build", build), zap.Duration("after", time.Since(started).Round(time.Millisecond)))
 	a.hand.draining.Store(int32(oldProc.PID()))

@@ -89,9 +89,8 @@ type reloader struct {
 
 	generation      int
 	envoyGeneration int
-	reloads         *prometheus.CounterVec
+	reloads         carriedCounts // zoneproxy_reloads_total
 	generations     *prometheus.GaugeVec
-	carried         map[string]float64
 	last            *ReloadStatus
 
 	// Handed over by the previous program; nil on a fresh start.

@@ -181,7 +181,7 @@ func (a *Agent) handoverOf(withEnvoy bool) (*handoverState, map[string]handedFil
 		return nil, nil, err
 	}
 	st := &handoverState{Version: HandoverVersion, Generation: r.generation, EnvoyGeneration: r.envoyGeneration,
-		WorkDir: r.wd.path, Temporary: r.wd.temporary, Reloads: r.counts(), Handovers: a.hand.counts()}
+		WorkDir: r.wd.path, Temporary: r.wd.temporary, Reloads: r.reloads.snapshot(), Handovers: a.hand.results.snapshot()}
 	files[fileWorkDir] = handedFile{f: r.wd.dir.File()}
 	files[fileWorkLock] = handedFile{f: r.wd.lock}
 	if r.sd != nil {
@@ -287,7 +287,7 @@ func (a *Agent) reloadEnded(result string, err error) {
 		return
 	}
 	r := &a.rl
-	r.count(result, 1)
+	r.reloads.add(result, 1)
 	r.hmu.Lock()
 	r.last = &ReloadStatus{Result: result, Error: err.Error(), At: a.now()}
 	r.hmu.Unlock()

@@ -39,11 +39,9 @@ func (a *Agent) registerReloadMetrics() {
 	}, []string{"process"})
 	a.opts.Metrics.Register(reloads)
 	a.opts.Metrics.Register(generations)
+	r.reloads.register(reloads) // with refusals before it was registered
 	r.hmu.Lock()
-	r.reloads, r.generations = reloads, generations
-	for result, n := range r.carried { // refusals before it was registered
-		reloads.WithLabelValues(result).Add(n)
-	}
+	r.generations = generations
 	r.hmu.Unlock()
 	a.generationGauge()
 }
@@ -57,29 +55,6 @@ func (a *Agent) generationGauge() {
 	}
 	r.generations.WithLabelValues("agent").Set(float64(r.generation))
 	r.generations.WithLabelValues("envoy").Set(float64(r.envoyGeneration))
-}
-
-// count adds one reload of result to zoneproxy_reloads_total.
-func (r *reloader) count(result string, n float64) {
-	r.hmu.Lock()
-	defer r.hmu.Unlock()
-	if r.reloads != nil { // nil for a SIGHUP before run registered it
-		r.reloads.WithLabelValues(result).Add(n)
-	}
-	if r.carried == nil {
-		r.carried = map[string]float64{}
-	}
-	r.carried[result] += n
-}
-
-// counts is zoneproxy_reloads_total now, to carry across the reload; r.hmu
-// is held.
-func (r *reloader) counts() map[string]float64 {
-	out := make(map[string]float64, len(r.carried))
-	for k, v := range r.carried {
-		out[k] = v
-	}
-	return out
 }
 
 // Generations says the agent's and Envoy's generation, for /ready and
