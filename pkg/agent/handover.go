@@ -254,6 +254,12 @@ type foundEnvoy struct {
 	version envoy.Version
 }
 
+// handoverAdminPath is the admin socket of even generations, beside the
+// bootstrap's own.
+func handoverAdminPath(bootstrapAdmin envoy.AdminAddress) string {
+	return filepath.Join(filepath.Dir(bootstrapAdmin.Socket), handoverAdminSocket)
+}
+
 // specFor is generation gen's launch: odd generations use the bootstrap's
 // own admin socket and file, even ones the handover's.
 func (a *Agent) specFor(kit *handoverKit, gen int64, path string) (envoy.Spec, envoy.AdminAddress, error) {
@@ -263,7 +269,7 @@ func (a *Agent) specFor(kit *handoverKit, gen int64, path string) (envoy.Spec, e
 			return envoy.Spec{}, envoy.AdminAddress{}, errors.New("the bootstrap's admin API is on TCP " + kit.admin.TCP + ", which a second Envoy cannot share; kuma-cp puts it on a Unix socket when the bootstrap request names a work dir, as zoneproxy's does")
 		}
 		var err error
-		if doc, adminAddr, err = envoy.WithAdminPipe(kit.bootstrap, filepath.Join(filepath.Dir(kit.admin.Socket), handoverAdminSocket)); err != nil {
+		if doc, adminAddr, err = envoy.WithAdminPipe(kit.bootstrap, handoverAdminPath(kit.admin)); err != nil {
 			return envoy.Spec{}, envoy.AdminAddress{}, err
 		}
 		file = handoverBootstrapFile

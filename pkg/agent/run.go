@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -32,7 +31,7 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 	// handover's bootstrap copy and admin socket (handover.go).
 	handoverGen := a.rl.handoverGeneration()
 	if handoverGen%2 == 0 && adminAddr.Socket != "" {
-		adminAddr = envoy.AdminAddress{Socket: filepath.Join(filepath.Dir(adminAddr.Socket), handoverAdminSocket)}
+		adminAddr = envoy.AdminAddress{Socket: handoverAdminPath(adminAddr)}
 	}
 	cfgPath, err := wd.write(bootstrapFile, f.Bootstrap)
 	if err != nil {
@@ -53,11 +52,13 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 	obs.register()
 
 	a.envoyStarting()
-	args := envoy.Args(envoy.Options{
-		ConfigPath: cfgPath, DrainTime: a.cfg.DrainTime,
-		LogLevel: a.cfg.EnvoyLogLevel, ComponentLogLevel: a.cfg.EnvoyComponentLogLevel,
-		Concurrency: a.cfg.Concurrency, Extra: a.cfg.EnvoyArgs,
-	})
+	// launch is how every Envoy of this program is launched; a handover's
+	// gets its own ConfigPath (specFor).
+	launch := envoy.Options{DrainTime: a.cfg.DrainTime, LogLevel: a.cfg.EnvoyLogLevel, ComponentLogLevel: a.cfg.EnvoyComponentLogLevel,
+		Concurrency: a.cfg.Concurrency, Extra: a.cfg.EnvoyArgs}
+	withConfig := launch
+	withConfig.ConfigPath = cfgPath
+	args := envoy.Args(withConfig)
 	envoyLog := a.log.Named("envoy")
 	spec := envoy.Spec{
 		Path: envoyPath, Args: args, Env: envoy.ChildEnv(), Dir: wd.path,
@@ -80,9 +81,7 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 	if _, err := start(); err != nil {
 		return err
 	}
-	kit := &handoverKit{wd: wd, bootstrap: f.Bootstrap, relay: f.Relay(), prep: prep, spec: spec, admin: f.Admin,
-		opts: envoy.Options{DrainTime: a.cfg.DrainTime, LogLevel: a.cfg.EnvoyLogLevel, ComponentLogLevel: a.cfg.EnvoyComponentLogLevel,
-			Concurrency: a.cfg.Concurrency, Extra: a.cfg.EnvoyArgs}}
+	kit := &handoverKit{wd: wd, bootstrap: f.Bootstrap, relay: f.Relay(), prep: prep, spec: spec, admin: f.Admin, opts: launch}
 	a.hand.kit.Store(kit)
 	if handoverGen%2 == 0 {
 		// An undrain restarts the adopted generation on its own files.
