@@ -99,25 +99,34 @@ func (a *Agent) openWorkDir() (*workDir, error) {
 	return wd, err
 }
 
-func (a *Agent) adoptWorkDir() (*workDir, error) {
-	r := &a.rl
-	dirF, lockF := r.inheritedFile(fileWorkDir), r.inheritedFile(fileWorkLock)
+// adoptLockedDir takes a handed-over directory (dirName), at the path the
+// handover state gives, and its lock (lockName); handed false when the
+// previous program handed over neither or only one.
+func (r *reloader) adoptLockedDir(dirName, lockName string, path func(*handoverState) string) (d *securedir.Dir, lock *os.File, handed bool, err error) {
+	dirF, lockF := r.inheritedFile(dirName), r.inheritedFile(lockName)
 	if dirF == nil || lockF == nil {
 		closeFiles(dirF, lockF)
-		if r.adoptsEnvoy() {
-			return nil, errors.New("the previous agent handed over a running Envoy without its work dir")
-		}
-		return nil, nil
+		return nil, nil, false, nil
 	}
-	d, err := securedir.Adopt(dirF, r.got.WorkDir)
-	if err != nil {
+	if d, err = securedir.Adopt(dirF, path(r.got)); err != nil {
 		closeFiles(dirF, lockF)
-		return nil, err
+		return nil, nil, true, err
 	}
-	lock, err := d.AdoptLock(lockF)
-	if err != nil {
+	if lock, err = d.AdoptLock(lockF); err != nil {
 		lockF.Close()
 		d.Close()
+		return nil, nil, true, err
+	}
+	return d, lock, true, nil
+}
+
+func (a *Agent) adoptWorkDir() (*workDir, error) {
+	r := &a.rl
+	d, lock, handed, err := r.adoptLockedDir(fileWorkDir, fileWorkLock, func(st *handoverState) string { return st.WorkDir })
+	switch {
+	case !handed && r.adoptsEnvoy():
+		return nil, errors.New("the previous agent handed over a running Envoy without its work dir")
+	case !handed || err != nil:
 		return nil, err
 	}
 	w := &workDir{dir: d, path: d.Path(), temporary: r.got.Temporary, lock: lock}
@@ -138,21 +147,9 @@ func (a *Agent) adoptWorkDir() (*workDir, error) {
 // fresh start does.
 func (a *Agent) adoptStateDir() (*stateDir, bool, error) {
 	r := &a.rl
-	dirF, lockF := r.inheritedFile(fileStateDir), r.inheritedFile(fileStateLock)
-	if dirF == nil || lockF == nil {
-		closeFiles(dirF, lockF)
-		return nil, false, nil
-	}
-	d, err := securedir.Adopt(dirF, r.got.StateDir)
-	if err != nil {
-		closeFiles(dirF, lockF)
-		return nil, true, err
-	}
-	lock, err := d.AdoptLock(lockF)
-	if err != nil {
-		lockF.Close()
-		d.Close()
-		return nil, true, err
+	d, lock, handed, err := r.adoptLockedDir(fileStateDir, fileStateLock, func(st *handoverState) string { return st.StateDir })
+	if !handed || err != nil {
+		return nil, handed, err
 	}
 	sd := &stateDir{dir: d, lock: lock}
 	if a.cfg.StateDir == "" || absPath(a.cfg.StateDir) != d.Path() {
