@@ -113,22 +113,25 @@ func (a *Agent) awaitReloadable() {
 		}
 		_, err := a.reloadable()
 		r.mu.Unlock()
-		if !errors.Is(err, errStartUnderWay) {
+		if !errors.As(err, new(startUnderWay)) {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// errStartUnderWay marks a refusal that a short wait may lift.
-var errStartUnderWay = errors.New("a start is under way")
+// startUnderWay is a refusal that a short wait may lift.
+type startUnderWay struct{ err error }
+
+func (e startUnderWay) Error() string { return e.err.Error() }
+func (e startUnderWay) Unwrap() error { return e.err }
 
 // reloadable says whether a reload may happen now, and with Envoy or
 // before it starts.
 func (a *Agent) reloadable() (withEnvoy bool, err error) {
 	refuse := func(why string) (bool, error) { return false, fmt.Errorf("%w: %s", ErrReloadRefused, why) }
 	starting := func(why string) (bool, error) {
-		return false, fmt.Errorf("%w: %s%w", ErrReloadRefused, why, errNoText{errStartUnderWay})
+		return false, startUnderWay{fmt.Errorf("%w: %s", ErrReloadRefused, why)}
 	}
 	r := &a.rl
 	snap := a.tracker.Current()
@@ -155,12 +158,6 @@ func (a *Agent) reloadable() (withEnvoy bool, err error) {
 	}
 	return true, nil
 }
-
-// errNoText wraps an error for errors.Is without adding to the message.
-type errNoText struct{ err error }
-
-func (e errNoText) Error() string { return "" }
-func (e errNoText) Unwrap() error { return e.err }
 
 // handedFile is a file to hand over; dup marks one made for the handover,
 // closed if it fails.
