@@ -2,6 +2,7 @@ package bootstrap
 
 import (
 	"context"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -139,12 +140,15 @@ func agentBuild() KumaDpVersion {
 // bootstrap puts what the request said of it (AgentBuildFields), so that
 // kuma-cp sees the running agent after a reload to a new one.
 func SetAgentBuild(md *structpb.Struct) {
+	// As kuma-cp makes it of the request: the JSON of KumaDpVersion.
 	b := agentBuild()
-	kumaDp := &structpb.Struct{Fields: map[string]*structpb.Value{
-		"version": structpb.NewStringValue(b.Version), "gitTag": structpb.NewStringValue(b.GitTag),
-		"gitCommit": structpb.NewStringValue(b.GitCommit), "buildDate": structpb.NewStringValue(b.BuildDate),
-	}}
-	member(md, "version").Fields["kumaDp"] = structpb.NewStructValue(kumaDp)
+	kumaDp := map[string]any{}
+	if raw, err := json.Marshal(b); err == nil {
+		_ = json.Unmarshal(raw, &kumaDp)
+	}
+	if v, err := structpb.NewValue(kumaDp); err == nil {
+		member(md, "version").Fields["kumaDp"] = v
+	}
 	member(md, "dynamicMetadata").Fields[dependencyVersionKey] = structpb.NewStringValue(version.Version)
 }
 
