@@ -10,10 +10,10 @@ package xds
 
 import (
 	"fmt"
-	"google.golang.org/protobuf/types/known/structpb"
 	"net"
 
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/zoneproxy/zoneproxy/pkg/backoff"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"

@@ -2,12 +2,12 @@ package relay
 
 import (
 	"fmt"
-	"google.golang.org/protobuf/types/known/structpb"
 	"net"
 	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/zoneproxy/zoneproxy/pkg/backoff"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/cpdial"
@@ -40,15 +40,15 @@ type Options struct {
 	// at once, while the relay tries the control plane.
 	CacheFirst bool
 	// CacheFirstHeld: Envoy runs already and its agent replaced itself (a
+	// reload); kuma-cp holds the previous program's stream, as after a
+	// restart, which is why the cache comes first, not an outage.
+	CacheFirstHeld bool
 	// AgentMetadata, if set, rewrites the node metadata in the first
 	// request of each ADS stream the relay opens upstream: kuma-cp reads
 	// what it shows of the agent (its build) from there, and after a
 	// reload to a new agent the running Envoy's node still describes the
 	// old one.
 	AgentMetadata func(md *structpb.Struct)
-	// reload); kuma-cp holds the previous program's stream, as after a
-	// restart, which is why the cache comes first, not an outage.
-	CacheFirstHeld bool
 	// ConnectTimeout bounds TCP connect plus TLS handshake (default 3 s:
 	// Envoy's ADS cluster allows 1 s to connect, TLS adds round trips). A
 	// control plane that does not answer within it counts as unreachable.
