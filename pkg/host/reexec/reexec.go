@@ -32,8 +32,6 @@ const EnvVar = "ZONEPROXY_HANDOVER_FD"
 // does not know it refuses the handover instead of misreading it.
 const ManifestVersion = 1
 
-const manifestVersion = ManifestVersion
-
 type manifest struct {
 	Version int             `json:"version"`
 	Files   map[string]int  `json:"files"`
@@ -46,7 +44,7 @@ type manifest struct {
 // proceed, if set, runs last before the exec, and an error from it stops
 // the exec: the last word on whether to go on, as late as it can be.
 func Exec(path string, args, env []string, files map[string]*os.File, state any, proceed func() error) (err error) {
-	m := manifest{Version: manifestVersion, Files: make(map[string]int, len(files))}
+	m := manifest{Version: ManifestVersion, Files: make(map[string]int, len(files))}
 	if state != nil {
 		if m.State, err = json.Marshal(state); err != nil {
 			return fmt.Errorf("cannot encode the state to hand over: %w", err)
@@ -177,8 +175,8 @@ func Take() (*Handover, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("the handover record is unreadable: %w", err)
 	}
-	if m.Version != manifestVersion {
-		return nil, fmt.Errorf("the handover record has version %d; this build reads version %d", m.Version, manifestVersion)
+	if m.Version != ManifestVersion {
+		return nil, fmt.Errorf("the handover record has version %d; this build reads version %d", m.Version, ManifestVersion)
 	}
 	h := &Handover{files: make(map[string]*os.File, len(m.Files)), state: m.State}
 	for name, fd := range m.Files {
