@@ -28,7 +28,11 @@ type observedMessage struct {
 // forwarding never waits for it. Envoy's requests come in Envoy's order,
 // each once it was forwarded; a response comes before it is sent to
 // Envoy, so before Envoy's ACK of it. (A response may come before the
-// request it answers: only its ACK makes it count.)
+// request it answers: only its ACK makes it count.) A response from the
+// control plane is read only when the next message comes (Envoy's answer
+// to it, usually) or the stream ends: until then Envoy is still receiving
+// and applying it, and reading 1 MB beside it would take a core from
+// Envoy and from the forwarding.
 //
 // It starts once the previous session's observer is done (prev), or after
 // observerWait: a session that outlived its stream must not hold up the
@@ -44,19 +48,29 @@ func (s *session) observeAll(prev <-chan struct{}, done chan<- struct{}) {
 		}
 		t.Stop()
 	}
+	var unread *receivedFrame // the control plane's last response, not read yet
+	readUnread := func() {
+		if unread == nil {
+			return
+		}
+		// What is kept of it are copies the decoding made.
+		readContiguous(unread.buf, func(b []byte) { s.observeResponse(b, false) })
+		unread.free()
+		unread = nil
+		s.observed.Add(1)
+	}
 	for m := range s.toObserver {
+		readUnread()
 		switch {
 		case m.req != nil:
 			s.kind.observeRequest(s.obs, m.req)
 		case m.resp != nil:
-			// What is kept of it are copies the decoding made.
-			readContiguous(m.resp.buf, func(b []byte) { s.observeResponse(b, false) })
-			m.resp.free()
-			s.observed.Add(1)
+			unread = m.resp
 		default:
 			s.observeResponse(m.cached, true)
 		}
 	}
+	readUnread()
 }
 
 func (s *session) observeResponse(b []byte, fromCache bool) {

@@ -1,0 +1,72 @@
+package relay
+
+import (
+	"testing"
+	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc/mem"
+
+	"github.com/zoneproxy/zoneproxy/pkg/xds/cpdial"
+)
+
+// While Envoy receives and applies a response, the relay leaves it unread:
+// reading it beside Envoy would take a core from Envoy. Envoy's answer, or
+// the end of the stream, has it read, before the answer.
+func TestAResponseIsReadOnceEnvoyAnswersIt(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		envoyAnswer bool
+		accepted    int
+		outstanding int
+	}{
+		{name: "Envoy ACKs it", envoyAnswer: true, accepted: 1, outstanding: 0},
+		{name: "the stream ends first", envoyAnswer: false, accepted: 0, outstanding: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var accepted []Acceptance
+			r, err := New(Options{SocketPath: "/x", Upstream: cpdial.Target{Address: "cp:5678", CAPEM: newPKI(t).caPEM}, Token: staticToken("t"),
+				Events: Events{Accepted: func(a Acceptance) { accepted = append(accepted, a) }}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := &session{r: r, kind: delta{}, obs: newObserver(r), toObserver: make(chan observedMessage)}
+			done := make(chan struct{})
+			go s.observeAll(nil, done)
+			request := func(m *discoveryv3.DeltaDiscoveryRequest) {
+				req, err := delta{}.readRequest(mustMarshal(t, m))
+				if err != nil {
+					t.Fatal(err)
+				}
+				s.toObserver <- observedMessage{req: req}
+			}
+			request(&discoveryv3.DeltaDiscoveryRequest{Node: node, TypeUrl: listenerType})
+			resp := mustMarshal(t, &discoveryv3.DeltaDiscoveryResponse{TypeUrl: listenerType, SystemVersionInfo: "1", Nonce: "n",
+				Resources: []*discoveryv3.Resource{{Name: "l", Version: "1", Resource: listener(t, "l", 10)}}})
+			s.queued.Add(1)
+			s.toObserver <- observedMessage{resp: &receivedFrame{buf: mem.BufferSlice{mem.SliceBuffer(resp)}}}
+
+			// An absence has no event to await: a while in which reading a
+			// small response would have finished many times over.
+			time.Sleep(100 * time.Millisecond)
+			if n := s.observed.Load(); n != 0 {
+				t.Fatalf("the response was read while Envoy had not answered it (%d read)", n)
+			}
+
+			if tc.envoyAnswer {
+				request(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: listenerType, ResponseNonce: "n"})
+			}
+			close(s.toObserver)
+			<-done
+			if n := s.observed.Load(); n != 1 {
+				t.Errorf("responses read: %d, want 1", n)
+			}
+			if len(accepted) != tc.accepted {
+				t.Errorf("acceptances: %v, want %d", accepted, tc.accepted)
+			}
+			if n := s.obs.outstanding(); n != tc.outstanding {
+				t.Errorf("responses Envoy has not answered: %d, want %d", n, tc.outstanding)
+			}
+		})
+	}
+}
