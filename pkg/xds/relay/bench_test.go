@@ -29,7 +29,8 @@ import (
 //     hop; like Envoy, it reads each response whole before ACKing it;
 //   - the relay: as the agent runs it, over a Unix socket.
 // Every response is a new version of all 1000 listeners, as after a
-// change of each; one op is one response received and its ACK sent.
+// change of each; one op is one response sent (the control plane waits
+// for the op to start), received and its ACK sent.
 // cpu-ms/op is the process's CPU time per op, all three parties and the
 // GC together: on a shared machine the relay's CPU (relay minus direct)
 // varies less than its wall time. gc/op is the GC cycles per op.
@@ -45,11 +46,18 @@ func snapshot1MB(b *testing.B, version string) []byte {
 	return mustMarshal(b, resp)
 }
 
-// pingPongCP answers every request with the next of resps, in turn.
-func pingPongCP(b *testing.B, p *pki, resps ...[]byte) *fakeCP {
+// pingPongCP answers every request with the next of resps, in turn, each
+// once go lets it: when an op starts, so that no part of a response
+// travels before its op is timed.
+func pingPongCP(b *testing.B, p *pki, send <-chan struct{}, resps ...[]byte) *fakeCP {
 	return startFakeCP(b, p, "", func(s *cpStream) error {
 		for i := 0; ; i++ {
 			if _, err := s.recv(); err != nil {
+				return nil
+			}
+			select {
+			case <-send:
+			case <-s.Context().Done():
 				return nil
 			}
 			if err := s.send(resps[i%len(resps)]); err != nil {
@@ -59,9 +67,10 @@ func pingPongCP(b *testing.B, p *pki, resps ...[]byte) *fakeCP {
 	})
 }
 
-// runPingPong receives n responses on stream, ACKing each. settle, if
-// set, runs between ops, untimed.
-func runPingPong(b *testing.B, stream grpc.ClientStream, size int, settle func()) {
+// runPingPong receives n responses on stream, ACKing each; an op starts
+// by letting the control plane send (send). settle, if set, runs between
+// ops, untimed.
+func runPingPong(b *testing.B, stream grpc.ClientStream, send chan<- struct{}, size int, settle func()) {
 	first := mustMarshal(b, &discoveryv3.DeltaDiscoveryRequest{Node: node, TypeUrl: listenerType})
 	ack := mustMarshal(b, &discoveryv3.DeltaDiscoveryRequest{TypeUrl: listenerType, ResponseNonce: "n"})
 	if err := stream.SendMsg(&frame{b: first}); err != nil {
@@ -73,6 +82,7 @@ func runPingPong(b *testing.B, stream grpc.ClientStream, size int, settle func()
 	cpu, gcs := cpuTime(), gcCount()
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
+		send <- struct{}{}
 		f := &frame{}
 		if err := stream.RecvMsg(f); err != nil {
 			b.Fatal(err)
@@ -114,7 +124,8 @@ func gcCount() uint32 {
 func BenchmarkDirect1MB(b *testing.B) {
 	p := newPKI(b)
 	resp := snapshot1MB(b, "1")
-	cp := pingPongCP(b, p, resp, snapshot1MB(b, "2"))
+	send := make(chan struct{})
+	cp := pingPongCP(b, p, send, resp, snapshot1MB(b, "2"))
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(p.caPEM)
 	conn, err := grpc.NewClient("passthrough:///"+cp.addr, append(envoyDialOptions(),
@@ -129,20 +140,20 @@ func BenchmarkDirect1MB(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	runPingPong(b, stream, len(resp), nil)
+	runPingPong(b, stream, send, len(resp), nil)
 }
 
 // BenchmarkRelay1MB: the same through the relay, which observes each
 // response, tracks what Envoy holds and, with the cache (the agent's
 // default), has it written behind.
 //
-// back-to-back: each response follows the last ACK at once, so the
-// observer of one response shares two cores with the forwarding of the
-// next and with both peers: the relay's CPU shows in the wall time.
-// settled: the next op starts once the relay has observed the last ACK,
-// as with a real control plane, whose responses come seconds apart and
-// whose Envoy takes longer to apply 1 MB than the relay to observe it:
-// the wait a response has because of the relay.
+// The relay reads a response once Envoy has answered it, so:
+// back-to-back: each response follows the last ACK at once, and the
+// relay reads one response while it forwards the next, sharing two cores
+// with both peers: the relay's CPU shows in the wall time.
+// settled: the next op starts once the relay has read the last response
+// and its ACK, as with a real control plane, whose responses come seconds
+// apart: the wait a response has because of the relay.
 func BenchmarkRelay1MB(b *testing.B) {
 	for _, withCache := range []bool{false, true} {
 		for _, settled := range []bool{false, true} {
@@ -153,7 +164,8 @@ func BenchmarkRelay1MB(b *testing.B) {
 			b.Run(name, func(b *testing.B) {
 				p := newPKI(b)
 				resp := snapshot1MB(b, "1")
-				cp := pingPongCP(b, p, resp, snapshot1MB(b, "2"))
+				send := make(chan struct{})
+				cp := pingPongCP(b, p, send, resp, snapshot1MB(b, "2"))
 				accepted := make(chan struct{}, 1)
 				r := startRelay(b, p, cp.addr, staticToken("tok"), nil, func(o *Options) {
 					if withCache {
@@ -172,7 +184,7 @@ func BenchmarkRelay1MB(b *testing.B) {
 					}()
 				}
 				envoy := dialEnvoy(b, r, deltaMethod)
-				runPingPong(b, envoy.stream, len(resp), settle)
+				runPingPong(b, envoy.stream, send, len(resp), settle)
 			})
 		}
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -205,23 +206,49 @@ func TestCachedRowJudgesTheTimeOverTheStandinsOwnStart(t *testing.T) {
 }
 
 func TestRelayFigureReadsGoBenchmarkMedians(t *testing.T) {
-	lines := []string{
-		"BenchmarkDirect1MB-2   	     480	   2776066 ns/op	 396.63 MB/s	   2445798 median-ns/op	 1122423 B/op	     120 allocs/op",
-		"BenchmarkRelay1MB/cache=true-2          	     181	   7642082 ns/op	 144.08 MB/s	   3245798 median-ns/op	 2669910 B/op	    4218 allocs/op",
-		"PASS",
+	line := func(name string, median int) string {
+		return fmt.Sprintf("%s   	     480	   2776066 ns/op	 396.63 MB/s	   %d median-ns/op	 1122423 B/op	     120 allocs/op", name, median)
 	}
-	name, v, ok := benchMedian(lines[1])
-	if !ok || name != "BenchmarkRelay1MB/cache=true-2" || v != 3.245798 {
+	name, v, ok := benchMedian(line("BenchmarkRelay1MB/cache=true/settled-2", 3245798))
+	if !ok || name != "BenchmarkRelay1MB/cache=true/settled-2" || v != 3.245798 {
 		t.Fatalf("benchMedian: %q %v %v", name, v, ok)
 	}
-	if _, _, ok := benchMedian(lines[2]); ok {
+	if _, _, ok := benchMedian("PASS"); ok {
 		t.Error("PASS read as a benchmark")
 	}
+
+	run := []string{
+		line("BenchmarkDirect1MB-2", 2_400_000),
+		line("BenchmarkRelay1MB/cache=false/back-to-back-2", 4_000_000),
+		line("BenchmarkRelay1MB/cache=false/settled-2", 3_000_000),
+		line("BenchmarkRelay1MB/cache=true/back-to-back-2", 4_100_000),
+		line("BenchmarkRelay1MB/cache=true/settled-2", 3_100_000),
+		"PASS",
+	}
+	var r relayResult
+	if err := r.add(strings.Join(run, "\n")); err != nil {
+		t.Fatal(err)
+	}
+	if r.direct[0] != 2.4 || r.relay[0] != 3.0 || r.relayCache[0] != 3.1 || r.backToBack[0] != 4.0 || r.backToBackCache[0] != 4.1 {
+		t.Errorf("read %+v", r)
+	}
+	// A run without GOMAXPROCS in the names (one CPU) reads the same.
+	var one relayResult
+	if err := one.add(strings.ReplaceAll(strings.Join(run, "\n"), "-2 ", " ")); err != nil || one.backToBack[0] != 4.0 {
+		t.Errorf("read without -2: %+v, %v", one, err)
+	}
+	// A run that lost a case is an error, not a figure of the rest.
+	var short relayResult
+	if err := short.add(strings.Join(append(run[:2:2], run[3:]...), "\n")); err == nil || !strings.Contains(err.Error(), "cache=false/settled") {
+		t.Errorf("a run without cache=false/settled: %v", err)
+	}
+
 	for _, tc := range []struct {
 		relay []float64
 		want  string
 	}{{[]float64{3.2, 3.4, 3.5}, "PASS"}, {[]float64{3.2, 3.6, 3.7}, "FAIL"}} {
-		m := &measured{errs: map[string]error{}, relay: &relayResult{direct: []float64{2.4, 2.5, 2.6}, relay: tc.relay, relayCache: tc.relay}}
+		m := &measured{errs: map[string]error{}, relay: &relayResult{direct: []float64{2.4, 2.5, 2.6}, relay: tc.relay, relayCache: tc.relay,
+			backToBack: []float64{9, 9, 9}, backToBackCache: []float64{9, 9, 9}}}
 		if got := m.relayRow(); got.Result != tc.want {
 			t.Errorf("relay %v: %s (%s), want %s", tc.relay, got.Result, got.Median, tc.want)
 		}
