@@ -16,6 +16,20 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
 )
 
+// fetcher makes the bootstrap requests of Envoy version ev, with the
+// token given inline written to the work dir first.
+func (a *Agent) fetcher(wd *workDir, client *bootstrap.Client, ev envoy.Version) (*bootstrap.Fetcher, error) {
+	tokenPath := ""
+	if a.cfg.DataplaneToken != "" {
+		p, err := wd.write(tokenFile, []byte(strings.TrimSpace(a.cfg.DataplaneToken)))
+		if err != nil {
+			return nil, err
+		}
+		tokenPath = p
+	}
+	return client.Fetcher(a.cfg, wd.path, tokenPath, ev), nil
+}
+
 // bootstrap fetches Envoy's bootstrap, waiting while the mesh is missing
 // or the control plane unreachable. While it is unreachable (not when it
 // refuses) a usable last-known-good configuration is taken instead and
@@ -23,15 +37,10 @@ import (
 // stopped while waiting. The first attempt takes the client's connection
 // dialled while the preflight ran, if it is usable.
 func (a *Agent) bootstrap(ctx context.Context, wd *workDir, ev envoy.Version, cache *lkgcache.Cache, client *bootstrap.Client) ([]byte, *lkgcache.Snapshot, error) {
-	tokenPath := ""
-	if a.cfg.DataplaneToken != "" {
-		p, err := wd.write(tokenFile, []byte(strings.TrimSpace(a.cfg.DataplaneToken)))
-		if err != nil {
-			return nil, nil, err
-		}
-		tokenPath = p
+	f, err := a.fetcher(wd, client, ev)
+	if err != nil {
+		return nil, nil, err
 	}
-	f := client.Fetcher(a.cfg, wd.path, tokenPath, ev)
 	// Not kept while Envoy runs; closing it (a TLS alert, a GOAWAY) need
 	// not hold up Envoy's launch.
 	defer func() { go f.Close() }()

@@ -30,15 +30,10 @@ var adoptedEnvoyCheckWait = time.Minute
 // refetcher is rl.refetch: one bootstrap request as a start makes it.
 func (a *Agent) refetcher(wd *workDir, client *bootstrap.Client) func(ctx context.Context, ev envoy.Version) ([]byte, error) {
 	return func(ctx context.Context, ev envoy.Version) ([]byte, error) {
-		tokenPath := ""
-		if a.cfg.DataplaneToken != "" {
-			p, err := wd.write(tokenFile, []byte(strings.TrimSpace(a.cfg.DataplaneToken)))
-			if err != nil {
-				return nil, err
-			}
-			tokenPath = p
+		f, err := a.fetcher(wd, client, ev)
+		if err != nil {
+			return nil, err
 		}
-		f := client.Fetcher(a.cfg, wd.path, tokenPath, ev)
 		defer func() { go f.Close() }()
 		return f.Attempt(ctx)
 	}
@@ -128,10 +123,10 @@ func (a *Agent) changedBootstrap(ctx context.Context, ev envoy.Version) ([]byte,
 		return cannot(err)
 	}
 	changed, err := xds.BootstrapChanges(kit.bootstrap, doc, bootstrap.AgentBuildFields...)
-	if err != nil || len(changed) == 0 {
-		if err != nil {
-			return cannot(err)
-		}
+	if err != nil {
+		return cannot(err)
+	}
+	if len(changed) == 0 {
 		return nil, ""
 	}
 	if !reflect.DeepEqual(up, feature.Resume.Upstream) {
