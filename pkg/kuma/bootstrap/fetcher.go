@@ -6,10 +6,11 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"google.golang.org/protobuf/types/known/structpb"
 	"os"
 	"runtime"
 	"strings"
+
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
