@@ -158,4 +158,23 @@ func OneLine(s string) string {
 	return b.String()
 }
 
-func isControl(r rune) bool { return unicode.IsControl(r) || r == '\u2028' || r == '\u2029' }
+// isControl: C0, DEL and C1 (ESC starts a terminal's escape sequence),
+// the line and paragraph separators, and the bidi embeddings, overrides
+// and isolates, which reorder what a reader sees.
+func isControl(r rune) bool {
+	return unicode.IsControl(r) || r == '\u2028' || r == '\u2029' ||
+		r >= '\u202a' && r <= '\u202e' || r >= '\u2066' && r <= '\u2069'
+}
+
+// MaxOutbound is the most of one text from elsewhere the agent passes on.
+const MaxOutbound = 1024
+
+// Outbound is text the agent did not write (a control plane's message, an
+// error that quotes one) as it may leave the agent: in systemd's STATUS=,
+// /ready, /status and the status command. Control characters are escaped
+// visibly (OneLine), bytes that are not UTF-8 become U+FFFD, and the text
+// is cut to MaxOutbound bytes: it can neither add a line to a line-based
+// protocol nor drive or reorder a terminal.
+func Outbound(s string) string {
+	return Truncate(OneLine(strings.ToValidUTF8(s, "\uFFFD")), MaxOutbound)
+}

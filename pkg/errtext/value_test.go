@@ -137,3 +137,25 @@ func TestOneLine(t *testing.T) {
 		}
 	}
 }
+
+func TestOutboundCannotBreakALineOrDriveATerminal(t *testing.T) {
+	cases := []struct{ name, in, want string }{
+		{"plain", "kuma-cp: mesh default not found", "kuma-cp: mesh default not found"},
+		{"a new assignment", "bad\nWATCHDOG=trigger", `bad\nWATCHDOG=trigger`},
+		{"carriage return", "ok\rFAILED", `ok\rFAILED`},
+		{"escape sequence", "\x1b[2Jcleared", `\x1b[2Jcleared`},
+		{"C1 control", "a\u009bb", `a\u009bb`},
+		{"DEL", "a\x7fb", `a\x7fb`},
+		{"bidi override", "abc\u202edcba", `abc\u202edcba`},
+		{"bidi isolate", "a\u2066b\u2069", `a\u2066b\u2069`},
+		{"not UTF-8", "a\xffb", "a\uFFFDb"},
+		{"long", strings.Repeat("x", 5000), strings.Repeat("x", MaxOutbound) + "…"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Outbound(tc.in); got != tc.want {
+				t.Errorf("Outbound(%.80q) = %.80q, want %.80q", tc.in, got, tc.want)
+			}
+		})
+	}
+}
