@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"time"
 
-	"github.com/coreos/go-systemd/v22/daemon"
 	"go.uber.org/zap"
 
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/host/reexec"
+	"github.com/zoneproxy/zoneproxy/pkg/host/sdnotify"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 )
 
@@ -263,18 +264,18 @@ func (a *Agent) replace(st *handoverState, files map[string]handedFile, proceed 
 	}
 	a.log.Info("reloading: replacing the agent in place; Envoy keeps running",
 		zap.String("binary", r.exe), zap.Int("generation", r.generation), zap.Int("next-generation", r.generation+1), zap.Int("envoy-pid", envoyPID))
-	_, _ = daemon.SdNotify(false, fmt.Sprintf("RELOADING=1\nMONOTONIC_USEC=%d\nSTATUS=reloading: agent generation %d replaces generation %d",
-		monotonicUsec(), r.generation+1, r.generation))
+	_, _ = sdnotify.Notify(sdnotify.Reloading, sdnotify.Field{Name: "MONOTONIC_USEC", Value: strconv.FormatInt(monotonicUsec(), 10)},
+		sdnotify.Status(fmt.Sprintf("reloading: agent generation %d replaces generation %d", r.generation+1, r.generation)))
 	_ = a.log.Sync()
 	var err error
 	reexec.Do(func() { err = reexec.Exec(r.exe, r.args, os.Environ(), fs, st, proceed) })
 	if errors.Is(err, ErrReloadRefused) {
-		_, _ = daemon.SdNotify(false, "READY=1\nSTATUS="+a.tracker.Current().Verdict().Detail)
+		_, _ = sdnotify.Notify(sdnotify.Ready, sdnotify.Status(a.tracker.Current().Verdict().Detail))
 		return err
 	}
 	a.log.Error("reload failed; this agent goes on serving: "+err.Error(), zap.Int("generation", r.generation))
 	snap := a.tracker.Current()
-	_, _ = daemon.SdNotify(false, "READY=1\nSTATUS="+snap.Verdict().Detail)
+	_, _ = sdnotify.Notify(sdnotify.Ready, sdnotify.Status(snap.Verdict().Detail))
 	return fmt.Errorf("the reload failed; the agent (generation %d) goes on serving: %w", r.generation, err)
 }
 

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -117,27 +118,27 @@ func Run(ctx context.Context, tr *state.Tracker, opts Options) error {
 			}
 			msg := stopMessage(time.Now(), s, drainEnd, opts.StopGrace)
 			if first {
-				msg = daemon.SdNotifyStopping + "\n" + msg
+				msg = append([]Field{Stopping}, msg...)
 			}
-			n.send(msg)
+			n.send(msg...)
 			stopTick()
 			if !drainEnd.IsZero() {
 				drainTick = time.NewTicker(drainRefresh)
 				tickC = drainTick.C
 			}
 		case state.Stopped, state.Failed:
-			n.send("STATUS=" + statusOr(s.Detail, strings.ToLower(string(s.Phase))))
+			n.send(Status(statusOr(s.Detail, strings.ToLower(string(s.Phase)))))
 			return true
 		default:
 			// The verdict /ready and the metrics give: READY with a hung
 			// Envoy says so.
 			v := s.Verdict()
-			msg := "STATUS=" + statusOr(v.Detail, fallbackStatus(v.Word)) + generations(opts.Generations)
+			msg := []Field{Status(statusOr(v.Detail, fallbackStatus(v.Word)) + generations(opts.Generations))}
 			if !readySent && settled(s.Phase) {
 				readySent = true
-				msg = daemon.SdNotifyReady + "\n" + msg
+				msg = append([]Field{Ready}, msg...)
 			}
-			n.send(msg)
+			n.send(msg...)
 		}
 		return false
 	}
@@ -168,7 +169,7 @@ func Run(ctx context.Context, tr *state.Tracker, opts Options) error {
 				stopTick()
 				continue
 			}
-			n.send(stopMessage(now, drainSnap, drainEnd, opts.StopGrace))
+			n.send(stopMessage(now, drainSnap, drainEnd, opts.StopGrace)...)
 		}
 	}
 }
@@ -198,18 +199,21 @@ func envoyOnly(prev, s state.Snapshot) bool {
 
 // stopMessage is the progress line sent while terminating: how long systemd
 // must wait for us and how much drain time is left.
-func stopMessage(now time.Time, s state.Snapshot, drainEnd time.Time, grace time.Duration) string {
+func stopMessage(now time.Time, s state.Snapshot, drainEnd time.Time, grace time.Duration) []Field {
 	if s.DrainDeadline.IsZero() {
 		// Terminating without a drain wait: only Envoy's stop remains.
-		return fmt.Sprintf("EXTEND_TIMEOUT_USEC=%d\nSTATUS=%s",
-			usec(grace), statusOr(s.Detail, "stopping"))
+		return []Field{extendTimeout(grace), Status(statusOr(s.Detail, "stopping"))}
 	}
 	left := s.DrainDeadline.Sub(now)
 	status := "stopping Envoy"
 	if left > 0 {
 		status = fmt.Sprintf("draining (%ds left)", int(math.Ceil(left.Seconds())))
 	}
-	return fmt.Sprintf("EXTEND_TIMEOUT_USEC=%d\nSTATUS=%s", usec(drainEnd.Sub(now)), status)
+	return []Field{extendTimeout(drainEnd.Sub(now)), Status(status)}
+}
+
+func extendTimeout(d time.Duration) Field {
+	return Field{"EXTEND_TIMEOUT_USEC", strconv.FormatInt(usec(d), 10)}
 }
 
 func usec(d time.Duration) int64 {
@@ -220,7 +224,7 @@ func usec(d time.Duration) int64 {
 }
 
 func statusOr(detail, fallback string) string {
-	// STATUS= is one line; a newline would start a bogus assignment.
+	// A detail of several lines reads best on one; Message escapes the rest.
 	detail = strings.TrimSpace(strings.ReplaceAll(detail, "\n", " "))
 	if detail == "" {
 		return fallback
@@ -268,7 +272,7 @@ func watchdog(ctx context.Context, n *notifier, interval time.Duration, envoySta
 			}
 		}
 		if ok {
-			n.send(daemon.SdNotifyWatchdog)
+			n.send(Watchdog)
 		}
 	}
 }
@@ -278,8 +282,8 @@ type notifier struct {
 	failed atomic.Bool
 }
 
-func (n *notifier) send(msg string) {
-	_, err := daemon.SdNotify(false, msg)
+func (n *notifier) send(fields ...Field) {
+	_, err := Notify(fields...)
 	if err != nil {
 		// Log once per failure streak; the socket may come back after a
 		// systemd re-exec.
