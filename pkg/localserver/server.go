@@ -8,12 +8,12 @@ package localserver
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"sync"
 	"time"
 
+	"github.com/zoneproxy/zoneproxy/pkg/errtext"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 )
 
@@ -41,7 +41,7 @@ type Server struct {
 // New serves /ready on ln. Call Serve to start.
 func New(ln net.Listener, tracker *state.Tracker) *Server {
 	s := &Server{tracker: tracker, ln: ln, mux: http.NewServeMux(), metricsMux: http.NewServeMux()}
-	s.mux.HandleFunc("/ready", s.ready)
+	s.mux.HandleFunc("/ready", readyOn(func(r *http.Request) (int, string) { return s.Status(r.Context()) }))
 	s.srv = newHTTPServer(checkHost(loopbackHosts, refuseWebPages(onlyOwner(s.mux))))
 	return s
 }
@@ -84,12 +84,13 @@ func (s *Server) ServeMetricsOn(ln net.Listener) {
 }
 
 // ServeHealthOn adds a listener (--health-address) that answers GET and
-// HEAD /ready, as loopback's does, and nothing else: a load balancer
+// HEAD /ready, with loopback's code and word and a fixed reason
+// (PublicStatus), and nothing else: a load balancer
 // on another host probes it; nothing there changes state. Call it before
 // Serve.
 func (s *Server) ServeHealthOn(ln net.Listener) {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/ready", s.ready)
+	mux.HandleFunc("/ready", readyOn(func(*http.Request) (int, string) { return s.PublicStatus() }))
 	s.others = append(s.others, listener{ln, newHTTPServer(checkHost(healthHosts, mux))})
 }
 
@@ -149,19 +150,6 @@ func (s *Server) Close() error {
 // Addr is the bound address.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
-func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-		return
-	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-cache, max-age=0")
-	code, body := s.Status(r.Context())
-	w.WriteHeader(code)
-	fmt.Fprintln(w, body)
-}
-
 // Status is the answer /ready gives now: 200 READY, or 503 with a word on
 // the first line (e.g. WAITING_FOR_MESH, ENVOY_UNREACHABLE) and, when
 // there is one, the reason on the second. It is the tracker's verdict,
@@ -172,12 +160,12 @@ func (s *Server) Status(context.Context) (int, string) {
 	if v.Ready {
 		code = http.StatusOK
 	}
-	body := v.Word
+	body := errtext.Outbound(v.Word)
 	if v.Detail != "" && v.Detail != readyDetail {
 		// The word first, for probes that match it; the reason for people
 		// (for READY: e.g. serving the cached configuration while the
-		// control plane is away).
-		body += "\n" + v.Detail
+		// control plane is away), which may quote a control plane.
+		body += "\n" + errtext.Outbound(v.Detail)
 	}
 	return code, body + s.generationLine()
 }
