@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/zoneproxy/zoneproxy/pkg/errtext"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
 )
 
@@ -80,6 +81,26 @@ func (a *Agent) Status() Status {
 		if c.InUse {
 			st.Cache = &c
 		}
+	}
+	return st.outbound()
+}
+
+// outbound is st with the text it quotes from elsewhere (a control
+// plane's message, Envoy's build, an error) escaped: `zoneproxy status`
+// prints it on an operator's terminal.
+func (st Status) outbound() Status {
+	st.Phase = errtext.Outbound(st.Phase)
+	st.Detail = errtext.Outbound(st.Detail)
+	st.ControlPlane.Says = errtext.Outbound(st.ControlPlane.Says)
+	if st.Envoy != nil {
+		e := *st.Envoy
+		e.Build = errtext.Outbound(e.Build)
+		st.Envoy = &e
+	}
+	if st.Reload != nil {
+		r := *st.Reload
+		r.Error = errtext.Outbound(r.Error)
+		st.Reload = &r
 	}
 	return st
 }
