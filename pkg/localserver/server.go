@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	"github.com/zoneproxy/zoneproxy/pkg/errtext"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 )
@@ -40,7 +42,7 @@ type Server struct {
 
 // New serves /ready on ln. Call Serve to start.
 func New(ln net.Listener, tracker *state.Tracker) *Server {
-	s := &Server{tracker: tracker, ln: ln, mux: http.NewServeMux(), metricsMux: http.NewServeMux()}
+	s := &Server{tracker: tracker, ln: netutil.LimitListener(ln, loopbackConns), mux: http.NewServeMux(), metricsMux: http.NewServeMux()}
 	s.mux.HandleFunc("/ready", readyOn(func(r *http.Request) (int, string) { return s.Status(r.Context()) }))
 	s.srv = newHTTPServer(checkHost(loopbackHosts, refuseWebPages(onlyOwner(s.mux))))
 	return s
@@ -55,9 +57,29 @@ var (
 	writeTimeout = 30 * time.Second
 )
 
+// Limits of every listener. Whoever reaches one must not grow the agent:
+// a request's header is at most maxHeaderBytes (a probe's or a scraper's
+// is a few hundred bytes; Go's default, 1 MB, let 1,000 unfinished ones
+// take 1.8 GB) and must be whole within readHeaderTimeout; each listener
+// serves at most its cap of connections at once, further ones wait in the
+// kernel's backlog. Loopback's cap is its own, so that a flood on
+// --health-address or --metrics-address leaves `zoneproxy status`,
+// drain and reload answered.
+const (
+	maxHeaderBytes    = 8 << 10
+	readHeaderTimeout = 3 * time.Second
+	loopbackConns     = 32
+	publicConns       = 64
+)
+
 func newHTTPServer(h http.Handler) *http.Server {
-	return &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
-		WriteTimeout: writeTimeout, IdleTimeout: idleTimeout}
+	return &http.Server{Handler: h, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: 10 * time.Second,
+		WriteTimeout: writeTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes}
+}
+
+// public is a listener other hosts reach, with its cap of connections.
+func public(ln net.Listener, h http.Handler) listener {
+	return listener{netutil.LimitListener(ln, publicConns), newHTTPServer(h)}
 }
 
 // Handle adds another loopback-only endpoint (logging).
@@ -80,7 +102,7 @@ type listener struct {
 // /metrics and nothing else, so scrapers from other hosts never reach
 // /ready or /logging. Call it before Serve.
 func (s *Server) ServeMetricsOn(ln net.Listener) {
-	s.others = append(s.others, listener{ln, newHTTPServer(checkHost(metricsHosts, s.metricsMux))})
+	s.others = append(s.others, public(ln, checkHost(metricsHosts, s.metricsMux)))
 }
 
 // ServeHealthOn adds a listener (--health-address) that answers GET and
@@ -91,7 +113,7 @@ func (s *Server) ServeMetricsOn(ln net.Listener) {
 func (s *Server) ServeHealthOn(ln net.Listener) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/ready", readyOn(func(*http.Request) (int, string) { return s.PublicStatus() }))
-	s.others = append(s.others, listener{ln, newHTTPServer(checkHost(healthHosts, mux))})
+	s.others = append(s.others, public(ln, checkHost(healthHosts, mux)))
 }
 
 // SetEnvoyProbe is called once Envoy runs: from then until Shutdown, a
