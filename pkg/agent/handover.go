@@ -119,6 +119,12 @@ func (a *Agent) replaceEnvoy(ctx context.Context, reason string, bootstrap []byt
 	}
 }
 
+// handoverAnswerWithin is how long POST /envoy/handover may wait for the
+// outcome: the new Envoy's way to LIVE, the switch, and time to spare.
+func handoverAnswerWithin() time.Duration {
+	return handoverLiveTimeout + handoverSwitchTimeout + 30*time.Second
+}
+
 // handoverHandler is POST /envoy/handover on the loopback endpoint (only
 // root or the agent's user, as /drain): hand over to a new Envoy from
 // --envoy-binary now, and answer once it serves or failed.
@@ -130,6 +136,14 @@ func (a *Agent) handoverHandler() http.Handler {
 			return
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		// The server's timeouts (30 s to write, 10 s to read, after which
+		// the request's context ends) are shorter than a handover may be.
+		rc := http.NewResponseController(w)
+		until := time.Now().Add(handoverAnswerWithin())
+		if err := errors.Join(rc.SetReadDeadline(until), rc.SetWriteDeadline(until)); err != nil {
+			http.Error(w, "cannot wait for the handover on this connection: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
 		if err := a.replaceEnvoy(r.Context(), "asked on "+r.URL.Path, nil); err != nil {
 			http.Error(w, err.Error(), http.StatusConflict)
 			return

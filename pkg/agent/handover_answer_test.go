@@ -1,0 +1,58 @@
+package agent
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zoneproxy/zoneproxy/pkg/config"
+)
+
+// POST /envoy/handover answers with the outcome even when the handover
+// outlasts the server's read and write timeouts (here 300 ms, on the
+// agent's endpoint 10 s and 30 s; a handover may take a minute and more).
+func TestHandoverAnswersAfterTheServersTimeouts(t *testing.T) {
+	const serverTimeout, handoverTakes = 300 * time.Millisecond, 1500 * time.Millisecond
+	for _, tc := range []struct {
+		name   string
+		result error
+		code   int
+		says   string
+	}{
+		{"it succeeds", nil, http.StatusOK, "Envoy generation 2 serves (pid 4242); the old one drains"},
+		{"it fails", errTestHandover, http.StatusConflict, "the new Envoy never turned LIVE"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := New(Options{Config: &config.Config{Role: config.RoleEgress, Address: "127.0.0.1", EgressPort: 10002}})
+			a.maint.serving.Store(true)
+			a.running.Store(&runningEnvoy{proc: newFakeProc()})
+			go func() {
+				req := <-a.hand.requests
+				<-time.After(handoverTakes) // a slow handover, the subject of the test
+				a.hand.generation.Store(2)
+				req.done <- tc.result
+			}()
+			srv := httptest.NewUnstartedServer(a.handoverHandler())
+			srv.Config.ReadTimeout, srv.Config.WriteTimeout = serverTimeout, serverTimeout
+			srv.Start()
+			defer srv.Close()
+
+			client := http.Client{Timeout: 30 * time.Second}
+			resp, err := client.Post(srv.URL+"/envoy/handover", "", nil)
+			if err != nil {
+				t.Fatalf("no answer: %v", err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tc.code || !strings.Contains(string(body), tc.says) {
+				t.Errorf("got %d %q, want %d saying %q", resp.StatusCode, body, tc.code, tc.says)
+			}
+		})
+	}
+}
+
+var errTestHandover = errors.New("Envoy handover failed; the old Envoy (pid 4242) keeps serving: the new Envoy never turned LIVE")
