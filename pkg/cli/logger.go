@@ -9,6 +9,8 @@ import (
 	"go.uber.org/zap/buffer"
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/sys/unix"
+
+	"github.com/zoneproxy/zoneproxy/pkg/errtext"
 )
 
 // newLogger writes to w in console or JSON form. Under systemd's journal
@@ -31,7 +33,7 @@ func newLogger(w io.Writer, level zap.AtomicLevel, format string) *zap.Logger {
 		encoder = zapcore.NewJSONEncoder(enc)
 	} else {
 		enc.EncodeLevel = zapcore.CapitalLevelEncoder
-		encoder = zapcore.NewConsoleEncoder(enc)
+		encoder = oneLineEncoder{zapcore.NewConsoleEncoder(enc)}
 	}
 	if journal {
 		encoder = priorityEncoder{encoder}
@@ -56,6 +58,18 @@ func toJournal(w io.Writer) bool {
 }
 
 var linePool = buffer.NewPool()
+
+// oneLineEncoder escapes the console form's message, which zap writes raw:
+// a message made with an error from elsewhere (a control plane's answer)
+// could otherwise start a line of its own in the journal or a terminal.
+type oneLineEncoder struct{ zapcore.Encoder }
+
+func (e oneLineEncoder) Clone() zapcore.Encoder { return oneLineEncoder{e.Encoder.Clone()} }
+
+func (e oneLineEncoder) EncodeEntry(ent zapcore.Entry, fields []zapcore.Field) (*buffer.Buffer, error) {
+	ent.Message = errtext.OneLine(ent.Message)
+	return e.Encoder.EncodeEntry(ent, fields)
+}
 
 // priorityEncoder starts each line with its level's syslog priority.
 type priorityEncoder struct{ zapcore.Encoder }

@@ -59,3 +59,30 @@ func TestJournalLinesCarryTheirPriority(t *testing.T) {
 		})
 	}
 }
+
+// A message that carries a peer's text (an error from a control plane)
+// stays one line: it cannot forge a line, or a priority, in the journal.
+func TestALogMessageCannotStartALineOfItsOwn(t *testing.T) {
+	for _, format := range []string{"console", "json"} {
+		t.Run(format, func(t *testing.T) {
+			f, err := os.Create(filepath.Join(t.TempDir(), "out"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			log := newLogger(f, zap.NewAtomicLevelAt(zap.InfoLevel), format)
+			log.Warn("bootstrap refused: " + "mesh gone\n<3>ERROR\tzoneproxy\tforged\r\x1b[2J")
+			b, err := os.ReadFile(f.Name())
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := strings.TrimSuffix(string(b), "\n")
+			if strings.ContainsAny(out, "\n\r\x1b") {
+				t.Errorf("the message broke its line or kept an escape: %q", out)
+			}
+			if !strings.Contains(out, "forged") {
+				t.Errorf("the message lost its text: %q", out)
+			}
+		})
+	}
+}
