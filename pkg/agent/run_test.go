@@ -82,9 +82,12 @@ func TestRunEndsAsItsDocSays(t *testing.T) {
 			} else {
 				awaitPhase(t, r.a.tracker, state.EnvoyStarting)
 			}
-			if e := r.a.running.Load(); e == nil || e.proc != proc || !r.a.envoyHealthy(context.Background()) {
-				t.Fatal("the watchdog does not see the Envoy that runs as healthy")
-			}
+			// EnvoyStarting is said before the started Envoy is recorded
+			// for the watchdog: await it rather than read it once.
+			testutil.Eventually(t, 20*time.Second, "the watchdog to see the Envoy that runs as healthy", func() bool {
+				e := r.a.running.Load()
+				return e != nil && e.proc == proc && r.a.envoyHealthy(context.Background())
+			})
 			tt.drive(t, r, proc)
 			err := r.result(t)
 			if got := exitcode.Of(err); got != tt.wantExit {
