@@ -107,6 +107,9 @@ const (
 	// listeners close (a stop or a drain): its Dataplane is registered
 	// with its egress listeners NotReady.
 	Withdrawn UpstreamState = "withdrawn"
+	// NoStream: the proxy's stream was closed and none is open, e.g. after
+	// a withdrawal that failed before it reached the control plane.
+	NoStream UpstreamState = ""
 )
 
 // StreamError is an upstream stream's end, as the control plane put it.
