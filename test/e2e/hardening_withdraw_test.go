@@ -15,15 +15,21 @@ func TestUndrainAfterAWithdrawalThatFailedServesAgain(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
 		fault controlplane.Faults
+		dereg time.Duration // kuma-cp's deregistration delay; 0: harness.FastLifecycle's
 	}{
 		// The withdrawal is refused at once.
 		{name: "control plane refusing connections", fault: controlplane.Faults{RefuseConnections: true}},
-		// The withdrawal gets no answer and times out (15 s).
+		// The withdrawal's connection gets no TLS answer (3 s).
 		{name: "control plane hanging", fault: controlplane.Faults{Hang: true}},
+		// kuma-cp holds the old stream past the withdrawal's wait (15 s).
+		{name: "control plane holding the stream too long", dereg: 20 * time.Second},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			zone, p, agent := readyEgress(t, nil, "--drain-time", maintenanceDrainTime.String(), "--drain-min", "1s")
+			zone := harness.NewZoneWith(t, bins, controlplane.Options{Meshes: []string{"payments"}, DeregistrationDelay: tt.dereg})
+			p := zone.NewProxy("payments", "egress")
+			agent := zone.Start(p, nil, "--drain-time", maintenanceDrainTime.String(), "--drain-min", "1s")
+			agent.AwaitReadiness(p.Readiness, 200, "READY", promptly)
 			dp := onlyDataplane(t, zone)
 			node := dp.Mesh + "." + dp.Name
 
