@@ -50,18 +50,23 @@ func (a *Agent) notifySystemd() <-chan struct{} {
 
 // stuckWithdrawn: the relay parks Envoy's streams for a withdrawal while
 // the agent neither drains nor stops, a state nothing ends but a restart.
-// Waiting for the mesh or for an unreachable control plane is not it, nor
-// a maintenance drain, which a restart would end.
 func (a *Agent) stuckWithdrawn() bool {
 	a.xdsMu.Lock()
 	x := a.xds
 	a.xdsMu.Unlock()
-	if x == nil || x.relay == nil || !x.relay.Withdrawn() {
+	if x == nil || x.relay == nil {
 		return false
 	}
-	switch a.tracker.Current().Phase {
+	return withdrawnOutsideADrain(x.relay.Withdrawn(), a.tracker.Current().Phase)
+}
+
+// withdrawnOutsideADrain is the rule: waiting for the mesh or for an
+// unreachable control plane is not it, nor a maintenance drain, which a
+// restart would end.
+func withdrawnOutsideADrain(withdrawn bool, phase state.Phase) bool {
+	switch phase {
 	case state.Draining, state.Drained, state.Terminating, state.Stopped, state.Failed:
 		return false
 	}
-	return true
+	return withdrawn
 }
