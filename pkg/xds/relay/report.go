@@ -56,17 +56,23 @@ func (r *Relay) report(kind streamKind, err error, attempt int, next time.Durati
 	}
 	fields := []zap.Field{zap.String("stream", kind.name()), zap.Stringer("code", se.Code), zap.String("message", se.Message),
 		zap.Bool("unreachable", se.Unreachable)}
-	if se.Next > 0 {
-		fields = append(fields, zap.Int("attempt", se.Attempt), zap.Duration("next", se.Next.Round(time.Millisecond)))
-	}
-	if held > 0 {
-		fields = append(fields, zap.Int("suppressed", held))
-	}
-	r.log.Warn("xDS stream to the control plane failed", fields...)
+	r.log.Warn("xDS stream to the control plane failed", withRetryFields(fields, se, held)...)
 	if f := r.opts.Events.StreamError; f != nil {
 		f(se)
 	}
 	return se
+}
+
+// withRetryFields adds the relay's own retry and the count of warnings
+// left out to a failure's log fields.
+func withRetryFields(fields []zap.Field, se StreamError, suppressed int) []zap.Field {
+	if se.Next > 0 {
+		fields = append(fields, zap.Int("attempt", se.Attempt), zap.Duration("next", se.Next.Round(time.Millisecond)))
+	}
+	if suppressed > 0 {
+		fields = append(fields, zap.Int("suppressed", suppressed))
+	}
+	return fields
 }
 
 // reportHeld handles kuma-cp's "already an active stream": expected

@@ -33,13 +33,7 @@ func (r *Relay) reportTooLarge(kind streamKind, se StreamError) {
 	if ok {
 		var size, bound int
 		_, _ = fmt.Sscanf(se.Message[strings.Index(se.Message, "(")+1:], "%d vs. %d", &size, &bound)
-		fields := []zap.Field{zap.String("stream", kind.name()), zap.Int("bytes", size), zap.Int("bound", bound)}
-		if se.Next > 0 {
-			fields = append(fields, zap.Int("attempt", se.Attempt), zap.Duration("next", se.Next.Round(time.Millisecond)))
-		}
-		if suppressed > 0 {
-			fields = append(fields, zap.Int("suppressed", suppressed))
-		}
+		fields := withRetryFields([]zap.Field{zap.String("stream", kind.name()), zap.Int("bytes", size), zap.Int("bound", bound)}, se, suppressed)
 		r.log.Warn("the control plane sent a response larger than the relay accepts: it is neither relayed to Envoy nor cached; Envoy keeps its configuration (the cache serves it if it may) and the relay asks again at its backoff", fields...)
 	}
 	if f := r.opts.Events.StreamError; f != nil {
