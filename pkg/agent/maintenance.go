@@ -111,10 +111,10 @@ func (a *Agent) serve(ctx context.Context, e *supervised) error {
 			a.stop(e.proc, "stopped")
 			return nil
 		}
-		if a.egressWithdrawn {
-			a.rejoin()
-			a.egressWithdrawn = false
-		}
+		// Always: a withdrawal that failed half way must not keep the
+		// next Envoy from its stream (Rejoin is a no-op otherwise).
+		a.rejoin()
+		a.egressWithdrawn = false
 		if err := a.restartEnvoy(ctx, e); err != nil || ctx.Err() != nil {
 			return err
 		}

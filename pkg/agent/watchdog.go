@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/zoneproxy/zoneproxy/pkg/host/sdnotify"
+	"github.com/zoneproxy/zoneproxy/pkg/state"
 )
 
 // runningEnvoy is the Envoy that runs now, for the watchdog and /logging;
@@ -16,7 +17,12 @@ type runningEnvoy struct {
 // envoyHealthy is the watchdog's rule for healthy: before Envoy runs (the
 // agent waits for the mesh or the control plane) the agent being alive is
 // enough; then Envoy must not have exited, and its admin API must answer.
+// And the relay must not keep Envoy's stream withdrawn outside a drain or
+// a stop: no configuration could ever reach Envoy then.
 func (a *Agent) envoyHealthy(ctx context.Context) bool {
+	if a.stuckWithdrawn() {
+		return false
+	}
 	e := a.running.Load()
 	if e == nil {
 		return true
@@ -40,4 +46,27 @@ func (a *Agent) notifySystemd() <-chan struct{} {
 		})
 	}()
 	return notified
+}
+
+// stuckWithdrawn: the relay parks Envoy's streams for a withdrawal while
+// the agent neither drains nor stops, a state nothing ends but a restart.
+func (a *Agent) stuckWithdrawn() bool {
+	a.xdsMu.Lock()
+	x := a.xds
+	a.xdsMu.Unlock()
+	if x == nil || x.relay == nil {
+		return false
+	}
+	return withdrawnOutsideADrain(x.relay.Withdrawn(), a.tracker.Current().Phase)
+}
+
+// withdrawnOutsideADrain is the rule: waiting for the mesh or for an
+// unreachable control plane is not it, nor a maintenance drain, which a
+// restart would end.
+func withdrawnOutsideADrain(withdrawn bool, phase state.Phase) bool {
+	switch phase {
+	case state.Draining, state.Drained, state.Terminating, state.Stopped, state.Failed:
+		return false
+	}
+	return withdrawn
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/zoneproxy/zoneproxy/pkg/config"
+	"github.com/zoneproxy/zoneproxy/pkg/state"
 )
 
 // The watchdog's rule for healthy: the agent alone is enough until Envoy
@@ -34,6 +35,33 @@ func TestWatchdogHealthyRule(t *testing.T) {
 			}
 			if got := a.envoyHealthy(context.Background()); got != tt.wantHealthy {
 				t.Fatalf("healthy %v, want %v", got, tt.wantHealthy)
+			}
+		})
+	}
+}
+
+// A relay withdrawn outside a drain or a stop can never serve again: the
+// watchdog stops vouching for it. Waiting and draining are not that.
+func TestWatchdogRefusesAWithdrawalOutsideADrain(t *testing.T) {
+	tests := []struct {
+		phase     state.Phase
+		withdrawn bool
+		wantStuck bool
+	}{
+		{phase: state.Ready, withdrawn: true, wantStuck: true},
+		{phase: state.EnvoyStarting, withdrawn: true, wantStuck: true},
+		{phase: state.WaitingForControlPlane, withdrawn: true, wantStuck: true},
+		{phase: state.WaitingForControlPlane},
+		{phase: state.WaitingForMesh},
+		{phase: state.Ready},
+		{phase: state.Draining, withdrawn: true},
+		{phase: state.Drained, withdrawn: true},
+		{phase: state.Terminating, withdrawn: true},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.phase), func(t *testing.T) {
+			if got := withdrawnOutsideADrain(tt.withdrawn, tt.phase); got != tt.wantStuck {
+				t.Fatalf("withdrawn %v in %s: stuck %v, want %v", tt.withdrawn, tt.phase, got, tt.wantStuck)
 			}
 		})
 	}

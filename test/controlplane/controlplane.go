@@ -66,6 +66,11 @@ type Options struct {
 	// DestinationSNI names); the rest are ServiceName(1) and on. Zero or
 	// one is the default: "backend" alone. Egress listeners are unchanged.
 	Services int
+
+	// PadClusterBytes, when positive, adds to every proxy's clusters one
+	// whose metadata carries that many bytes: a control plane sending
+	// responses far larger than any mesh needs (padding.go).
+	PadClusterBytes int
 }
 
 // ProxyInfo is what the CP knows about one node id's ADS connection.

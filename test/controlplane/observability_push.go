@@ -35,6 +35,9 @@ func (s *Server) setSnapshotFor(nodeID string, dp *dataplane, node *corev3.Node,
 		s.log.printf("ads: could not generate xDS for node=%s: %v", nodeID, err)
 		return
 	}
+	if s.opts.PadClusterBytes > 0 {
+		padClusters(snap, s.opts.PadClusterBytes)
+	}
 	if err := s.xdsCache.SetSnapshot(s.ctx, nodeID, snap); err != nil {
 		s.log.printf("ads: could not set snapshot for node=%s: %v", nodeID, err)
 		return

@@ -144,7 +144,7 @@ func (c *Cache) load() *Snapshot {
 		c.log.Warn("cannot read the xDS cache; starting without it", zap.String("path", c.path), zap.Error(err))
 		return nil
 	}
-	s, err := Decode(data)
+	s, err := decodeBounded(data)
 	if err != nil {
 		c.log.Warn("discarding a damaged xDS cache", zap.String("path", c.path), zap.Error(err))
 		_ = c.sub.Remove(FileName)
@@ -165,7 +165,19 @@ func (c *Cache) readFile() ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	return io.ReadAll(f)
+	// One byte past the bound tells a file over it, without reading it all.
+	return io.ReadAll(io.LimitReader(f, int64(maxFileBytes)+1))
+}
+
+// maxFileBytes bounds the cache file read: a few responses of the relay's
+// bound (32 MiB each) at most. A larger file is damaged, not loaded.
+var maxFileBytes = 128 << 20
+
+func decodeBounded(data []byte) (*Snapshot, error) {
+	if len(data) > maxFileBytes {
+		return nil, fmt.Errorf("the file is larger than %d MiB, more than any configuration the relay accepts", maxFileBytes>>20)
+	}
+	return Decode(data)
 }
 
 // SetBootstrap is the rewritten (tokenless) bootstrap Envoy runs with and

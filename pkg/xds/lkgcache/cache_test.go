@@ -117,14 +117,17 @@ func TestCacheOfAnotherIdentityIsNeverUsed(t *testing.T) {
 func TestDamagedCacheIsDiscardedWithAWarning(t *testing.T) {
 	clk := &clock{now: time.Now()}
 	good := Encode(&Snapshot{Identity: testID, WrittenAt: clk.now, Types: listenerTypes()})
+	defer func(m int) { maxFileBytes = m }(maxFileBytes)
+	maxFileBytes = len(good) - 1 // a whole, valid file one byte over
 	flipped := append([]byte(nil), good...)
 	flipped[len(flipped)/2] ^= 0x40
 	for name, data := range map[string][]byte{
-		"empty":        {},
-		"truncated":    good[:len(good)-5],
-		"half written": good[:len(good)/2],
-		"flipped byte": flipped,
-		"not a cache":  []byte("node: {id: x}\n"),
+		"empty":               {},
+		"truncated":           good[:len(good)-5],
+		"half written":        good[:len(good)/2],
+		"flipped byte":        flipped,
+		"not a cache":         []byte("node: {id: x}\n"),
+		"over the size bound": good,
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()

@@ -49,7 +49,7 @@ func Inspect(dir string, id Identity, maxAge time.Duration, now time.Time) Statu
 		return st
 	}
 	st.Present = true
-	s, err := Decode(data)
+	s, err := decodeBounded(data)
 	if err != nil {
 		st.Problem = "damaged: " + err.Error()
 		return st
@@ -84,5 +84,5 @@ func readNoFollow(dir, name string) ([]byte, error) {
 	}
 	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
-	return io.ReadAll(f)
+	return io.ReadAll(io.LimitReader(f, int64(maxFileBytes)+1))
 }

@@ -15,6 +15,7 @@ type relayMetrics struct {
 	streamErrors *prometheus.CounterVec
 	rejections   *prometheus.CounterVec
 	heldStreams  prometheus.Counter
+	responses    *prometheus.CounterVec
 }
 
 func (m *relayMetrics) init() *relayMetrics {
@@ -31,11 +32,19 @@ func (m *relayMetrics) init() *relayMetrics {
 			Name: "zoneproxy_xds_streams_held_total",
 			Help: "Streams kuma-cp refused because it still held this proxy's previous one (after a restart; not counted as errors).",
 		})
+		m.responses = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "zoneproxy_xds_responses_rejected_total",
+			Help: "Control-plane responses the relay neither relayed nor cached, by reason (too_large: over its size bound).",
+		}, []string{"reason"})
 	})
 	return m
 }
 
 func (m *relayMetrics) held() { m.init().heldStreams.Inc() }
+
+func (m *relayMetrics) responseRejected(reason string) {
+	m.init().responses.WithLabelValues(reason).Inc()
+}
 
 func (m *relayMetrics) streamError(code string) {
 	m.init().streamErrors.WithLabelValues(metrics.LabelValue(code)).Inc()
@@ -66,6 +75,7 @@ func (c relayCollector) Describe(ch chan<- *prometheus.Desc) {
 	m.streamErrors.Describe(ch)
 	m.rejections.Describe(ch)
 	m.heldStreams.Describe(ch)
+	m.responses.Describe(ch)
 	ch <- cachedConfigDesc
 	ch <- cachedConfigAgeDesc
 	ch <- upstreamDesc
@@ -76,6 +86,7 @@ func (c relayCollector) Collect(ch chan<- prometheus.Metric) {
 	m.streamErrors.Collect(ch)
 	m.rejections.Collect(ch)
 	m.heldStreams.Collect(ch)
+	m.responses.Collect(ch)
 	st := c.r.State()
 	inUse, age := 0.0, 0.0
 	if st.Cache.InUse {

@@ -35,6 +35,10 @@ type Options struct {
 	// Backoff paces retries of "already an active stream", token reads
 	// and reconnection attempts while Envoy runs from the cache.
 	Backoff backoff.Backoff
+	// MaxResponseBytes bounds a control-plane response the relay accepts
+	// (0: DefaultMaxResponseBytes); the bootstrap's own limit, if lower,
+	// wins.
+	MaxResponseBytes int
 	// CacheFirst: Envoy was started on the cache because the control
 	// plane did not answer; its first ADS stream is served from the cache
 	// at once, while the relay tries the control plane.
@@ -107,6 +111,9 @@ const (
 	// listeners close (a stop or a drain): its Dataplane is registered
 	// with its egress listeners NotReady.
 	Withdrawn UpstreamState = "withdrawn"
+	// NoStream: the proxy's stream was closed and none is open, e.g. after
+	// a withdrawal that failed before it reached the control plane.
+	NoStream UpstreamState = ""
 )
 
 // StreamError is an upstream stream's end, as the control plane put it.
@@ -126,6 +133,10 @@ type StreamError struct {
 	// previous one, which it releases once its deregistration delay is
 	// over: expected after a restart. Retrying is set too.
 	Held bool
+	// TooLarge: a response was over Options.MaxResponseBytes; it was
+	// neither relayed nor cached. Retrying is set too: the cache serves
+	// meanwhile, if it may.
+	TooLarge bool
 	// Attempt and Next: the relay's own retry (Retrying, or reconnection
 	// attempts while Envoy runs from the cache); zero when Envoy's
 	// reconnect is the retry.
@@ -168,3 +179,8 @@ type State struct {
 	Upstream  Upstream
 	LastError *StreamError // of the current outage, nil once configuration flows again
 }
+
+// DefaultMaxResponseBytes is 32 MiB: the largest response of a zone ingress
+// with 5,000 services (its endpoints, 2.8 MB) about 11 times over, and
+// 10,000 services' (5.7 MB) more than 5 times.
+const DefaultMaxResponseBytes = 32 << 20

@@ -50,6 +50,7 @@ type Relay struct {
 	cache           CacheState
 	lastErr         *StreamError
 	unreachableWarn throttle.Throttle // guarded by mu
+	tooLargeWarn    throttle.Throttle // guarded by mu
 	upstream        Upstream
 	heldSince       time.Time // the current run of "already an active stream"
 	cacheRefusal    string    // why the cache could not be served, as last said
@@ -88,6 +89,9 @@ func New(opts Options) (*Relay, error) {
 	if opts.Backoff.Max < opts.Backoff.Initial {
 		opts.Backoff.Max = 5 * opts.Backoff.Initial
 	}
+	if opts.MaxResponseBytes <= 0 {
+		opts.MaxResponseBytes = DefaultMaxResponseBytes
+	}
 	if opts.Log == nil {
 		opts.Log = zap.NewNop()
 	}
@@ -97,6 +101,7 @@ func New(opts Options) (*Relay, error) {
 	r := &Relay{opts: opts, log: opts.Log, roots: roots, cacheFirst: opts.CacheFirst}
 	r.envoyState.types = map[string]*typeState{}
 	r.unreachableWarn.Every = time.Minute
+	r.tooLargeWarn.Every = time.Minute
 	return r, nil
 }
 

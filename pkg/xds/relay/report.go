@@ -25,6 +25,10 @@ func (r *Relay) report(kind streamKind, err error, attempt int, next time.Durati
 		r.reportHeld(se)
 		return se
 	}
+	if se.TooLarge {
+		r.reportTooLarge(kind, se)
+		return se
+	}
 	if !se.Local {
 		r.met.streamError(se.Code.String())
 		state := Refused
@@ -52,17 +56,23 @@ func (r *Relay) report(kind streamKind, err error, attempt int, next time.Durati
 	}
 	fields := []zap.Field{zap.String("stream", kind.name()), zap.Stringer("code", se.Code), zap.String("message", se.Message),
 		zap.Bool("unreachable", se.Unreachable)}
-	if se.Next > 0 {
-		fields = append(fields, zap.Int("attempt", se.Attempt), zap.Duration("next", se.Next.Round(time.Millisecond)))
-	}
-	if held > 0 {
-		fields = append(fields, zap.Int("suppressed", held))
-	}
-	r.log.Warn("xDS stream to the control plane failed", fields...)
+	r.log.Warn("xDS stream to the control plane failed", withRetryFields(fields, se, held)...)
 	if f := r.opts.Events.StreamError; f != nil {
 		f(se)
 	}
 	return se
+}
+
+// withRetryFields adds the relay's own retry and the count of warnings
+// left out to a failure's log fields.
+func withRetryFields(fields []zap.Field, se StreamError, suppressed int) []zap.Field {
+	if se.Next > 0 {
+		fields = append(fields, zap.Int("attempt", se.Attempt), zap.Duration("next", se.Next.Round(time.Millisecond)))
+	}
+	if suppressed > 0 {
+		fields = append(fields, zap.Int("suppressed", suppressed))
+	}
+	return fields
 }
 
 // reportHeld handles kuma-cp's "already an active stream": expected
@@ -126,6 +136,9 @@ func (r *Relay) usableCache(why StreamError) *lkgcache.Snapshot {
 		if why.Held {
 			msg = "kuma-cp still holds this proxy's previous stream and the cached configuration cannot be served meanwhile"
 		}
+		if why.TooLarge {
+			msg = "the control plane's response is over the relay's size bound and the cached configuration cannot be used"
+		}
 		r.mu.Lock()
 		said := r.cacheRefusal == msg+err.Error()
 		r.cacheRefusal = msg + err.Error()
@@ -157,6 +170,9 @@ func (r *Relay) useCache(s *lkgcache.Snapshot, why StreamError) {
 		if why.Held {
 			// Expected after a restart: not an error.
 			msg = "kuma-cp still holds this proxy's previous stream (a restart); serving Envoy its last-known-good configuration until it accepts the new one"
+		}
+		if why.TooLarge {
+			msg = "the control plane's response is over the relay's size bound; serving Envoy its last-known-good configuration"
 		}
 		r.log.Info(msg, zap.Time("confirmed", s.WrittenAt), zap.Duration("age", s.Age(st.Since).Round(1e9)))
 		if f := r.opts.Events.CachedConfig; f != nil {

@@ -136,7 +136,7 @@ func (s *session) run(ctx context.Context) error {
 			next = s.r.opts.Backoff.Delay(attempt)
 		}
 		se = s.r.report(s.kind, err, attempt, next)
-		if (se.Unreachable || se.Held) && s.kind.cacheable() {
+		if (se.Unreachable || se.Held || se.TooLarge) && s.kind.cacheable() {
 			// kuma-cp holds the stream of this node's previous run (a
 			// restart), or cannot be reached: Envoy serves its last-known-good
 			// configuration meanwhile, if it may.
@@ -550,6 +550,8 @@ func classify(err error) StreamError {
 	switch {
 	case isHeld(err):
 		se.Retrying, se.Held = true, true
+	case isTooLarge(st):
+		se.Retrying, se.TooLarge = true, true
 	case se.Code == codes.Unavailable || se.Code == codes.DeadlineExceeded:
 		se.Unreachable = true
 	}

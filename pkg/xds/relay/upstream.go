@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"slices"
 	"sync"
@@ -238,8 +237,8 @@ func verifyPeer(chain []*x509.Certificate, roots *x509.CertPool, name string) er
 // certificate it refuses.
 func (r *Relay) newConn(u *upstream) (*grpc.ClientConn, error) {
 	creds := credentials.NewTLS(r.tlsConfig(u))
-	maxRecv := math.MaxInt32
-	if m := r.opts.Upstream.MaxReceiveMessageLength; m > 0 {
+	maxRecv := r.opts.MaxResponseBytes
+	if m := r.opts.Upstream.MaxReceiveMessageLength; m > 0 && m < maxRecv {
 		maxRecv = m
 	}
 	addr := r.opts.Upstream.Address

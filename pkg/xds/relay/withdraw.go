@@ -47,8 +47,22 @@ func (r *Relay) isWithdrawn() bool { return r.withdrawn.on.Load() }
 // configuration and its stream to the relay, which answers nothing more.
 // It returns once the control plane accepted the new stream (the old
 // Dataplane is gone by then), or with why not; ctx bounds the wait.
-func (r *Relay) Withdraw(ctx context.Context, mark func(*corev3.Node) error) error {
+//
+// A withdrawal that fails leaves the proxy not withdrawn: the flag is
+// cleared so that the next Envoy stream opens (and is served the cache if
+// kuma-cp is away), while a session parked meanwhile stays parked, so that
+// a draining Envoy is not registered Ready again.
+func (r *Relay) Withdraw(ctx context.Context, mark func(*corev3.Node) error) (err error) {
 	r.withdrawn.on.Store(true)
+	var attempted bool
+	var lastStreamErr error
+	defer func() {
+		if err != nil {
+			r.withdrawn.close()
+			r.withdrawn.on.Store(false)
+			r.setUpstream(stateAfterFailedWithdrawal(attempted, lastStreamErr))
+		}
+	}()
 	r.upMu.Lock()
 	if r.active != nil {
 		r.active.close() // Envoy's session parks
@@ -79,6 +93,7 @@ func (r *Relay) Withdraw(ctx context.Context, mark func(*corev3.Node) error) err
 		octx, ocancel := context.WithCancel(context.Background())
 		unwatch := context.AfterFunc(ctx, ocancel)
 		up, err := r.dialUpstream(octx, delta{}.method(), r.withAgentMetadata(delta{}, [][]byte{first}))
+		attempted = true
 		if err == nil {
 			if _, err = up.recv(); err == nil && unwatch() {
 				r.withdrawn.mu.Lock()
@@ -92,6 +107,9 @@ func (r *Relay) Withdraw(ctx context.Context, mark func(*corev3.Node) error) err
 		}
 		unwatch()
 		ocancel()
+		if err != nil && ctx.Err() == nil {
+			lastStreamErr = err
+		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("kuma-cp did not accept the withdrawn Dataplane's stream in time: %w", err)
 		}
@@ -109,6 +127,29 @@ func (r *Relay) Withdraw(ctx context.Context, mark func(*corev3.Node) error) err
 		r.log.Debug("kuma-cp still holds this proxy's stream; asking again", zap.Int("attempt", attempt))
 	}
 }
+
+// stateAfterFailedWithdrawal is what kuma-cp makes of the proxy once a
+// withdrawal failed: its stream is closed either way, so never Connected.
+// A stream that got no answer before the wait ended is Unreachable.
+func stateAfterFailedWithdrawal(attempted bool, streamErr error) UpstreamState {
+	switch {
+	case !attempted:
+		return NoStream
+	case streamErr == nil:
+		return Unreachable
+	}
+	switch se := classify(streamErr); {
+	case se.Held:
+		return Held
+	case se.Unreachable:
+		return Unreachable
+	}
+	return Refused
+}
+
+// Withdrawn says whether the relay keeps Envoy's streams parked for a
+// withdrawal: no stream of Envoy's reaches kuma-cp until Rejoin.
+func (r *Relay) Withdrawn() bool { return r.isWithdrawn() }
 
 // Rejoin ends a withdrawal: the next stream of Envoy's registers the
 // proxy as it is (Ready) again, once kuma-cp lets go of the NotReady one.
