@@ -68,7 +68,7 @@ func (a *Agent) Reload() (exec func() error, err error) {
 	}
 	st, files, err := a.handoverOf(withEnvoy)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrReloadRefused, err)
+		return nil, cannotReload{fmt.Errorf("%w: %w", ErrReloadRefused, err)}
 	}
 	return func() error {
 		defer r.mu.Unlock()
@@ -121,6 +121,16 @@ func (a *Agent) awaitReloadable() {
 	}
 }
 
+// cannotReload is a refusal no later reload lifts: this agent cannot hand
+// over to the new program at all, and only a restart brings it in.
+type cannotReload struct{ err error }
+
+func (e cannotReload) Error() string { return e.err.Error() }
+func (e cannotReload) Unwrap() error { return e.err }
+
+// CannotReload tells POST /reload to answer so (localserver.HandleReload).
+func (cannotReload) CannotReload() bool { return true }
+
 // startUnderWay is a refusal that a short wait may lift.
 type startUnderWay struct{ err error }
 
@@ -155,7 +165,7 @@ func (a *Agent) reloadable() (withEnvoy bool, err error) {
 		return refuse(fmt.Sprintf("an Envoy handover's old Envoy (pid %d) still drains; reload once it exited", a.hand.draining.Load()))
 	}
 	if _, ok := e.proc.(*envoy.Process); !ok {
-		return refuse("this Envoy cannot be handed over")
+		return false, cannotReload{fmt.Errorf("%w: this Envoy cannot be handed over; restart instead", ErrReloadRefused)}
 	}
 	return true, nil
 }

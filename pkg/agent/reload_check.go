@@ -57,12 +57,12 @@ func (a *Agent) checkNewProgram() error {
 	}
 	var c HandoverCheck
 	if err := json.Unmarshal(out.Bytes(), &c); err != nil {
-		return fmt.Errorf("%w: the new program %s does not say what it can take over (is it an older zoneproxy?): %q", ErrReloadRefused, r.exe, oneLine(out.String()))
+		return cannotReload{fmt.Errorf("%w: the new program %s does not say what it can take over (is it an older zoneproxy?): %q; restart instead", ErrReloadRefused, r.exe, oneLine(out.String()))}
 	}
 	switch {
 	case c.Manifest != reexec.ManifestVersion || c.Handover != HandoverVersion:
-		return fmt.Errorf("%w: the new program (zoneproxy %s) reads handover version %d.%d, this one writes %d.%d; restart instead",
-			ErrReloadRefused, c.Version, c.Manifest, c.Handover, reexec.ManifestVersion, HandoverVersion)
+		return cannotReload{fmt.Errorf("%w: the new program (zoneproxy %s) reads handover version %d.%d, this one writes %d.%d; restart instead",
+			ErrReloadRefused, c.Version, c.Manifest, c.Handover, reexec.ManifestVersion, HandoverVersion)}
 	}
 	if a.envoyNow.Load() == nil {
 		return nil // no Envoy yet: the new program starts over on the new configuration

@@ -35,6 +35,7 @@ func TestReloadIsDoneOnlyWhenItCanBe(t *testing.T) {
 		started   bool // the work dir and the listeners are open
 		withEnvoy bool
 		refusal   string // "" when the reload is done
+		restart   bool   // refused as impossible: only a restart brings the new program in
 	}{
 		{name: "serving", phase: state.Ready, envoy: realEnvoy, serving: true, started: true, withEnvoy: true},
 		{name: "no zone listener yet", phase: state.NoZoneListener, envoy: realEnvoy, serving: true, started: true, withEnvoy: true},
@@ -46,7 +47,7 @@ func TestReloadIsDoneOnlyWhenItCanBe(t *testing.T) {
 		{name: "drained", phase: state.Drained, envoy: realEnvoy, serving: true, drained: true, started: true, refusal: "undrain"},
 		{name: "stopping", phase: state.Terminating, envoy: realEnvoy, started: true, refusal: "stopping"},
 		{name: "a stop signal just came", phase: state.Ready, envoy: realEnvoy, serving: true, stopAsked: true, started: true, refusal: "stopping"},
-		{name: "an Envoy that cannot be handed over", phase: state.Ready, envoy: func(*testing.T) EnvoyProcess { return newFakeProc() }, serving: true, started: true, refusal: "cannot be handed over"},
+		{name: "an Envoy that cannot be handed over", phase: state.Ready, envoy: func(*testing.T) EnvoyProcess { return newFakeProc() }, serving: true, started: true, refusal: "cannot be handed over", restart: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := New(Options{Config: &config.Config{}})
@@ -69,6 +70,8 @@ func TestReloadIsDoneOnlyWhenItCanBe(t *testing.T) {
 				t.Fatalf("got %v, want a refusal saying %q", err, tc.refusal)
 			case err == nil && withEnvoy != tc.withEnvoy:
 				t.Fatalf("with Envoy %v, want %v", withEnvoy, tc.withEnvoy)
+			case errors.As(err, new(cannotReload)) != tc.restart:
+				t.Fatalf("%v: only a restart lifts it: %v, want %v", err, !tc.restart, tc.restart)
 			}
 		})
 	}

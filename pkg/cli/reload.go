@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/zoneproxy/zoneproxy/pkg/agent"
+	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 	"github.com/zoneproxy/zoneproxy/pkg/host/preflight"
 )
 
@@ -48,10 +50,15 @@ file, the drain times, …).
 systemctl reload zoneproxy@NAME runs this command; SIGHUP does the same
 under systemd.
 
-Exit codes: 0 the new program serves; 1 no running instance, it did not
-answer, or it refused or failed the reload (the message says why; the
-running agent goes on serving); 64 a command line zoneproxy cannot parse;
-78 an invalid configuration.`,
+Exit codes: 0 the new program serves; 75 the agent refused the reload on
+purpose and goes on serving unchanged (drained or draining, stopping,
+Envoy starting, an identity change, a new binary or configuration that
+cannot take over: the message says why; a restart would undo what the
+refusal keeps); 69 the running agent cannot reload at all (no running
+instance, it did not answer, it is too old to reload, the new program
+reads another handover version, or the replacement failed): restart it to
+bring in the new binary; 64 a command line zoneproxy cannot parse; 78 an
+invalid configuration. A package upgrade restarts an instance on 69 only.`,
 		Example: `  zoneproxy reload --config /etc/zoneproxy/payments-egress.yaml
   zoneproxy reload --instance payments-egress`,
 		Args: noArgs,
@@ -71,6 +78,14 @@ func reload(cmd *cobra.Command) error {
 		return err
 	}
 	defer func() { _ = p.log.Sync() }()
+	// A package upgrade restarts an instance only when it cannot reload
+	// at all; one refused on purpose (drained, starting, …) is left.
+	cannot := func(format string, args ...any) error {
+		return withExitCode(fail(format, args...), exitcode.CannotReload)
+	}
+	refused := func(format string, args ...any) error {
+		return withExitCode(fail(format, args...), exitcode.ReloadRefused)
+	}
 	out := cmd.OutOrStdout()
 	defer loopback.CloseIdleConnections()
 	in := findInstance(p.cfg, p.configFile)
@@ -78,31 +93,36 @@ func reload(cmd *cobra.Command) error {
 		in = &instance{pid: pid} // its ports unknown: the readiness port answers for it
 	}
 	if in == nil {
-		return fail("no running zoneproxy for this configuration (%s): nothing to reload; is it started, and with the same --config or --work-dir?", instanceKey(p.cfg, p.configFile))
+		return cannot("no running zoneproxy for this configuration (%s): nothing to reload; is it started, and with the same --config or --work-dir?", instanceKey(p.cfg, p.configFile))
 	}
 	port := preflight.ReadinessPort(p.cfg)
 	if !in.holds(port) {
-		return fail("zoneproxy (pid %d) does not listen on %s: give the --readiness-port it runs with", in.pid, port.Addr)
+		return cannot("zoneproxy (pid %d) does not listen on %s: give the --readiness-port it runs with", in.pid, port.Addr)
 	}
 	base := "http://" + port.Addr
 	ctx := context.Background()
 	before, err := agentStatus(ctx, base)
 	if err != nil {
-		return fail("zoneproxy (pid %d) did not answer on %s: %v", in.pid, port.Addr, err)
+		return cannot("zoneproxy (pid %d) did not answer on %s: %v", in.pid, port.Addr, err)
 	}
 	asked := time.Now()
 	code, body, err := call(ctx, http.MethodPost, base+"/reload")
 	switch {
 	case err != nil:
-		return fail("zoneproxy (pid %d) did not answer POST /reload on %s: %v", in.pid, port.Addr, err)
+		return cannot("zoneproxy (pid %d) did not answer POST /reload on %s: %v", in.pid, port.Addr, err)
 	case code == http.StatusConflict:
-		return fail("zoneproxy (pid %d, generation %d) did not reload and goes on serving: %s", in.pid, before.Generation, strings.TrimSpace(body))
+		return refused("zoneproxy (pid %d, generation %d) did not reload and goes on serving: %s", in.pid, before.Generation, strings.TrimSpace(body))
+	case code == http.StatusNotImplemented:
+		return cannot("zoneproxy (pid %d, generation %d) cannot reload to the new program and goes on serving: %s", in.pid, before.Generation, strings.TrimSpace(body))
 	case code == http.StatusNotFound:
-		return fail("zoneproxy (pid %d) cannot reload (an older version?): restart it instead", in.pid)
+		return cannot("zoneproxy (pid %d) cannot reload (an older version?): restart it instead", in.pid)
 	case code != http.StatusAccepted:
-		return fail("zoneproxy (pid %d) answered %d to POST /reload: %s", in.pid, code, strings.TrimSpace(body))
+		return cannot("zoneproxy (pid %d) answered %d to POST /reload: %s", in.pid, code, strings.TrimSpace(body))
 	}
 	fmt.Fprintf(out, "zoneproxy (pid %d): reloading generation %d in place; Envoy keeps running\n", in.pid, before.Generation)
+	// With an Envoy to take over, the new program is done once it
+	// supervises that Envoy: until then /status names none.
+	takesOverEnvoy := before.Envoy != nil && before.Envoy.PID > 0
 	wctx, cancel := context.WithTimeout(ctx, reloadWait)
 	defer cancel()
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -111,25 +131,39 @@ func reload(cmd *cobra.Command) error {
 		st, err := agentStatus(wctx, base)
 		switch {
 		case err != nil:
-		case st.Generation > before.Generation:
-			envoy := "no Envoy yet"
-			if st.Envoy != nil {
-				envoy = fmt.Sprintf("Envoy pid %d, generation %d", st.Envoy.PID, st.EnvoyGeneration)
-			}
-			fmt.Fprintf(out, "zoneproxy (pid %d): generation %d %s (%s): %s\n", in.pid, st.Generation, st.Phase, envoy, st.Detail)
+		case st.Generation > before.Generation && (st.Envoy != nil || !takesOverEnvoy):
+			fmt.Fprintf(out, "zoneproxy (pid %d): generation %d %s (%s): %s\n", in.pid, st.Generation, st.Phase, envoyWords(st), st.Detail)
 			return nil
+		case st.Reload != nil && st.Reload.Result == "refused" && !st.Reload.At.Before(asked):
+			return refused("zoneproxy (pid %d, generation %d) did not reload and goes on serving: %s", in.pid, st.Generation, st.Reload.Error)
 		case st.Reload != nil && st.Reload.Result != "ok" && !st.Reload.At.Before(asked):
-			return fail("zoneproxy (pid %d, generation %d) did not reload and goes on serving: %s", in.pid, st.Generation, st.Reload.Error)
+			return cannot("zoneproxy (pid %d, generation %d) did not reload and goes on serving: %s", in.pid, st.Generation, st.Reload.Error)
 		}
 		if err != nil && syscall.Kill(in.pid, 0) == syscall.ESRCH {
-			return fail("zoneproxy (pid %d) ended during the reload (with its Envoy); see its log (journalctl -u zoneproxy@…); its supervisor restarts it", in.pid)
+			return cannot("zoneproxy (pid %d) ended during the reload (with its Envoy); see its log (journalctl -u zoneproxy@…); its supervisor restarts it", in.pid)
 		}
 		select {
 		case <-wctx.Done():
-			return fail("zoneproxy (pid %d) shows no new generation after %s; see its log (journalctl -u zoneproxy@…)", in.pid, reloadWait)
+			return cannot("zoneproxy (pid %d) shows no new generation serving after %s; see its log (journalctl -u zoneproxy@…)", in.pid, reloadWait)
 		case <-tick.C:
 		}
 	}
+}
+
+func envoyWords(st agent.Status) string {
+	if st.Envoy == nil {
+		return "no Envoy yet"
+	}
+	return fmt.Sprintf("Envoy pid %d, generation %d", st.Envoy.PID, st.EnvoyGeneration)
+}
+
+// withExitCode gives a reported error its own exit code.
+func withExitCode(err error, code int) error {
+	var r reportedError
+	if !errors.As(err, &r) {
+		return err
+	}
+	return reportedError{exitcode.WithCode(r.err, code)}
 }
 
 func agentStatus(ctx context.Context, base string) (agent.Status, error) {

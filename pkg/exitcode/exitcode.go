@@ -34,12 +34,14 @@ func IsConfig(err error) bool {
 
 // Of returns the exit code for err.
 func Of(err error) int {
-	switch {
-	case err == nil:
+	if err == nil {
 		return OK
-	case IsConfig(err):
-		return Config
-	default:
-		return Runtime
 	}
+	if code, ok := codeOf(err); ok {
+		return code
+	}
+	if IsConfig(err) {
+		return Config
+	}
+	return Runtime
 }

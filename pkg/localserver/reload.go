@@ -1,6 +1,7 @@
 package localserver
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -15,11 +16,17 @@ type Reload func() (exec func() error, err error)
 // agent's own user only (onlyOwner), like /drain. It answers 202 once the
 // new program is checked, before the agent replaces itself, whose new
 // program then answers on the same listener; 409 with the reason when the
-// reload is refused. GET /status then shows the new generation.
+// reload is refused, 501 when this agent cannot reload to the new program
+// at all (a restart can). GET /status then shows the new generation.
 func (s *Server) HandleReload(reload Reload) {
 	s.mux.HandleFunc("/reload", postOnly(func(w http.ResponseWriter) {
 		exec, err := reload()
-		if err != nil {
+		var impossible interface{ CannotReload() bool }
+		switch {
+		case errors.As(err, &impossible) && impossible.CannotReload():
+			http.Error(w, err.Error(), http.StatusNotImplemented)
+			return
+		case err != nil:
 			http.Error(w, err.Error(), http.StatusConflict)
 			return
 		}

@@ -183,6 +183,10 @@ func reloadKeepsEverything(t *testing.T, role string) {
 	if code != 0 || !strings.Contains(out, "generation 2 READY") {
 		t.Fatalf("zoneproxy reload: exit %d, want 0 with generation 2 READY\n%s", code, out)
 	}
+	// It names the Envoy it took over, never "no Envoy yet" beside it.
+	if !strings.Contains(out, "(Envoy pid "+strconv.Itoa(envoyPID)+",") || strings.Contains(out, "no Envoy yet") {
+		t.Fatalf("zoneproxy reload does not name the Envoy it took over (pid %d):\n%s", envoyPID, out)
+	}
 	t.Logf("reload → the new agent serving: %s", took.Round(time.Millisecond))
 	// From the old program's last line to the new relay serving Envoy: the
 	// time Envoy's ADS has no answer.
@@ -264,21 +268,25 @@ func TestReloadIsRefusedWhenTheNewProgramCannotTakeOver(t *testing.T) {
 		name   string
 		break_ func(t *testing.T, zone *harness.Zone, config string)
 		says   string
+		exit   int // 75 refused on purpose; 69 only a restart brings the new program in
 	}{
 		{"a broken binary", func(t *testing.T, zone *harness.Zone, _ string) {
 			writeFile(t, zone.Bins.Zoneproxy, "#!/bin/sh\necho 'cannot start: broken build' >&2\nexit 1\n", 0o755)
-		}, "cannot start: broken build"},
+		}, "cannot start: broken build", 75},
 		{"a missing binary", func(t *testing.T, zone *harness.Zone, _ string) {
 			if err := os.Remove(zone.Bins.Zoneproxy); err != nil {
 				t.Fatal(err)
 			}
-		}, "no such file or directory"},
+		}, "no such file or directory", 75},
 		{"a configuration the new binary refuses", func(t *testing.T, _ *harness.Zone, config string) {
 			writeFile(t, config, "drain-min: lots\n", 0o600)
-		}, "drain-min"},
+		}, "drain-min", 75},
 		{"a configuration that changes the proxy's identity", func(t *testing.T, _ *harness.Zone, config string) {
 			writeFile(t, config, "drain-min: 1s\nlabel:\n  - team=payments\nconcurrency: 3\n", 0o600)
-		}, "changes the proxy's identity or where its xDS goes, which the running Envoy was started with (--label); restart to apply it"},
+		}, "changes the proxy's identity or where its xDS goes, which the running Envoy was started with (--label); restart to apply it", 75},
+		{"a program that cannot say what it takes over", func(t *testing.T, zone *harness.Zone, _ string) {
+			writeFile(t, zone.Bins.Zoneproxy, "#!/bin/sh\necho 'zoneproxy 0.1'\n", 0o755)
+		}, "is it an older zoneproxy?", 69},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -288,8 +296,8 @@ func TestReloadIsRefusedWhenTheNewProgramCannotTakeOver(t *testing.T) {
 
 			tc.break_(t, zone, config)
 			code, out := reloadCommand(t, zone, p)
-			if code != 1 || !strings.Contains(out, "did not reload and goes on serving") || !strings.Contains(out, tc.says) {
-				t.Fatalf("zoneproxy reload: exit %d, want 1 saying why (%q)\n%s", code, tc.says, out)
+			if code != tc.exit || !strings.Contains(out, "goes on serving") || !strings.Contains(out, tc.says) {
+				t.Fatalf("zoneproxy reload: exit %d, want %d saying why (%q)\n%s", code, tc.exit, tc.says, out)
 			}
 			if agent.Exited() || harness.ProcessGone(envoyPID) || !stillOpen(held) {
 				t.Fatal("a refused reload cost the agent, Envoy or a connection")
@@ -345,8 +353,8 @@ func TestReloadDuringADrainIsRefused(t *testing.T) {
 		t.Fatalf("zoneproxy drain: exit %d\n%s", code, out)
 	}
 	code, out := reloadCommand(t, zone, p)
-	if code != 1 || !strings.Contains(out, "undrain") {
-		t.Fatalf("zoneproxy reload while drained: exit %d, want 1 naming undrain\n%s", code, out)
+	if code != 75 || !strings.Contains(out, "undrain") {
+		t.Fatalf("zoneproxy reload while drained: exit %d, want 75 (refused on purpose) naming undrain\n%s", code, out)
 	}
 	if c, word := harness.Readiness(p.Readiness); c != 503 || word != "DRAINED" {
 		t.Fatalf("/ready %d %s after the refused reload, want 503 DRAINED", c, word)
@@ -558,8 +566,8 @@ func TestReloadDuringAStopIsRefused(t *testing.T) {
 	agent.Signal(syscall.SIGTERM)
 	agent.AwaitReadiness(p.Readiness, 503, "TERMINATING", promptly)
 	code, out := reloadCommand(t, zone, p)
-	if code != 1 || !strings.Contains(out, "the agent is stopping") {
-		t.Fatalf("zoneproxy reload during a stop: exit %d, want 1 saying it stops\n%s", code, out)
+	if code != 75 || !strings.Contains(out, "the agent is stopping") {
+		t.Fatalf("zoneproxy reload during a stop: exit %d, want 75 (refused on purpose) saying it stops\n%s", code, out)
 	}
 	agent.Signal(syscall.SIGTERM) // the second skips the rest of the drain
 	if code := agent.Wait(promptly); code != 0 {

@@ -226,6 +226,13 @@ still_waiting() {
 await 60 "seven more bootstrap attempts" still_waiting
 # ready_code [port]: /ready's status on the readiness port (default: demo's).
 ready_code() { curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${1:-$ready_port}/ready" || true; }
+# reload_generation: the agent's generation in demo's /status (the last
+# "generation" key: Envoy's, nested, comes first); 0 if it does not answer.
+reload_generation() {
+	local g
+	g=$(curl -s "http://127.0.0.1:$ready_port/status" | tr -d '\n' | sed -n 's/.*"generation": *\([0-9]*\).*/\1/p') || true
+	echo "${g:-0}"
+}
 [ "$(ready_code)" != 200 ] || die "/ready is 200 while the control plane is down"
 
 say "starting the control plane; mesh \"e2e\" does not exist yet"
@@ -424,13 +431,36 @@ ct systemctl stop zoneproxy@edge
 [ "$(prop zoneproxy@edge Result)" = success ] || die "zoneproxy@edge stop result $(prop zoneproxy@edge Result)"
 ct systemctl disable zoneproxy@payments-ingress >/dev/null 2>&1
 # A later upgrade (here: the same version again) leaves the kept example
-# alone although its instance is no longer enabled.
+# alone although its instance is no longer enabled. zoneproxy@demo is
+# drained for maintenance meanwhile: the upgrade must leave it drained, its
+# agent and Envoy as they are, and say so.
+# (SIGUSR2 and POST /undrain: `zoneproxy drain --instance demo`, run as
+# root in the container, does not find the unit's agent.)
+ct systemctl kill -s USR2 --kill-whom=main zoneproxy@demo
+await 30 "zoneproxy@demo drained for maintenance" status_has zoneproxy@demo 'drained for maintenance'
+drained_main=$(prop zoneproxy@demo MainPID)
+drained_envoy=$(envoy_of "$drained_main")
 ct env DEBIAN_FRONTEND=noninteractive dpkg -i /opt/e2e/zoneproxy-v1.deb >"$logs/dpkg-reinstall.log" 2>&1 || {
 	cat "$logs/dpkg-reinstall.log" >&2
 	die "dpkg -i (reinstall)"
 }
 cmp -s "$root/etc/zoneproxy/payments-ingress.yaml" examples/payments-ingress.yaml ||
 	die "a later upgrade removed payments-ingress.yaml, kept in place by the first one"
+# shellcheck disable=SC2016 # the backquotes are the message's
+left_drained='zoneproxy@demo: left on the old version: drained for maintenance; run `systemctl reload zoneproxy@demo` after `zoneproxy undrain`'
+journal_says_left() { [[ "$(ct journalctl -t zoneproxy-upgrade --no-pager -o cat)" == *"$left_drained"* ]]; }
+await 10 "the journal to name zoneproxy@demo as left drained" journal_says_left
+grep -qF "$left_drained" "$logs/dpkg-reinstall.log" || die "dpkg's output does not name zoneproxy@demo as left drained"
+[ "$(prop zoneproxy@demo MainPID)" = "$drained_main" ] ||
+	die "the upgrade restarted the drained zoneproxy@demo (MainPID $drained_main -> $(prop zoneproxy@demo MainPID))"
+[ "$(envoy_of "$drained_main")" = "$drained_envoy" ] || die "the upgrade replaced the drained zoneproxy@demo's Envoy"
+if [ "$(ready_code)" != 503 ] || ! status_has zoneproxy@demo 'drained for maintenance'; then
+	die "the upgrade ended zoneproxy@demo's drain: /ready $(ready_code), STATUS= $(prop zoneproxy@demo StatusText)"
+fi
+say "the upgrade left the drained zoneproxy@demo drained, in the same agent and Envoy"
+curl -fsS -X POST "http://127.0.0.1:$ready_port/undrain" >/dev/null || die "POST /undrain to zoneproxy@demo"
+await 30 "zoneproxy@demo's /ready answering 200 after the undrain" ready_200
+ct systemctl reload zoneproxy@demo || die "systemctl reload zoneproxy@demo after the undrain"
 await 30 "zoneproxy@demo active after the reinstall" is_state zoneproxy@demo active
 # Until the reloaded agent has seen the Envoy it took over answer ready, a
 # stop ends Envoy without a drain: wait for that before the drain test.
@@ -522,17 +552,25 @@ ct id zoneproxy >/dev/null || die "rpm %pre did not create the account"
 ct chown zoneproxy: /etc/zoneproxy/tokens/demo # the account's uid is new
 ct systemctl enable --now zoneproxy@demo >/dev/null 2>&1
 await 30 "zoneproxy@demo active (rpm)" is_state zoneproxy@demo active
+# Serving, so that %posttrans reloads it rather than finding Envoy starting.
+await 60 "zoneproxy@demo's /ready answering 200 (rpm)" ready_200
 edit_and_enable_old_examples
 before=$(prop zoneproxy@demo MainPID)
+generation_before=$(reload_generation)
 ct rpm -Uvh --nodeps /opt/e2e/zoneproxy-v1.rpm >"$logs/rpm-upgrade.log" 2>&1 || {
 	cat "$logs/rpm-upgrade.log" >&2
 	die "rpm -Uvh"
 }
 check_old_examples .rpmsave
 [ -z "$(find "$root/etc/zoneproxy" -name '*.rpm-keep')" ] || die "rpm upgrade left a .rpm-keep copy"
-await 30 "zoneproxy@demo active after the rpm upgrade" is_state zoneproxy@demo active
+# %posttrans reloads in place, as the deb's postinst does: the same agent
+# process runs the new binary as the next generation.
+reloaded_by_rpm() { [ "$(reload_generation)" -gt "$generation_before" ]; }
+await 60 "rpm %posttrans to reload zoneproxy@demo (generation $generation_before -> next)" reloaded_by_rpm
+is_state zoneproxy@demo active || die "zoneproxy@demo is '$(prop zoneproxy@demo ActiveState)' after the rpm upgrade"
 after=$(prop zoneproxy@demo MainPID)
-{ [ "$after" != "$before" ] && [ "$after" != 0 ]; } || die "rpm %posttrans did not restart zoneproxy@demo"
+[ "$after" = "$before" ] || die "rpm %posttrans restarted zoneproxy@demo instead of reloading it (MainPID $before -> $after)"
+[ "$(ct readlink "/proc/$after/exe")" = /usr/bin/zoneproxy ] || die "the agent does not run the upgraded binary after the rpm upgrade"
 [[ "$(ct /usr/bin/zoneproxy version)" == *"$VERSION"* ]] || die "rpm upgrade did not install the new binary"
 ct rpm -e zoneproxy >"$logs/rpm-erase.log" 2>&1 || {
 	cat "$logs/rpm-erase.log" >&2
