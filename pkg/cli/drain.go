@@ -85,8 +85,13 @@ func (e errMaintenance) Error() string { return e.msg }
 // running instance (--instance or the config's), and the way it fails:
 // exit 1, as a retry may do.
 func prepareRunning(cmd *cobra.Command) (*prepared, func(format string, args ...any) error, error) {
-	if _, err := useInstance(cmd.Flags()); err != nil {
+	name, err := useInstance(cmd.Flags())
+	if err != nil {
 		return nil, nil, err
+	}
+	if name != "" {
+		// Outside systemd (no such unit) the instance's own files decide.
+		_, _ = useUnitDirectories(cmd.Context(), name)
 	}
 	p, err := prepare(cmd, func(*config.Config, *source) ([]config.Warning, error) { return nil, nil })
 	if err != nil {

@@ -259,22 +259,34 @@ type unitCheck struct {
 	configFile string
 }
 
-// instanceUnit reads zoneproxy@name's sandbox and hands the process the
-// directories systemd would give the agent, so that the configuration is
-// completed as the unit's is.
-func instanceUnit(ctx context.Context, name string) *unitCheck {
+// useUnitDirectories hands the process the directories systemd gives
+// zoneproxy@name's agent ($RUNTIME_DIRECTORY, $STATE_DIRECTORY), so that
+// the configuration is completed as the unit's is: its work dir is where
+// the running agent holds its lock.
+func useUnitDirectories(ctx context.Context, name string) (*unitSandbox, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	u, err := readUnit(ctx, name)
 	if err != nil {
-		return &unitCheck{err: err}
+		return nil, err
 	}
 	runtime, state := u.directories()
 	for k, v := range map[string]string{"RUNTIME_DIRECTORY": runtime, "STATE_DIRECTORY": state} {
 		if v != "" {
 			os.Setenv(k, v)
 		}
+	}
+	return u, nil
+}
+
+// instanceUnit reads zoneproxy@name's sandbox and hands the process the
+// directories systemd would give the agent, so that the configuration is
+// completed as the unit's is.
+func instanceUnit(ctx context.Context, name string) *unitCheck {
+	u, err := useUnitDirectories(ctx, name)
+	if err != nil {
+		return &unitCheck{err: err}
 	}
 	// The token file's owner and mode are judged for the unit's user.
 	if u.User != "" {

@@ -434,9 +434,12 @@ ct systemctl disable zoneproxy@payments-ingress >/dev/null 2>&1
 # alone although its instance is no longer enabled. zoneproxy@demo is
 # drained for maintenance meanwhile: the upgrade must leave it drained, its
 # agent and Envoy as they are, and say so.
-# (SIGUSR2 and POST /undrain: `zoneproxy drain --instance demo`, run as
-# root in the container, does not find the unit's agent.)
-ct systemctl kill -s USR2 --kill-whom=main zoneproxy@demo
+# As an operator does it: `zoneproxy drain --instance` from a root shell
+# finds the unit's agent in the unit's work dir.
+ct zoneproxy drain --instance demo >"$logs/drain.log" 2>&1 || {
+	cat "$logs/drain.log" >&2
+	die "zoneproxy drain --instance demo"
+}
 await 30 "zoneproxy@demo drained for maintenance" status_has zoneproxy@demo 'drained for maintenance'
 drained_main=$(prop zoneproxy@demo MainPID)
 drained_envoy=$(envoy_of "$drained_main")
@@ -447,7 +450,7 @@ ct env DEBIAN_FRONTEND=noninteractive dpkg -i /opt/e2e/zoneproxy-v1.deb >"$logs/
 cmp -s "$root/etc/zoneproxy/payments-ingress.yaml" examples/payments-ingress.yaml ||
 	die "a later upgrade removed payments-ingress.yaml, kept in place by the first one"
 # shellcheck disable=SC2016 # the backquotes are the message's
-left_drained='zoneproxy@demo: left on the old version: drained for maintenance; run `systemctl reload zoneproxy@demo` after `zoneproxy undrain`'
+left_drained='zoneproxy@demo: left on the old version: drained for maintenance; run `zoneproxy undrain --instance demo`, then `systemctl reload zoneproxy@demo`'
 journal_says_left() { [[ "$(ct journalctl -t zoneproxy-upgrade --no-pager -o cat)" == *"$left_drained"* ]]; }
 await 10 "the journal to name zoneproxy@demo as left drained" journal_says_left
 grep -qF "$left_drained" "$logs/dpkg-reinstall.log" || die "dpkg's output does not name zoneproxy@demo as left drained"
@@ -458,7 +461,10 @@ if [ "$(ready_code)" != 503 ] || ! status_has zoneproxy@demo 'drained for mainte
 	die "the upgrade ended zoneproxy@demo's drain: /ready $(ready_code), STATUS= $(prop zoneproxy@demo StatusText)"
 fi
 say "the upgrade left the drained zoneproxy@demo drained, in the same agent and Envoy"
-curl -fsS -X POST "http://127.0.0.1:$ready_port/undrain" >/dev/null || die "POST /undrain to zoneproxy@demo"
+ct zoneproxy undrain --instance demo >"$logs/undrain.log" 2>&1 || {
+	cat "$logs/undrain.log" >&2
+	die "zoneproxy undrain --instance demo"
+}
 await 30 "zoneproxy@demo's /ready answering 200 after the undrain" ready_200
 ct systemctl reload zoneproxy@demo || die "systemctl reload zoneproxy@demo after the undrain"
 await 30 "zoneproxy@demo active after the reinstall" is_state zoneproxy@demo active

@@ -16,7 +16,7 @@ upgrade_instance() {
 	instance=${1%.service}
 	case "$(systemctl show -p StatusText "$1" 2>/dev/null)" in
 		*"for maintenance"*)
-			note "$instance: left on the old version: drained for maintenance; run \`systemctl reload $instance\` after \`zoneproxy undrain\`"
+			note "$instance: left on the old version: drained for maintenance; run \`zoneproxy undrain --instance ${instance#zoneproxy@}\`, then \`systemctl reload $instance\`"
 			return 0
 			;;
 	esac
