@@ -9,8 +9,9 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/kuma/token"
 )
 
-// maxConfigFile bounds a --config file: settings take a few KiB.
-const maxConfigFile = 1 << 20
+// maxConfigFile bounds a --config file: settings take a few KiB; the
+// bound only keeps a runaway file from exhausting memory.
+const maxConfigFile = 8 << 20
 
 // readConfigFile reads a --config file as the token file is read: a
 // regular file of bounded size, opened without blocking, so that a link
