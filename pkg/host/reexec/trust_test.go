@@ -3,7 +3,6 @@ package reexec
 import (
 	"encoding/json"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -31,22 +30,7 @@ func TestExecRefusesAProgramOthersCanReplace(t *testing.T) {
 	if err := os.Chmod(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	addr, _, stdin, out, _ := start(t, "REEXEC_TEST_PATH="+prog)
-	io.WriteString(stdin, "go\n")
-	if !out.Scan() {
-		t.Fatal("the first program said nothing after the exec")
-	}
-	if got, want := out.Text(), "exec failed true cloexec 524288"; got != want {
-		t.Fatalf("got %q, want %q (the program was run)", got, want)
-	}
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if got := readLine(t, c); got != "served by the first" {
-		t.Errorf("got %q", got)
-	}
+	assertExecFails(t, prog)
 }
 
 // A handover record in a memfd that is not sealed, which another process
