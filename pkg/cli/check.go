@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -105,7 +106,12 @@ func runChecks(ctx context.Context, w io.Writer, cfg *config.Config, running *in
 		c.note("address %s: %s (set --address to choose another)", cfg.Address, cfg.AddressChosen)
 	}
 
-	found, err := preflight.Envoy(ctx, cfg.EnvoyBinary, cfg.StateDir)
+	if bin, err := exec.LookPath(cfg.EnvoyBinary); err == nil && geteuid() == 0 {
+		if who := replaceableBy(bin); who != "" {
+			c.fail("Envoy binary "+bin+" can be replaced by another user than root", fmt.Errorf("%s, and root runs it (zoneproxy check, an upgrade): make it and every directory above it root's and not writable by others (chown root:root, chmod go-w)", who))
+		}
+	}
+	found, err := preflight.Envoy(probeAsUnitUser(ctx, unit), cfg.EnvoyBinary, cfg.StateDir)
 	ev := found.Version
 	cached := ""
 	if found.Cached {

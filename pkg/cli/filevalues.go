@@ -5,7 +5,21 @@ import (
 	"fmt"
 
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/zoneproxy/zoneproxy/pkg/kuma/token"
 )
+
+// maxConfigFile bounds a --config file: settings take a few KiB; the
+// bound only keeps a runaway file from exhausting memory.
+const maxConfigFile = 8 << 20
+
+// readConfigFile reads a --config file as the token file is read: a
+// regular file of bounded size, opened without blocking, so that a link
+// to /dev/zero or a FIFO is an error rather than a crash or a hang.
+func readConfigFile(path string) ([]byte, error) {
+	raw, _, err := token.ReadRegular(path, maxConfigFile)
+	return raw, err
+}
 
 // fileValues reads a config file's settings with every scalar as the
 // text it is written as, as an environment variable gives it: YAML would

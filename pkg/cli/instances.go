@@ -11,6 +11,9 @@ import (
 
 	"github.com/joho/godotenv"
 	"github.com/spf13/pflag"
+
+	"github.com/zoneproxy/zoneproxy/pkg/errtext"
+	"github.com/zoneproxy/zoneproxy/pkg/kuma/token"
 )
 
 // defaultInstanceDir is where the unit zoneproxy@NAME reads NAME.yaml and,
@@ -67,16 +70,36 @@ func instanceFiles(dir, name string) (string, map[string]string, error) {
 		}
 		return "", nil, fmt.Errorf("--instance %s: no %s%s", name, path, known)
 	}
-	env, err := godotenv.Read(filepath.Join(dir, name+".env"))
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		env = nil
-	case errors.Is(err, os.ErrPermission):
-		return "", nil, fmt.Errorf("--instance %s: cannot read %s: permission denied (it is the unit's and may hold a token: run as root)", name, filepath.Join(dir, name+".env"))
-	case err != nil:
-		return "", nil, fmt.Errorf("--instance %s: %s: %w", name, filepath.Join(dir, name+".env"), err)
+	env, err := readEnvFile(filepath.Join(dir, name+".env"))
+	if err != nil {
+		return "", nil, fmt.Errorf("--instance %s: %w", name, err)
 	}
 	return path, env, nil
+}
+
+// maxEnvFile bounds an instance's NAME.env: a few variables, a token at most.
+const maxEnvFile = 64 << 10
+
+// readEnvFile reads an instance's variables, nil when it has none. It
+// reads as the token file is read (a regular file of bounded size, opened
+// without blocking) and never quotes the file: it may be a link to
+// another file, such as /etc/shadow.
+func readEnvFile(path string) (map[string]string, error) {
+	raw, _, err := token.ReadRegular(path, maxEnvFile)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil, nil
+	case errors.Is(err, os.ErrPermission):
+		return nil, fmt.Errorf("cannot read %s: permission denied (it is the unit's and may hold a token: run as root)", path)
+	case err != nil:
+		return nil, fmt.Errorf("cannot read %s: %v: make it a regular file of KEY=VALUE lines", path, errtext.PathCause(err))
+	}
+	env, err := godotenv.UnmarshalBytes(raw)
+	if err != nil {
+		// godotenv's message quotes the text it could not parse.
+		return nil, fmt.Errorf("%s is not KEY=VALUE lines (systemd's EnvironmentFile): fix its syntax", path)
+	}
+	return env, nil
 }
 
 // setInstanceEnv replaces the process's ZONEPROXY_* variables with env's.

@@ -180,7 +180,7 @@ func (s *source) readFile() error {
 	if s.path == "" {
 		return nil
 	}
-	raw, err := os.ReadFile(s.path)
+	raw, err := readConfigFile(s.path)
 	if err != nil {
 		return config.Problem{Key: "config", Message: fmt.Sprintf("cannot read %s: %v", s.path, errtext.PathCause(err))}
 	}

@@ -24,6 +24,7 @@ const statusSchema = 1
 type statusReport struct {
 	Schema    int              `json:"schemaVersion"`
 	Instances []instanceStatus `json:"instances"`
+	dir       string           // where the instances were looked for
 }
 
 // instanceStatus is one instance: where its configuration is, whether it
@@ -54,7 +55,8 @@ Without --instance or --config, every instance configured in
 -o json prints {"schemaVersion": 1, "instances": [...]}: see the operator
 guide for its fields, which are only ever added to.
 
-Exit codes: 0 every instance listed answered (whatever its phase); 1 one
+Exit codes: 0 every instance listed answered (whatever its phase), or
+none is configured (an empty list); 1 one
 did not (not running, or its configuration cannot be read); 64 a command
 line zoneproxy cannot parse.`,
 		Example: `  zoneproxy status
@@ -84,7 +86,7 @@ line zoneproxy cannot parse.`,
 func collectStatus(cmd *cobra.Command, names []string) (*statusReport, error) {
 	fs := cmd.Flags()
 	dir, _ := fs.GetString("instance-dir")
-	report := &statusReport{Schema: statusSchema, Instances: []instanceStatus{}}
+	report := &statusReport{Schema: statusSchema, Instances: []instanceStatus{}, dir: dir}
 	if fs.Changed("config") {
 		if len(names) > 0 {
 			return nil, usageError{"--instance and --config name the configuration both: give one"}
@@ -95,8 +97,8 @@ func collectStatus(cmd *cobra.Command, names []string) (*statusReport, error) {
 	}
 	if len(names) == 0 {
 		var err error
-		if names, err = listInstances(dir); err != nil || len(names) == 0 {
-			return nil, fmt.Errorf("no instance configured in %s (NAME.yaml for zoneproxy@NAME): give --instance or --config", dir)
+		if names, err = listInstances(dir); err != nil {
+			return nil, fmt.Errorf("cannot list the instances in %s: %v", dir, err)
 		}
 	}
 	for _, name := range names {
@@ -166,6 +168,8 @@ func printStatus(w io.Writer, output string, r *statusReport) error {
 		if err := enc.Encode(r); err != nil {
 			return err
 		}
+	} else if len(r.Instances) == 0 {
+		fmt.Fprintf(w, "no instance: none is configured in %s (NAME.yaml for zoneproxy@NAME)\n", r.dir)
 	} else {
 		for i, in := range r.Instances {
 			if i > 0 {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/zoneproxy/zoneproxy/pkg/config"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 )
 
 // unitSandbox is what the unit zoneproxy@NAME runs as and under, as
@@ -179,6 +180,14 @@ func unitFiles(cfg *config.Config, configFile string, u *unitSandbox) []unitFile
 // accessAs runs test(1) as the user: the kernel's own answer, groups and
 // ACLs included. Tests replace it.
 var accessAs = func(ctx context.Context, usr *user.User, flag, path string) bool {
+	cmd := exec.CommandContext(ctx, "test", flag, path)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: credentialOf(usr)}
+	return cmd.Run() == nil
+}
+
+// credentialOf is what a child runs as to run as usr: its uid, gid and
+// groups.
+func credentialOf(usr *user.User) *syscall.Credential {
 	uid, _ := strconv.ParseUint(usr.Uid, 10, 32)
 	gid, _ := strconv.ParseUint(usr.Gid, 10, 32)
 	var groups []uint32
@@ -189,9 +198,7 @@ var accessAs = func(ctx context.Context, usr *user.User, flag, path string) bool
 			}
 		}
 	}
-	cmd := exec.CommandContext(ctx, "test", flag, path)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: groups}}
-	return cmd.Run() == nil
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: groups}
 }
 
 // lookupUser finds the unit's user, geteuid who runs check; tests
@@ -305,4 +312,56 @@ func (c *checklist) checkUnitOf(ctx context.Context, cfg *config.Config, u *unit
 		return
 	}
 	c.checkUnit(ctx, cfg, u.configFile, u.sandbox)
+}
+
+// probeAsUnitUser makes check run Envoy's --version as the unit's user
+// when root checks an instance that runs as another: root must not run
+// a binary that user may have replaced.
+func probeAsUnitUser(ctx context.Context, unit *unitCheck) context.Context {
+	if unit == nil || unit.sandbox == nil || geteuid() != 0 {
+		return ctx
+	}
+	who := unit.sandbox.User
+	if who == "" || who == "root" {
+		return ctx
+	}
+	usr, err := lookupUser(who)
+	if err != nil {
+		return ctx // checkUnit fails it, naming the missing user
+	}
+	return envoy.AsUser(ctx, credentialOf(usr))
+}
+
+// replaceableBy says who but root can replace the file at path, by
+// writing it or a directory above it; "" when no one can. A directory
+// with the sticky bit (/tmp) lets others add files, not replace root's.
+func replaceableBy(path string) string {
+	resolved, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return ""
+	}
+	for p := resolved; ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return ""
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return ""
+		}
+		// A sticky directory (/tmp) lets others add entries, not replace
+		// root's, and the entry below was checked already.
+		sticky := p != resolved && fi.Mode()&os.ModeSticky != 0
+		switch perm := fi.Mode().Perm(); {
+		case st.Uid != 0:
+			return fmt.Sprintf("%s is owned by uid %d", p, st.Uid)
+		case perm&0o002 != 0 && !sticky:
+			return fmt.Sprintf("%s is writable by every user", p)
+		case perm&0o020 != 0 && st.Gid != 0 && !sticky:
+			return fmt.Sprintf("%s is writable by group %d", p, st.Gid)
+		}
+		if p == "/" {
+			return ""
+		}
+	}
 }

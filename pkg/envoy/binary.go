@@ -43,6 +43,15 @@ func Locate(name string) (string, error) {
 	return path, nil
 }
 
+type credentialKey struct{}
+
+// AsUser makes ReadVersion under ctx run the binary as cred's user: a
+// check run by root must not run, as root, a binary the unit's user can
+// replace.
+func AsUser(ctx context.Context, cred *syscall.Credential) context.Context {
+	return context.WithValue(ctx, credentialKey{}, cred)
+}
+
 // ReadVersion runs `<path> --version` once.
 func ReadVersion(ctx context.Context, path string) (Version, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -52,6 +61,9 @@ func ReadVersion(ctx context.Context, path string) (Version, error) {
 	cmd.Env = ChildEnv() // a wrapper script sees no more than Envoy does
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.WaitDelay = time.Second // a wrapper's child may hold the pipes open
+	if cred, ok := ctx.Value(credentialKey{}).(*syscall.Credential); ok && cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
 	if err := cmd.Run(); err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		if msg != "" {

@@ -23,6 +23,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/zoneproxy/zoneproxy/pkg/host/securedir"
 )
 
 // EnvVar names the manifest's descriptor in the new program's environment.
@@ -31,6 +33,9 @@ const EnvVar = "ZONEPROXY_HANDOVER_FD"
 // ManifestVersion changes when the manifest's shape does: a program that
 // does not know it refuses the handover instead of misreading it.
 const ManifestVersion = 1
+
+// sealed are the seals that keep the handover record as it was written.
+const sealed = unix.F_SEAL_WRITE | unix.F_SEAL_GROW | unix.F_SEAL_SHRINK | unix.F_SEAL_SEAL
 
 type manifest struct {
 	Version int             `json:"version"`
@@ -44,6 +49,11 @@ type manifest struct {
 // proceed, if set, runs last before the exec, and an error from it stops
 // the exec: the last word on whether to go on, as late as it can be.
 func Exec(path string, args, env []string, files map[string]*os.File, state any, proceed func() error) (err error) {
+	prog, err := openProgram(path)
+	if err != nil {
+		return err
+	}
+	defer prog.Close()
 	m := manifest{Version: ManifestVersion, Files: make(map[string]int, len(files))}
 	if state != nil {
 		if m.State, err = json.Marshal(state); err != nil {
@@ -90,10 +100,26 @@ func Exec(path string, args, env []string, files map[string]*os.File, state any,
 			return err
 		}
 	}
-	if err := syscall.Exec(path, args, env); err != nil {
+	// Run exactly the file checked: the kernel opens the program through
+	// the descriptor before closing it on exec.
+	if err := syscall.Exec("/proc/self/fd/"+strconv.Itoa(int(prog.Fd())), args, env); err != nil {
 		return fmt.Errorf("cannot run %s: %w", path, err)
 	}
 	return nil
+}
+
+// openProgram opens path and checks, on the open file, that only root or
+// this user could have put it there.
+func openProgram(path string) (*os.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot run %s: %w", path, err)
+	}
+	if err := securedir.CheckExecutable(f, path); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("refusing to run %s: %w", path, err)
+	}
+	return f, nil
 }
 
 // descriptor is f's number. Not f.Fd(), which puts the file in blocking
@@ -123,7 +149,7 @@ func writeManifest(m manifest) (int, error) {
 	}
 	f := os.NewFile(uintptr(fd), "handover")
 	if _, err := f.Write(b); err == nil {
-		_, err = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_WRITE|unix.F_SEAL_GROW|unix.F_SEAL_SHRINK|unix.F_SEAL_SEAL)
+		_, err = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, sealed)
 	}
 	if err == nil {
 		_, err = f.Seek(0, io.SeekStart)
@@ -167,6 +193,10 @@ func Take() (*Handover, error) {
 	syscall.CloseOnExec(fd)
 	f := os.NewFile(uintptr(fd), "handover")
 	defer f.Close()
+	// Only a record nobody can change after it was written is read.
+	if seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0); err != nil || seals&sealed != sealed {
+		return nil, fmt.Errorf("the handover record (descriptor %d) is not a sealed memfd: refusing it", fd)
+	}
 	b, err := io.ReadAll(io.LimitReader(f, 1<<20))
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the handover record: %w", err)

@@ -171,7 +171,14 @@ func TestExecHandsTheListenerToTheNewProgramInTheSameProcess(t *testing.T) {
 // An exec that cannot happen leaves the old program serving, with its
 // listener closed on exec again (a later child must not inherit it).
 func TestFailedExecKeepsTheOldProgramServing(t *testing.T) {
-	addr, _, stdin, out, _ := start(t, "REEXEC_TEST_PATH=/nonexistent/zoneproxy")
+	assertExecFails(t, "/nonexistent/zoneproxy")
+}
+
+// assertExecFails hands over to path, and sees the exec fail and the old
+// program go on serving, its listener closed on exec again.
+func assertExecFails(t *testing.T, path string) {
+	t.Helper()
+	addr, _, stdin, out, _ := start(t, "REEXEC_TEST_PATH="+path)
 	io.WriteString(stdin, "go\n")
 	if !out.Scan() {
 		t.Fatal("the first program said nothing after the exec")
