@@ -188,7 +188,9 @@ func TestAFailedReplacementReturns(t *testing.T) {
 // just before the exec: the reload gives way and the agent stays.
 func TestAStopAskedAtTheLastMomentStopsTheExec(t *testing.T) {
 	a := New(Options{Config: &config.Config{}})
-	a.rl.exe, a.rl.args = "/nonexistent/zoneproxy", []string{"/nonexistent/zoneproxy", "run"}
+	// A program that passes the trust check, so that the last check is
+	// reached; it refuses, so nothing is run.
+	a.rl.exe, a.rl.args = "/usr/bin/true", []string{"/usr/bin/true"}
 	stop := errors.New("a stop was asked meanwhile")
 	err := a.replace(&handoverState{Version: HandoverVersion, Generation: 1}, map[string]handedFile{}, func() error { return fmt.Errorf("%w: %w", ErrReloadRefused, stop) })
 	if !errors.Is(err, stop) {
