@@ -37,16 +37,26 @@ const HandoverCheckFlag = "handover-check"
 // configuration and says what it would read of a handover.
 func (a *Agent) checkNewProgram() error {
 	r := &a.rl
+	// The program is judged before it is run at all, even for the check:
+	// one that another user could have replaced is never run.
+	prog, err := reexec.OpenProgram(r.exe)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrReloadRefused, err)
+	}
+	defer prog.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, r.exe, append(append([]string(nil), r.args[1:]...), "--"+HandoverCheckFlag)...)
+	// The child runs the file judged, handed to it as its descriptor 3
+	// (open across the exec, so that a #! program's interpreter reads it).
+	cmd := exec.CommandContext(ctx, "/proc/self/fd/3", append(append([]string(nil), r.args[1:]...), "--"+HandoverCheckFlag)...)
+	cmd.Args[0] = r.exe
+	cmd.ExtraFiles = []*os.File{prog}
 	// The same environment, but for systemd's variables: the check never
 	// speaks for the unit.
 	cmd.Env = sdnotify.ScrubEnv(os.Environ())
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	if err != nil {
+	if err := cmd.Run(); err != nil {
 		why := strings.TrimSpace(errOut.String())
 		if why == "" {
 			why = err.Error()

@@ -49,7 +49,7 @@ type manifest struct {
 // proceed, if set, runs last before the exec, and an error from it stops
 // the exec: the last word on whether to go on, as late as it can be.
 func Exec(path string, args, env []string, files map[string]*os.File, state any, proceed func() error) (err error) {
-	prog, err := openProgram(path)
+	prog, err := OpenProgram(path)
 	if err != nil {
 		return err
 	}
@@ -108,9 +108,9 @@ func Exec(path string, args, env []string, files map[string]*os.File, state any,
 	return nil
 }
 
-// openProgram opens path and checks, on the open file, that only root or
+// OpenProgram opens path and checks, on the open file, that only root or
 // this user could have put it there.
-func openProgram(path string) (*os.File, error) {
+func OpenProgram(path string) (*os.File, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("cannot run %s: %w", path, err)
