@@ -42,13 +42,14 @@ func TestHardeningValuesNoRestartCanFix(t *testing.T) {
 	}
 }
 
-// A value a config file gives can be a whole file's worth: the agent
-// says what is wrong without repeating it whole.
+// A value a config file gives can be a whole file's worth (five 1 MiB
+// values, within the file's 8 MiB): the agent says what is wrong without
+// repeating it whole.
 func TestHardeningAnOverLongValueIsNotEchoed(t *testing.T) {
 	t.Parallel()
 	zone := harness.NewZone(t, bins, "payments")
 	p := zone.NewProxy("payments", "egress")
-	long := strings.Repeat("a", 10<<20)
+	long := strings.Repeat("a", 1<<20)
 	cfg := filepath.Join(harness.ShortTempDir(t), "zoneproxy.yaml")
 	yaml := "role: " + long + "\nworkload: " + long + "\nenvoy-log-level: " + long + "\ndrain-time: " + long + "\nreadiness-port: " + long + "\n"
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
@@ -60,7 +61,7 @@ func TestHardeningAnOverLongValueIsNotEchoed(t *testing.T) {
 	if code != 78 || len(out) > 16<<10 {
 		t.Fatalf("exit %d, %d bytes of output:\n%.3000s", code, len(out), out)
 	}
-	for _, w := range []string{"--role: ", "--workload: ", "--envoy-log-level: ", "--drain-time: ", "--readiness-port: ", "…(10485760 bytes)"} {
+	for _, w := range []string{"--role: ", "--workload: ", "--envoy-log-level: ", "--drain-time: ", "--readiness-port: ", "…(1048576 bytes)"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("the output does not say %q:\n%s", w, out)
 		}
