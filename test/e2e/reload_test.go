@@ -427,6 +427,7 @@ func TestReloadWhileServingTheCache(t *testing.T) {
 // stays a stop (signals_test.go and stop_test.go).
 func TestSIGHUPUnderSystemdReloads(t *testing.T) {
 	t.Parallel()
+	skipIfHangUpIgnored(t)
 	zone := reloadable(t)
 	p := zone.NewProxy("payments", "egress")
 	agent := zone.Start(p, []string{"INVOCATION_ID=0123456789abcdef"})
