@@ -41,7 +41,7 @@ func (a *Agent) checkNewProgram() error {
 	// one that another user could have replaced is never run.
 	prog, err := reexec.OpenProgram(r.exe)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrReloadRefused, err)
+		return fmt.Errorf("%w: the new program cannot take over: %w", ErrReloadRefused, err)
 	}
 	defer prog.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
