@@ -101,6 +101,7 @@ in_ct() { C=${init_of[$1]} ct "${@:2}"; }
 testcp_pid=
 cleanup() {
 	set +e
+	rm -f "$ports_given"
 	[ -n "${poller_pid:-}" ] && kill "$poller_pid" 2>/dev/null && wait "$poller_pid" 2>/dev/null
 	local stopping=()
 	for h in $hosts; do

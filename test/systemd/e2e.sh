@@ -63,6 +63,7 @@ C=
 overlay=
 cleanup() {
 	set +e
+	rm -f "$ports_given"
 	stop_container "$nspawn_pid" "$C" "$logs/journal.log"
 	nspawn_dir_teardown
 	[ -n "$overlay" ] && umount "$root"

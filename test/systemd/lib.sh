@@ -41,9 +41,18 @@ e2e_inputs() {
 	done
 }
 
+# Ports handed out so far: a port the kernel gives back free can be the
+# one the last call gave, which would make two settings share it.
+ports_given=$(mktemp)
 free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
-		shuf -i 20000-60000 -n 1
+	local p
+	for _ in 1 2 3 4 5 6 7 8; do
+		p=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
+			shuf -i 20000-60000 -n 1)
+		grep -qx "$p" "$ports_given" || break
+	done
+	echo "$p" >>"$ports_given"
+	echo "$p"
 }
 
 # The debootstrap root both tests start from, cached. Bump the suffix when
