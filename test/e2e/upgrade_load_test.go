@@ -243,13 +243,18 @@ func listenerCloses(t *testing.T, output string) []time.Time {
 }
 
 // kernelResetWindow is how soon after an old Envoy's listeners were told
-// to close a connection reset at connect counts as the kernel's.
+// to close a connection reset before Envoy accepted it counts as the
+// kernel's.
 const kernelResetWindow = 250 * time.Millisecond
 
-// kernelReset says whether a try that failed at with msg is a reset at
-// connect as an old Envoy closed its listeners (closes).
+// kernelReset says whether a try that failed at with msg was reset as an
+// old Envoy closed its listeners (closes), while it waited in the closing
+// listener's queue: at connect, or at its first write (the ClientHello),
+// when the handshake was done in the kernel but Envoy never accepted it.
 func kernelReset(at time.Time, msg string, closes []time.Time) bool {
-	if !strings.Contains(msg, "connect: connection reset by peer") {
+	queued := strings.Contains(msg, "connect: connection reset by peer") ||
+		strings.Contains(msg, "sending a ClientHello") && strings.Contains(msg, "write: connection reset by peer")
+	if !queued {
 		return false
 	}
 	for _, c := range closes {
