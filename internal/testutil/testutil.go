@@ -13,6 +13,7 @@ import (
 	"io"
 	"io/fs"
 	"math/big"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -40,12 +41,23 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 // FreePort is a TCP port on 127.0.0.1 that was free a moment ago.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	for {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+	lo, hi := belowEphemeral()
+	for attempt := 0; ; attempt++ {
+		// Below the ephemeral range, so that no client socket of another
+		// test (100 connections a second in some) takes the port between
+		// this call and the listener's bind; :0 if that range is full.
+		port := 0
+		if hi > lo && attempt < 200 {
+			port = lo + mrand.IntN(hi-lo+1)
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
+			if port != 0 {
+				continue
+			}
 			t.Fatal(err)
 		}
-		port := ln.Addr().(*net.TCPAddr).Port
+		port = ln.Addr().(*net.TCPAddr).Port
 		ln.Close()
 		// The kernel may hand a closed port out again: tests running in
 		// parallel would then share it.
@@ -57,6 +69,24 @@ func FreePort(t testing.TB) int {
 
 // handedOut are the ports FreePort gave in this process.
 var handedOut sync.Map
+
+// belowEphemeral is the range FreePort picks from: from 10000 up to the
+// kernel's ephemeral ports (net.ipv4.ip_local_port_range), or none.
+func belowEphemeral() (lo, hi int) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0, 0
+	}
+	first, err := strconv.Atoi(f[0])
+	if err != nil || first <= 11000 {
+		return 0, 0
+	}
+	return 10000, first - 1
+}
 
 // ClosedAddr is an address on 127.0.0.1 where nothing listens.
 func ClosedAddr(t testing.TB) string {
