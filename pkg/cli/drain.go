@@ -20,7 +20,7 @@ import (
 
 // maintenanceFlags find the running instance and its readiness port;
 // drain-time bounds the wait.
-var maintenanceFlags = []string{"config", "work-dir", "readiness-port", "drain-time"}
+var maintenanceFlags = []config.Key{config.KeyConfig, config.KeyWorkDir, config.KeyReadinessPort, config.KeyDrainTime}
 
 // undrainWait bounds an undrain: a new Envoy has to start and go LIVE.
 const undrainWait = time.Minute

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/zoneproxy/zoneproxy/pkg/agent"
+	"github.com/zoneproxy/zoneproxy/pkg/config"
 )
 
 func findCommand(t *testing.T, path ...string) *cobra.Command {
@@ -33,7 +34,7 @@ func TestEachCommandTakesOnlyTheFlagsItUses(t *testing.T) {
 		path    []string
 		has     []string
 		lacks   []string
-		exactly []string // when set, the whole list (besides --help)
+		exactly []config.Key // when set, the whole list (besides --help)
 	}{
 		{path: []string{"render", "dataplane"}, exactly: dataplaneFlags},
 		{path: []string{"render", "meshzoneaddress"},
@@ -47,7 +48,7 @@ func TestEachCommandTakesOnlyTheFlagsItUses(t *testing.T) {
 		{path: []string{"run"}, exactly: append(slices.Clone(runFlags), agent.HandoverCheckFlag)},
 		// check also finds a unit's configuration by its instance name.
 		{path: []string{"check"}, exactly: append(slices.Clone(runFlags), "instance", "instance-dir")},
-		{path: []string{"version"}, exactly: []string{"output"}},
+		{path: []string{"version"}, exactly: []config.Key{"output"}},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.path, " "), func(t *testing.T) {
@@ -66,8 +67,8 @@ func TestEachCommandTakesOnlyTheFlagsItUses(t *testing.T) {
 			if tc.exactly != nil {
 				want := map[string]bool{}
 				for _, f := range tc.exactly {
-					want[f] = true
-					if !got[f] {
+					want[string(f)] = true
+					if !got[string(f)] {
 						t.Errorf("lacks --%s", f)
 					}
 				}
@@ -83,9 +84,10 @@ func TestEachCommandTakesOnlyTheFlagsItUses(t *testing.T) {
 
 func TestRunTakesEverySettingButMeshZoneAddresss(t *testing.T) {
 	got := flagNames(findCommand(t, "run"))
-	for _, s := range settings {
-		if got[s.name] == (s.name == "zone" || s.name == "advertised-address" || s.name == "advertised-port") {
-			t.Errorf("run --%s: %v", s.name, got[s.name])
+	for _, s := range config.Settings() {
+		name := string(s.Key)
+		if got[name] == (name == "zone" || name == "advertised-address" || name == "advertised-port") {
+			t.Errorf("run --%s: %v", name, got[name])
 		}
 	}
 }
@@ -114,7 +116,7 @@ func TestHelpNamesEachFlagsVariable(t *testing.T) {
 func TestSharedEnvironmentAndFile(t *testing.T) {
 	cases := []struct {
 		name  string
-		flags []string
+		flags []config.Key
 		file  string
 		env   map[string]string
 		check func(t *testing.T, c *loaded)

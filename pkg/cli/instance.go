@@ -93,7 +93,7 @@ func agentWithConfig(configFile string) int {
 		if pid == os.Getpid() || !isAgentArgs(args) {
 			continue
 		}
-		path := flagValue(args, "config")
+		path := flagValue(args, string(config.KeyConfig))
 		if path == "" {
 			continue
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/joho/godotenv"
 	"github.com/spf13/pflag"
 
+	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/errtext"
 	"github.com/zoneproxy/zoneproxy/pkg/kuma/token"
 )
@@ -41,7 +42,7 @@ func useInstance(fs *pflag.FlagSet) (string, error) {
 	if name == "" {
 		return "", nil
 	}
-	if fs.Changed("config") {
+	if fs.Changed(string(config.KeyConfig)) {
 		return "", usageError{"--instance and --config name the configuration both: give one"}
 	}
 	dir, _ := fs.GetString("instance-dir")
@@ -49,7 +50,7 @@ func useInstance(fs *pflag.FlagSet) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := fs.Set("config", path); err != nil {
+	if err := fs.Set(string(config.KeyConfig), path); err != nil {
 		return "", err
 	}
 	setInstanceEnv(env)

@@ -1,6 +1,11 @@
 package cli
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/zoneproxy/zoneproxy/pkg/config"
+)
 
 // kumaDPFlag is a flag of `kuma-dp run` (its own or its root's) and what
 // zoneproxy has for it.
@@ -16,48 +21,47 @@ type kumaDPFlag struct {
 }
 
 const (
-	noDNS       = "not needed for a zone proxy: zoneproxy runs no DNS proxy"
-	noTemplate  = "not needed for a zone proxy: zoneproxy renders the Dataplane from --mesh, --role, --name, --workload, --label, --address and the ports (`zoneproxy render dataplane` prints it)"
-	noRotation  = "not supported: zoneproxy logs to stderr, which the journal keeps and rotates under systemd"
-	noMetricTLS = "not supported: the agent's /metrics is plain HTTP on --readiness-port or --metrics-address"
+	noDNS      = "not needed for a zone proxy: zoneproxy runs no DNS proxy"
+	noRotation = "not supported: zoneproxy logs to stderr, which the journal keeps and rotates under systemd"
 )
 
+var (
+	noTemplate = "not needed for a zone proxy: zoneproxy renders the Dataplane from " + flagList(config.KeyMesh, config.KeyRole, config.KeyName, config.KeyWorkload, config.KeyLabel, config.KeyAddress) +
+		" and the ports (`zoneproxy render dataplane` prints it)"
+	noMetricTLS = "not supported: the agent's /metrics is plain HTTP on " + config.KeyReadinessPort.Flag() + " or " + config.KeyMetricsAddress.Flag()
+)
+
+// flagList lists keys as flags: "--a, --b, --c".
+func flagList(keys ...config.Key) string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k.Flag()
+	}
+	return strings.Join(out, ", ")
+}
+
 // kumaDPFlags are kuma-dp's `run` flags, those of earlier releases
-// included, so that a unit written for kuma-dp is translated flag by flag.
+// included, so that a unit written for kuma-dp is translated flag by flag:
+// those zoneproxy has (config.Setting's KumaDP) and those it has not.
 // docs/migration-from-kuma-dp.md lists each; a test keeps them in step.
-var kumaDPFlags = map[string]kumaDPFlag{
-	"log-level":                 {use: "log-level"},
-	"log-output-path":           {none: noRotation},
-	"log-max-retained-files":    {none: noRotation},
-	"log-max-size":              {none: noRotation},
-	"log-max-age":               {none: noRotation},
-	"cp-address":                {use: "cp-address"},
-	"ca-cert-file":              {use: "ca-cert-file"},
-	"skip-verify":               {noValue: true, none: "not supported: the control plane's certificate is always verified; give its CA with --ca-cert-file"},
-	"name":                      {use: "name"},
-	"mesh":                      {use: "mesh"},
-	"proxy-type":                {none: "not needed for a zone proxy: the kind of zone proxy is --role ingress, egress or combined"},
-	"drain-time":                {use: "drain-time"},
-	"binary-path":               {use: "envoy-binary"},
-	"concurrency":               {use: "concurrency"},
-	"work-dir":                  {use: "work-dir"},
-	"config-dir":                {use: "work-dir"},
-	"dataplane-token-file":      {use: "dataplane-token-file"},
-	"dataplane-token":           {use: "dataplane-token"},
-	"dataplane":                 {none: noTemplate},
-	"dataplane-file":            {short: "d", none: noTemplate},
-	"dataplane-var":             {short: "v", none: "not needed for a zone proxy: there are no templates; give per-host values as ZONEPROXY_* variables, e.g. in /etc/zoneproxy/<instance>.env"},
-	"envoy-log-level":           {use: "envoy-log-level"},
-	"envoy-component-log-level": {use: "envoy-component-log-level"},
-	"metrics-cert-path":         {none: noMetricTLS},
-	"metrics-key-path":          {none: noMetricTLS},
-	"bind-outbounds":            {noValue: true, none: "not needed for a zone proxy: it has no outbounds"},
-	"transparent-proxy":         {noValue: true, none: "not needed for a zone proxy: it runs without a transparent proxy"},
-	"transparent-proxy-config":  {none: "not needed for a zone proxy: it runs without a transparent proxy"},
-	"dns-enabled":               {noValue: true, none: noDNS},
-	"dns-proxy-port":            {none: noDNS},
+var kumaDPFlags = withKumaDPSettings(map[string]kumaDPFlag{
+	"log-output-path":          {none: noRotation},
+	"log-max-retained-files":   {none: noRotation},
+	"log-max-size":             {none: noRotation},
+	"log-max-age":              {none: noRotation},
+	"skip-verify":              {noValue: true, none: "not supported: the control plane's certificate is always verified; give its CA with " + config.KeyCACertFile.Flag()},
+	"proxy-type":               {none: "not needed for a zone proxy: the kind of zone proxy is " + config.KeyRole.Flag() + " ingress, egress or combined"},
+	"dataplane":                {none: noTemplate},
+	"dataplane-file":           {short: "d", none: noTemplate},
+	"dataplane-var":            {short: "v", none: "not needed for a zone proxy: there are no templates; give per-host values as " + config.EnvPrefix + "* variables, e.g. in /etc/zoneproxy/<instance>.env"},
+	"metrics-cert-path":        {none: noMetricTLS},
+	"metrics-key-path":         {none: noMetricTLS},
+	"bind-outbounds":           {noValue: true, none: "not needed for a zone proxy: it has no outbounds"},
+	"transparent-proxy":        {noValue: true, none: "not needed for a zone proxy: it runs without a transparent proxy"},
+	"transparent-proxy-config": {none: "not needed for a zone proxy: it runs without a transparent proxy"},
+	"dns-enabled":              {noValue: true, none: noDNS},
+	"dns-proxy-port":           {none: noDNS},
 	// Earlier releases.
-	"admin-port":                       {use: "admin-port"},
 	"bootstrap-version":                {none: "not needed: Envoy's v3 API is the only one"},
 	"dns-envoy-port":                   {none: noDNS},
 	"dns-coredns-port":                 {none: noDNS},
@@ -67,6 +71,20 @@ var kumaDPFlags = map[string]kumaDPFlag{
 	"dns-server-config-dir":            {none: noDNS},
 	"dns-prometheus-port":              {none: noDNS},
 	"dns-enable-logging":               {noValue: true, none: noDNS},
+})
+
+// withKumaDPSettings adds the kuma-dp flags zoneproxy has to those it has not.
+func withKumaDPSettings(others map[string]kumaDPFlag) map[string]kumaDPFlag {
+	for _, s := range config.Settings() {
+		names := s.KumaDPAlso
+		if s.KumaDP {
+			names = append([]string{string(s.Key)}, names...)
+		}
+		for _, name := range names {
+			others[name] = kumaDPFlag{use: string(s.Key)}
+		}
+	}
+	return others
 }
 
 // kumaDPEquivalent is zoneproxy's flag for a kuma-dp flag ("" for none),

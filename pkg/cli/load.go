@@ -30,32 +30,14 @@ func loadConfig(fs *pflag.FlagSet) (*config.Config, *source, error) {
 	}
 	errs = multierror.Append(errs, src.unknownKeys()...)
 	c := &config.Config{}
-	dsts := fields(c)
-	for _, s := range settings {
-		if dst, ok := dsts[s.name]; ok {
-			errs = multierror.Append(errs, src.decode(s.name, dst))
+	for _, st := range config.Settings() {
+		if dst, ok := st.Field(c); ok {
+			errs = multierror.Append(errs, src.decode(st.Key, dst))
 		}
 	}
 	// Given, if only as "": viper's IsSet would count the default too.
-	c.StateDirSet = src.origin("state-dir") != fromDefault
+	c.StateDirSet = src.origin(config.KeyStateDir) != fromDefault
 	return c, src, errs.ErrorOrNil()
-}
-
-// fields are where each setting lands in a Config.
-func fields(c *config.Config) map[string]any {
-	return map[string]any{
-		"mesh": &c.Mesh, "role": (*string)(&c.Role), "name": &c.Name, "workload": &c.Workload, "label": &c.Labels,
-		"address": &c.Address, "ingress-port": &c.IngressPort, "egress-port": &c.EgressPort, "admin-port": &c.AdminPort,
-		"cp-address": &c.CPAddress, "ca-cert-file": &c.CACertFile,
-		"dataplane-token-file": &c.DataplaneTokenFile, "dataplane-token": &c.DataplaneToken,
-		"envoy-binary": &c.EnvoyBinary, "work-dir": &c.WorkDir, "readiness-port": &c.ReadinessPort,
-		"health-address": &c.HealthAddress, "metrics-address": &c.MetricsAddress, "drain-time": &c.DrainTime, "drain-min": &c.DrainMin,
-		"xds-relay": &c.XDSRelay, "state-dir": &c.StateDir, "cache-max-age": &c.CacheMaxAge,
-		"envoy-log-level": &c.EnvoyLogLevel, "envoy-component-log-level": &c.EnvoyComponentLogLevel,
-		"concurrency": &c.Concurrency, "envoy-arg": &c.EnvoyArgs,
-		"retry-initial": &c.RetryInitial, "retry-max": &c.RetryMax, "bootstrap-timeout": &c.BootstrapTimeout,
-		"log-level": &c.LogLevel, "log-format": &c.LogFormat,
-	}
 }
 
 // origin is where a setting's value came from.
@@ -80,19 +62,20 @@ type source struct {
 func newSource(fs *pflag.FlagSet) *source {
 	v := viper.New()
 	v.AllowEmptyEnv(true) // ZONEPROXY_X= clears what the file sets
-	for _, s := range settings {
-		if s.kind != list {
-			v.SetDefault(s.name, s.def)
+	for _, s := range config.Settings() {
+		name := string(s.Key)
+		if s.Kind != config.KindList {
+			v.SetDefault(name, s.Default)
 		}
-		_ = v.BindEnv(s.name, envName(s.name)) // errs only without a key
-		f := fs.Lookup(s.name)
+		_ = v.BindEnv(name, s.Key.Env()) // errs only without a key
+		f := fs.Lookup(name)
 		switch {
 		case f == nil:
-		case s.kind == list:
-			_ = v.BindPFlag(s.name, f) // errs only for a nil flag
+		case s.Kind == config.KindList:
+			_ = v.BindPFlag(name, f) // errs only for a nil flag
 		default:
 			// As typed: BindPFlag casts int and bool flags, reading "lots" as 0.
-			_ = v.BindFlagValue(s.name, textFlag{f})
+			_ = v.BindFlagValue(name, textFlag{f})
 		}
 	}
 	return &source{v: v, flags: fs}
@@ -108,48 +91,48 @@ func (t textFlag) ValueType() string   { return "string" }
 
 // origin says which source gives the setting's value, for messages and
 // "was it given": viper does not tell.
-func (s *source) origin(name string) origin {
-	if f := s.flags.Lookup(name); f != nil && f.Changed {
+func (s *source) origin(k config.Key) origin {
+	if f := s.flags.Lookup(string(k)); f != nil && f.Changed {
 		return fromFlag
 	}
-	if _, ok := os.LookupEnv(envName(name)); ok {
+	if _, ok := os.LookupEnv(k.Env()); ok {
 		return fromEnv
 	}
-	if _, ok := s.file[name]; ok {
+	if _, ok := s.file[string(k)]; ok {
 		return fromFile
 	}
 	return fromDefault
 }
 
-func (s *source) lookup(name string) (any, origin) {
-	o := s.origin(name)
+func (s *source) lookup(k config.Key) (any, origin) {
+	o := s.origin(k)
 	switch {
 	case o == fromFlag:
-		if repeated, ok := s.flags.Lookup(name).Value.(pflag.SliceValue); ok {
+		if repeated, ok := s.flags.Lookup(string(k)).Value.(pflag.SliceValue); ok {
 			return repeated.GetSlice(), o // as given: viper re-reads them as CSV, losing a lone ""
 		}
-	case o == fromFile && name == "label":
-		return s.file[name], o // viper lower-cases map keys; labels keep their case
+	case o == fromFile && k == config.KeyLabel:
+		return s.file[string(k)], o // viper lower-cases map keys; labels keep their case
 	case o == fromEnv:
 		// An empty variable clears what the file sets: for a number, a
 		// duration or a switch that means its default.
-		if st, ok := lookupSetting(name); ok && st.kind != text && st.kind != list && os.Getenv(envName(name)) == "" {
-			return st.def, fromDefault
+		if st, ok := config.Lookup(string(k)); ok && st.Kind != config.KindText && st.Kind != config.KindList && os.Getenv(k.Env()) == "" {
+			return st.Default, fromDefault
 		}
 	}
-	return s.v.Get(name), o
+	return s.v.Get(string(k)), o
 }
 
 // text is a setting as a trimmed string, "" when unset.
-func (s *source) text(name string) string {
-	v, _ := s.lookup(name)
+func (s *source) text(k config.Key) string {
+	v, _ := s.lookup(k)
 	return toText(v)
 }
 
 // decode converts a setting into *dst as dst's type wants; a value that
 // does not convert is a Problem that names the setting and the fix.
-func (s *source) decode(name string, dst any) error {
-	v, _ := s.lookup(name)
+func (s *source) decode(k config.Key, dst any) error {
+	v, _ := s.lookup(k)
 	var err error
 	switch d := dst.(type) {
 	case *string:
@@ -165,10 +148,10 @@ func (s *source) decode(name string, dst any) error {
 	case *[]string:
 		*d, err = toArgs(v)
 	default:
-		panic(fmt.Sprintf("cli: cannot decode --%s into %T", name, dst))
+		panic(fmt.Sprintf("cli: cannot decode %s into %T", k.Flag(), dst))
 	}
 	if err != nil {
-		return config.Problem{Key: name, Message: err.Error()}
+		return config.Problem{Key: k, Message: err.Error()}
 	}
 	return nil
 }
@@ -176,16 +159,16 @@ func (s *source) decode(name string, dst any) error {
 // readFile parses the --config file, if one is named, and hands it to
 // viper.
 func (s *source) readFile() error {
-	s.path = s.text("config")
+	s.path = s.text(config.KeyConfig)
 	if s.path == "" {
 		return nil
 	}
 	raw, err := readConfigFile(s.path)
 	if err != nil {
-		return config.Problem{Key: "config", Message: fmt.Sprintf("cannot read %s: %v", s.path, errtext.PathCause(err))}
+		return config.Problem{Key: config.KeyConfig, Message: fmt.Sprintf("cannot read %s: %v", s.path, errtext.PathCause(err))}
 	}
 	if s.file, err = fileValues(raw); err != nil {
-		return config.Problem{Key: "config", Message: fmt.Sprintf("%s is not valid YAML: %v", s.path, err)}
+		return config.Problem{Key: config.KeyConfig, Message: fmt.Sprintf("%s is not valid YAML: %v", s.path, err)}
 	}
 	// A copy: viper lower-cases the keys of the map it is given, in place.
 	if m, ok := deepCopy(s.file).(map[string]any); ok && m != nil {
@@ -217,8 +200,8 @@ func deepCopy(v any) any {
 func (s *source) unknownKeys() []error {
 	var out []error
 	for _, k := range slices.Sorted(maps.Keys(s.file)) {
-		if _, ok := lookupSetting(k); !ok || k == "config" {
-			out = append(out, config.Problem{Key: "config", Message: fmt.Sprintf("unknown key %q in %s%s", errtext.Value(k), s.path, suggest(k))})
+		if _, ok := lookupSetting(k); !ok || k == string(config.KeyConfig) {
+			out = append(out, config.Problem{Key: config.KeyConfig, Message: fmt.Sprintf("unknown key %q in %s%s", errtext.Value(k), s.path, suggest(k))})
 		}
 	}
 	return out
@@ -236,9 +219,9 @@ func unknownVariables() []error {
 		key := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, envPrefix), "_", "-"))
 		switch _, ok := lookupSetting(key); {
 		case !ok:
-			out = append(out, config.Problem{Key: name, Message: "not a setting of zoneproxy" + suggestEnv(key)})
+			out = append(out, config.Problem{Key: config.Key(name), Message: "not a setting of zoneproxy" + suggestEnv(key)})
 		case name != envName(key): // only the upper-case name is read
-			out = append(out, config.Problem{Key: name, Message: "not a setting of zoneproxy (did you mean " + envName(key) + "? variable names are upper case)"})
+			out = append(out, config.Problem{Key: config.Key(name), Message: "not a setting of zoneproxy (did you mean " + envName(key) + "? variable names are upper case)"})
 		}
 	}
 	return out
@@ -396,7 +379,7 @@ func toArgs(v any) ([]string, error) {
 }
 
 // envPrefix starts every environment variable zoneproxy reads.
-const envPrefix = "ZONEPROXY_"
+const envPrefix = config.EnvPrefix
 
 func suggestEnv(key string) string {
 	if use, ok := kumaDPEquivalent(key); ok && use != "" {
@@ -420,10 +403,10 @@ func suggest(key string) string {
 }
 
 func settingNames() []string {
-	names := make([]string, 0, len(settings))
-	for _, s := range settings {
-		if s.name != "config" {
-			names = append(names, s.name)
+	var names []string
+	for _, s := range config.Settings() {
+		if s.Key != config.KeyConfig {
+			names = append(names, string(s.Key))
 		}
 	}
 	return names

@@ -63,7 +63,7 @@ func prepare(cmd *cobra.Command, validate validation) (*prepared, error) {
 	p := &prepared{cfg: cfg, logLevel: parseLevel(cfg.LogLevel), configFile: src.path}
 	p.log = newLogger(stderr, p.logLevel, cfg.LogFormat)
 	for _, w := range warnings {
-		p.log.Warn(w.Message, zap.String("setting", "--"+w.Key))
+		p.log.Warn(w.Message, zap.String("setting", w.Key.Flag()))
 	}
 	return p, nil
 }
@@ -79,13 +79,13 @@ func nameSources(err error, fs *pflag.FlagSet, src *source) error {
 	out := &multierror.Error{}
 	for _, e := range merr.Errors {
 		var p config.Problem
-		if errors.As(e, &p) && fs.Lookup(p.Key) == nil {
-			if _, ok := lookupSetting(p.Key); ok {
+		if errors.As(e, &p) && fs.Lookup(string(p.Key)) == nil {
+			if _, ok := lookupSetting(string(p.Key)); ok {
 				switch _, from := src.lookup(p.Key); from {
 				case fromEnv:
-					e = config.Problem{Key: envName(p.Key), Message: p.Message, Transient: p.Transient}
+					e = config.Problem{Key: config.Key(p.Key.Env()), Message: p.Message, Transient: p.Transient}
 				case fromFile:
-					e = config.Problem{Key: "config", Message: fmt.Sprintf("%s in %s: %s", p.Key, src.path, p.Message), Transient: p.Transient}
+					e = config.Problem{Key: config.KeyConfig, Message: fmt.Sprintf("%s in %s: %s", p.Key, src.path, p.Message), Transient: p.Transient}
 				}
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/zoneproxy/zoneproxy/pkg/agent"
+	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 	"github.com/zoneproxy/zoneproxy/pkg/host/preflight"
 )
@@ -66,7 +67,7 @@ invalid configuration. A package upgrade restarts an instance on 69 only.`,
 			return reload(cmd)
 		},
 	}
-	addFlags(cmd.Flags(), "config", "work-dir", "readiness-port")
+	addFlags(cmd.Flags(), config.KeyConfig, config.KeyWorkDir, config.KeyReadinessPort)
 	addInstanceFlags(cmd.Flags())
 	cmd.Flags().Int("pid", 0, "the agent's process ID, when it cannot be found by its configuration: the unit's ExecReload= passes $MAINPID, as ProtectProc=invisible hides the agent's /proc from it")
 	return cmd

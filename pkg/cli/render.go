@@ -74,13 +74,13 @@ load balancer.`,
 // its own, reporting every problem.
 func meshZoneAddress(cfg *config.Config, src *source, res *dataplane.MeshZoneAddress) error {
 	var port int
-	errs := multierror.Append(nil, src.decode("advertised-port", &port))
+	errs := multierror.Append(nil, src.decode(config.KeyAdvertisedPort, &port))
 	switch cfg.Role {
 	case config.RoleEgress:
-		errs = multierror.Append(errs, config.Problem{Key: "role", Message: "a MeshZoneAddress is for zone ingress; use --role ingress or combined"})
+		errs = multierror.Append(errs, config.Problem{Key: config.KeyRole, Message: "a MeshZoneAddress is for zone ingress; use " + config.KeyRole.Flag() + " ingress or combined"})
 	case config.RoleIngress, config.RoleCombined:
-		*res = dataplane.MeshZoneAddress{Mesh: cfg.Mesh, Name: cfg.Name, Zone: src.text("zone"),
-			Address: src.text("advertised-address"), Port: port}
+		*res = dataplane.MeshZoneAddress{Mesh: cfg.Mesh, Name: cfg.Name, Zone: src.text(config.KeyZone),
+			Address: src.text(config.KeyAdvertisedAddress), Port: port}
 		if res.Address == "" {
 			res.Address = cfg.Address
 		}
@@ -95,10 +95,10 @@ func meshZoneAddress(cfg *config.Config, src *source, res *dataplane.MeshZoneAdd
 }
 
 // mzaSettings names the setting behind each field of a MeshZoneAddress.
-var mzaSettings = map[string]string{
-	`labels["kuma.io/zone"]`: "zone",
-	"spec.address":           "advertised-address",
-	"spec.port":              "advertised-port",
+var mzaSettings = map[string]config.Key{
+	`labels["kuma.io/zone"]`: config.KeyZone,
+	"spec.address":           config.KeyAdvertisedAddress,
+	"spec.port":              config.KeyAdvertisedPort,
 }
 
 // refuse prints a problem a restart cannot fix (exit 78).

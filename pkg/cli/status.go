@@ -74,7 +74,7 @@ line zoneproxy cannot parse.`,
 		},
 	}
 	fs := cmd.Flags()
-	addFlags(fs, "config")
+	addFlags(fs, config.KeyConfig)
 	fs.StringArrayVar(&names, "instance", nil, "the systemd instance NAME of zoneproxy@NAME (repeatable; default: every instance in "+defaultInstanceDir+")")
 	fs.String("instance-dir", defaultInstanceDir, "where instances' NAME.yaml and NAME.env are")
 	_ = fs.MarkHidden("instance-dir")
@@ -87,11 +87,11 @@ func collectStatus(cmd *cobra.Command, names []string) (*statusReport, error) {
 	fs := cmd.Flags()
 	dir, _ := fs.GetString("instance-dir")
 	report := &statusReport{Schema: statusSchema, Instances: []instanceStatus{}, dir: dir}
-	if fs.Changed("config") {
+	if fs.Changed(string(config.KeyConfig)) {
 		if len(names) > 0 {
 			return nil, usageError{"--instance and --config name the configuration both: give one"}
 		}
-		path, _ := fs.GetString("config")
+		path, _ := fs.GetString(string(config.KeyConfig))
 		report.Instances = append(report.Instances, askInstance(cmd, instanceStatus{Config: path}, nil))
 		return report, nil
 	}
@@ -121,7 +121,7 @@ func askInstance(cmd *cobra.Command, st instanceStatus, env map[string]string) i
 		setInstanceEnv(env)
 	}
 	fs := cmd.Flags()
-	_ = fs.Set("config", st.Config)
+	_ = fs.Set(string(config.KeyConfig), st.Config)
 	cfg, _, err := loadConfig(fs)
 	if err != nil {
 		st.Error = "its configuration cannot be read: " + strings.ReplaceAll(err.Error(), "\n", " ")

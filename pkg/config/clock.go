@@ -12,7 +12,7 @@ var clockStatus timesync.Checker = timesync.Check
 // Only an expired token on a synchronised clock is a configuration error:
 // a token not valid yet becomes valid by itself, and on a clock that may be
 // wrong (a VM at boot, before NTP) the control plane has the last word.
-func tokenTime(key, where string, te *token.TimeError, add, warn func(key, format string, args ...any)) {
+func tokenTime(key Key, where string, te *token.TimeError, add, warn func(key Key, format string, args ...any)) {
 	clock := clockStatus()
 	switch {
 	case clock.Problem() != "":
@@ -29,14 +29,14 @@ func tokenTime(key, where string, te *token.TimeError, add, warn func(key, forma
 // a synchronised clock is a configuration error (exit 78: the file must be
 // replaced); one not valid yet becomes valid by itself, and a clock that
 // may be wrong is left to the TLS handshake, which the agent retries.
-func caTime(path string, te *CATimeError, add, warn func(key, format string, args ...any)) {
+func caTime(path string, te *CATimeError, add, warn func(key Key, format string, args ...any)) {
 	clock := clockStatus()
 	switch {
 	case clock.Problem() != "":
-		warn("ca-cert-file", "%s; %s looks unusable: %v. zoneproxy keeps going and retries the control plane until the clock is right", clock.Problem(), path, te)
+		warn(KeyCACertFile, "%s; %s looks unusable: %v. zoneproxy keeps going and retries the control plane until the clock is right", clock.Problem(), path, te)
 	case te.NotYetValid:
-		warn("ca-cert-file", "%s: %v; the control plane's certificate cannot be verified until then: zoneproxy keeps retrying", path, te)
+		warn(KeyCACertFile, "%s: %v; the control plane's certificate cannot be verified until then: zoneproxy keeps retrying", path, te)
 	default:
-		add("ca-cert-file", "%s: %v; the control plane's certificate cannot be verified with it: give the control plane's current CA certificate", path, te)
+		add(KeyCACertFile, "%s: %v; the control plane's certificate cannot be verified with it: give the control plane's current CA certificate", path, te)
 	}
 }

@@ -9,23 +9,23 @@ import (
 
 // validateEnvoyCommandLine checks what reaches Envoy's command line beside
 // the agent's own arguments: Envoy would refuse a repeated flag at start.
-func (c *Config) validateEnvoyCommandLine(add func(key, format string, args ...any)) {
+func (c *Config) validateEnvoyCommandLine(add func(key Key, format string, args ...any)) {
 	if c.EnvoyComponentLogLevel != "" {
 		for _, part := range strings.Split(c.EnvoyComponentLogLevel, ",") {
 			component, level, ok := strings.Cut(part, ":")
 			switch {
 			case !ok || strings.Contains(level, ":"):
-				add("envoy-component-log-level", "%q is not <component>:<level>: write e.g. upstream:debug,connection:trace", part)
+				add(KeyEnvoyComponentLogLevel, "%q is not <component>:<level>: write e.g. upstream:debug,connection:trace", part)
 			case !ValidEnvoyLoggerName(component):
-				add("envoy-component-log-level", "%q: %q is not an Envoy logger name (lower-case letters, digits and _, e.g. upstream)", part, component)
+				add(KeyEnvoyComponentLogLevel, "%q: %q is not an Envoy logger name (lower-case letters, digits and _, e.g. upstream)", part, component)
 			case !slices.Contains(EnvoyLogLevels, level):
-				add("envoy-component-log-level", "%q: %q is not an Envoy log level: use one of %s", part, level, strings.Join(EnvoyLogLevels, ", "))
+				add(KeyEnvoyComponentLogLevel, "%q: %q is not an Envoy log level: use one of %s", part, level, strings.Join(EnvoyLogLevels, ", "))
 			}
 		}
 	}
 	for _, a := range c.EnvoyArgs {
 		if instead, reserved := envoy.ReservedArg(a); reserved {
-			add("envoy-arg", "%q is the agent's to set: %s", a, instead)
+			add(KeyEnvoyArg, "%q is the agent's to set: %s", a, instead)
 		}
 	}
 }

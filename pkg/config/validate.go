@@ -27,7 +27,7 @@ const MaxWorkDirLen = 98 - len("/kuma-envoy-admin")
 
 // Problem is one configuration mistake, named by its flag/key, with the fix.
 type Problem struct {
-	Key     string
+	Key     Key // or an environment variable's name
 	Message string
 	// Transient: a restart may find it fixed without anyone changing the
 	// configuration (a token file not written yet, or being rewritten).
@@ -56,10 +56,10 @@ func OnlyTransient(err error) bool {
 // file's worth) is cut here: an over-long value is never echoed whole,
 // and a control character in one (a line break) is escaped.
 func (p Problem) Error() string {
-	if strings.HasPrefix(p.Key, "ZONEPROXY_") { // an environment variable, not a flag
-		return p.Key + ": " + errtext.OneLine(errtext.Message(p.Message))
+	if strings.HasPrefix(string(p.Key), EnvPrefix) { // an environment variable, not a flag
+		return string(p.Key) + ": " + errtext.OneLine(errtext.Message(p.Message))
 	}
-	return "--" + p.Key + ": " + errtext.OneLine(errtext.Message(p.Message))
+	return p.Key.Flag() + ": " + errtext.OneLine(errtext.Message(p.Message))
 }
 
 // premade is a message argument already made to be shown: it is not cut.
@@ -106,79 +106,79 @@ func (c *Config) ValidateResource() error {
 func (c *Config) validate(now time.Time, files bool) (warnings []Warning, err error) {
 	var errs *multierror.Error
 	// Every value a message quotes is cut if over-long (errtext.Value).
-	add := func(key, format string, args ...any) {
+	add := func(key Key, format string, args ...any) {
 		errs = multierror.Append(errs, Problem{Key: key, Message: errtext.OneLine(fmt.Sprintf(format, shown(args)...))})
 	}
-	warn := func(key, format string, args ...any) {
+	warn := func(key Key, format string, args ...any) {
 		warnings = append(warnings, Problem{Key: key, Message: errtext.OneLine(fmt.Sprintf(format, shown(args)...))})
 	}
-	transient := func(key, format string, args ...any) {
+	transient := func(key Key, format string, args ...any) {
 		errs = multierror.Append(errs, Problem{Key: key, Message: errtext.OneLine(fmt.Sprintf(format, shown(args)...)), Transient: true})
 	}
 
 	if c.Mesh == "" {
-		add("mesh", "required: the mesh this zone proxy serves, %s", premade(c.meshExample(files)))
+		add(KeyMesh, "required: the mesh this zone proxy serves, %s", premade(c.meshExample(files)))
 	}
 	switch c.Role {
 	case RoleIngress, RoleEgress, RoleCombined:
 	case "":
-		add("role", "required: one of ingress, egress, combined")
+		add(KeyRole, "required: one of ingress, egress, combined")
 	default:
-		add("role", "%q is not a role: use ingress, egress or combined", c.Role)
+		add(KeyRole, "%q is not a role: use ingress, egress or combined", c.Role)
 	}
 	for _, k := range slices.Sorted(maps.Keys(c.Labels)) {
 		switch {
 		case k == "":
-			add("label", "a label needs a key: use --label key=value")
+			add(KeyLabel, "a label needs a key: use %s key=value", KeyLabel.Flag())
 		case k == dataplane.WorkloadLabel:
-			add("label", "set the %s label with --workload instead", dataplane.WorkloadLabel)
+			add(KeyLabel, "set the %s label with %s instead", dataplane.WorkloadLabel, KeyWorkload.Flag())
 		case reservedLabels[k]:
-			add("label", "%s is set by the control plane: remove it", k)
+			add(KeyLabel, "%s is set by the control plane: remove it", k)
 		case !dataplane.ValidLabelKey(k):
-			add("label", "%q is not a label key: letters, digits, '-', '_' and '.' (at most 63, starting and ending with a letter or digit), with an optional DNS prefix and '/'", k)
+			add(KeyLabel, "%q is not a label key: letters, digits, '-', '_' and '.' (at most 63, starting and ending with a letter or digit), with an optional DNS prefix and '/'", k)
 		case !dataplane.ValidLabelValue(c.Labels[k]):
-			add("label", "%s=%q: a label value is at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", k, c.Labels[k])
+			add(KeyLabel, "%s=%q: a label value is at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", k, c.Labels[k])
 		}
 	}
 
-	checkPort := func(key string, p int) {
+	checkPort := func(key Key, p int) {
 		if p < 1 || p > 65535 {
 			add(key, "%d is not a port: use 1-65535", p)
 		}
 	}
-	checkPort("readiness-port", c.ReadinessPort)
-	checkPort("admin-port", c.AdminPort)
-	ports := map[int]string{c.ReadinessPort: "readiness-port"}
-	claim := func(key string, p int) {
+	checkPort(KeyReadinessPort, c.ReadinessPort)
+	checkPort(KeyAdminPort, c.AdminPort)
+	ports := map[int]Key{c.ReadinessPort: KeyReadinessPort}
+	claim := func(key Key, p int) {
 		if other, ok := ports[p]; ok && p != 0 {
-			add(key, "port %d is also --%s: give each its own port", p, other)
+			add(key, "port %d is also %s: give each its own port", p, other.Flag())
 			return
 		}
 		ports[p] = key
 	}
-	claim("admin-port", c.AdminPort)
+	claim(KeyAdminPort, c.AdminPort)
 	if c.Role.HasIngress() {
-		checkPort("ingress-port", c.IngressPort)
-		claim("ingress-port", c.IngressPort)
+		checkPort(KeyIngressPort, c.IngressPort)
+		claim(KeyIngressPort, c.IngressPort)
 	}
 	if c.Role.HasEgress() {
-		checkPort("egress-port", c.EgressPort)
-		claim("egress-port", c.EgressPort)
+		checkPort(KeyEgressPort, c.EgressPort)
+		claim(KeyEgressPort, c.EgressPort)
 	}
-	if port, ok := checkListenAddress(add, "metrics-address", c.MetricsAddress, "0.0.0.0:9903", "for /metrics beside /ready on loopback"); ok {
+	if port, ok := checkListenAddress(add, KeyMetricsAddress, c.MetricsAddress, "0.0.0.0:9903", "for /metrics beside /ready on loopback"); ok {
 		if _, separate := c.MetricsListener(); separate {
-			claim("metrics-address", port)
+			claim(KeyMetricsAddress, port)
 		}
 	}
-	if port, ok := checkListenAddress(add, "health-address", c.HealthAddress, "0.0.0.0:9904", "for /ready on loopback only"); ok {
-		claim("health-address", port)
+	if port, ok := checkListenAddress(add, KeyHealthAddress, c.HealthAddress, "0.0.0.0:9904", "for /ready on loopback only"); ok {
+		claim(KeyHealthAddress, port)
 	}
 
 	switch {
 	case c.Address == "":
-		add("address", "no non-loopback IPv4 address found on this host: set --address to the IP zone peers reach this proxy on")
+		add(KeyAddress, "no non-loopback IPv4 address found on this host: set %s to the IP zone peers reach this proxy on", KeyAddress.Flag())
 	case net.ParseIP(c.Address) == nil:
-		add("address", "%q is not an IP address: Envoy binds the zone listeners there; give an IP of this host", c.Address)
+		add(KeyAddress, "%q is not an IP address: Envoy binds the zone listeners there; give an IP of this host", c.Address)
 	}
 	if c.Mesh != "" && c.Role != "" && c.Address != "" {
 		for _, fe := range c.dataplaneProblems() {
@@ -192,64 +192,64 @@ func (c *Config) validate(now time.Time, files bool) (warnings []Warning, err er
 	}
 
 	if c.EnvoyBinary == "" {
-		add("envoy-binary", "cannot be empty: the path or name of the Envoy binary")
+		add(KeyEnvoyBinary, "cannot be empty: the path or name of the Envoy binary")
 	}
 	if c.WorkDir != "" {
 		if !filepath.IsAbs(c.WorkDir) {
-			add("work-dir", "%q must be an absolute path", c.WorkDir)
+			add(KeyWorkDir, "%q must be an absolute path", c.WorkDir)
 		} else if len(c.WorkDir) > MaxWorkDirLen {
-			add("work-dir", "%q is %d characters; Envoy's admin socket path must stay short, use at most %d", c.WorkDir, len(c.WorkDir), MaxWorkDirLen)
+			add(KeyWorkDir, "%q is %d characters; Envoy's admin socket path must stay short, use at most %d", c.WorkDir, len(c.WorkDir), MaxWorkDirLen)
 		}
 	}
 	switch {
 	case c.DrainTime < 0:
-		add("drain-time", "%s is negative: use a duration such as 30s", c.DrainTime)
+		add(KeyDrainTime, "%s is negative: use a duration such as 30s", c.DrainTime)
 	case c.DrainTime > MaxDrainTime:
-		add("drain-time", "%s is longer than Envoy accepts: its --drain-time-s is at most %d seconds (%s); use a duration such as 30s", c.DrainTime, uint64(MaxDrainTime/time.Second), MaxDrainTime)
+		add(KeyDrainTime, "%s is longer than Envoy accepts: its --drain-time-s is at most %d seconds (%s); use a duration such as 30s", c.DrainTime, uint64(MaxDrainTime/time.Second), MaxDrainTime)
 	}
 	switch {
 	case c.CacheMaxAge < 0:
-		add("cache-max-age", "%s is negative: use a duration such as 72h (the control plane forgets an offline proxy after 72h)", c.CacheMaxAge)
+		add(KeyCacheMaxAge, "%s is negative: use a duration such as 72h (the control plane forgets an offline proxy after 72h)", c.CacheMaxAge)
 	case c.CacheMaxAge == 0 && c.StateDir != "":
-		add("cache-max-age", "0 would never serve the cache it keeps: set --state-dir \"\" to keep none, or a duration such as 72h")
+		add(KeyCacheMaxAge, "0 would never serve the cache it keeps: set %s \"\" to keep none, or a duration such as 72h", KeyStateDir.Flag())
 	}
 	if c.StateDir != "" && !filepath.IsAbs(c.StateDir) {
-		add("state-dir", "%q must be an absolute path (or \"\" to keep no cached configuration)", c.StateDir)
+		add(KeyStateDir, "%q must be an absolute path (or \"\" to keep no cached configuration)", c.StateDir)
 	}
 	if c.DrainMin < 0 {
-		add("drain-min", "%s is negative: use a duration such as 5s (it is capped at --drain-time)", c.DrainMin)
+		add(KeyDrainMin, "%s is negative: use a duration such as 5s (it is capped at %s)", c.DrainMin, KeyDrainTime.Flag())
 	}
 	if !slices.Contains(EnvoyLogLevels, c.EnvoyLogLevel) {
-		add("envoy-log-level", "%q is not an Envoy log level: use one of %s", c.EnvoyLogLevel, strings.Join(EnvoyLogLevels, ", "))
+		add(KeyEnvoyLogLevel, "%q is not an Envoy log level: use one of %s", c.EnvoyLogLevel, strings.Join(EnvoyLogLevels, ", "))
 	}
 	switch {
 	case c.Concurrency < 0:
-		add("concurrency", "%d is negative: use 0 for one worker per usable CPU or a number of worker threads", c.Concurrency)
+		add(KeyConcurrency, "%d is negative: use 0 for one worker per usable CPU or a number of worker threads", c.Concurrency)
 	case uint64(c.Concurrency) > MaxConcurrency:
-		add("concurrency", "%d is more than Envoy's --concurrency accepts (at most %d): use 0 for one worker per usable CPU or a number of worker threads", c.Concurrency, uint64(MaxConcurrency))
+		add(KeyConcurrency, "%d is more than Envoy's --concurrency accepts (at most %d): use 0 for one worker per usable CPU or a number of worker threads", c.Concurrency, uint64(MaxConcurrency))
 	}
 	c.validateEnvoyCommandLine(add)
 	if c.RetryInitial <= 0 {
-		add("retry-initial", "%s must be positive, e.g. 1s", c.RetryInitial)
+		add(KeyRetryInitial, "%s must be positive, e.g. 1s", c.RetryInitial)
 	}
 	if c.RetryMax < c.RetryInitial {
-		add("retry-max", "%s must be at least --retry-initial (%s)", c.RetryMax, c.RetryInitial)
+		add(KeyRetryMax, "%s must be at least %s (%s)", c.RetryMax, KeyRetryInitial.Flag(), c.RetryInitial)
 	}
 	if c.BootstrapTimeout < 0 {
-		add("bootstrap-timeout", "%s is negative: use 0 to wait forever or a duration", c.BootstrapTimeout)
+		add(KeyBootstrapTimeout, "%s is negative: use 0 to wait forever or a duration", c.BootstrapTimeout)
 	}
 	if !slices.Contains(LogLevels, c.LogLevel) {
-		add("log-level", "%q is not a log level: use one of %s", c.LogLevel, strings.Join(LogLevels, ", "))
+		add(KeyLogLevel, "%q is not a log level: use one of %s", c.LogLevel, strings.Join(LogLevels, ", "))
 	}
 	if !slices.Contains(LogFormats, c.LogFormat) {
-		add("log-format", "%q is not a log format: use console or json", c.LogFormat)
+		add(KeyLogFormat, "%q is not a log format: use console or json", c.LogFormat)
 	}
 	return warnings, errs.ErrorOrNil()
 }
 
 // checkListenAddress returns the port of a well-formed listener address
 // setting key (value "" is none).
-func checkListenAddress(add func(key, format string, args ...any), key, value, example, unsetMeans string) (int, bool) {
+func checkListenAddress(add func(key Key, format string, args ...any), key Key, value, example, unsetMeans string) (int, bool) {
 	if value == "" {
 		return 0, false
 	}
@@ -284,28 +284,28 @@ func (c *Config) dataplaneProblems() []Problem {
 	return out
 }
 
-func flagFor(field string, dp dataplane.Dataplane) string {
+func flagFor(field string, dp dataplane.Dataplane) Key {
 	switch {
 	case field == "mesh":
-		return "mesh"
+		return KeyMesh
 	case field == "name":
-		return "name"
+		return KeyName
 	case strings.HasPrefix(field, "labels"):
-		return "workload"
+		return KeyWorkload
 	case field == "networking.address" || strings.HasSuffix(field, ".address"):
-		return "address"
+		return KeyAddress
 	}
 	var i int
 	if _, err := fmt.Sscanf(field, "networking.listeners[%d]", &i); err == nil && i < len(dp.Networking.Listeners) {
 		if dp.Networking.Listeners[i].Type == dataplane.TypeZoneIngress {
-			return "ingress-port"
+			return KeyIngressPort
 		}
-		return "egress-port"
+		return KeyEgressPort
 	}
-	return "config"
+	return KeyConfig
 }
 
-func (c *Config) validateControlPlane(now time.Time, add, warn func(key, format string, args ...any)) {
+func (c *Config) validateControlPlane(now time.Time, add, warn func(key Key, format string, args ...any)) {
 	c.validateCPAddress(add)
 	if c.CACertFile == "" {
 		return
@@ -313,17 +313,17 @@ func (c *Config) validateControlPlane(now time.Time, add, warn func(key, format 
 	ca, err := ReadCAFile(c.CACertFile)
 	switch {
 	case errors.Is(err, token.ErrNotRegular) || errors.Is(err, token.ErrTooLarge):
-		add("ca-cert-file", "%s: %v: give the control plane's CA certificate file (kuma-cp.crt), a regular file", c.CACertFile, errtext.PathCause(err))
+		add(KeyCACertFile, "%s: %v: give the control plane's CA certificate file (kuma-cp.crt), a regular file", c.CACertFile, errtext.PathCause(err))
 		return
 	case err != nil:
-		add("ca-cert-file", "cannot read %s: %v", c.CACertFile, errtext.PathCause(err))
+		add(KeyCACertFile, "cannot read %s: %v", c.CACertFile, errtext.PathCause(err))
 		return
 	}
 	if len(ca.Certs) == 0 {
-		add("ca-cert-file", "%s holds no PEM certificate: give the control plane's CA certificate (kuma-cp.crt)", c.CACertFile)
+		add(KeyCACertFile, "%s holds no PEM certificate: give the control plane's CA certificate (kuma-cp.crt)", c.CACertFile)
 	}
 	if ca.Keys > 0 {
-		warn("ca-cert-file", "%s holds a private key too: zoneproxy sends the control plane only the certificates, but a CA file needs no key; keep it elsewhere", c.CACertFile)
+		warn(KeyCACertFile, "%s holds a private key too: zoneproxy sends the control plane only the certificates, but a CA file needs no key; keep it elsewhere", c.CACertFile)
 	}
 	if te := ca.Time(now); te != nil {
 		caTime(c.CACertFile, te, add, warn)
@@ -331,38 +331,38 @@ func (c *Config) validateControlPlane(now time.Time, add, warn func(key, format 
 }
 
 // validateCPAddress checks --cp-address without the network.
-func (c *Config) validateCPAddress(add func(key, format string, args ...any)) {
+func (c *Config) validateCPAddress(add func(key Key, format string, args ...any)) {
 	u, err := url.Parse(c.CPAddress)
 	switch {
 	case c.CPAddress == "":
-		add("cp-address", "required: the zone control plane's DP server, e.g. https://cp.zone-1.internal:5678")
+		add(KeyCPAddress, "required: the zone control plane's DP server, e.g. https://cp.zone-1.internal:5678")
 	case !strings.Contains(c.CPAddress, "://") && strings.Contains(c.CPAddress, "@"):
-		add("cp-address", "must not hold a user name or password: give only https://host:port (the dataplane token authenticates the proxy)")
+		add(KeyCPAddress, "must not hold a user name or password: give only https://host:port (the dataplane token authenticates the proxy)")
 	case !strings.Contains(c.CPAddress, "://"):
 		// host:port alone: url.Parse fails, or takes the host for a scheme.
-		add("cp-address", "%q has no scheme: did you mean %s? (the DP server speaks only TLS)", c.CPAddress, premade(httpsOf(c.CPAddress)))
+		add(KeyCPAddress, "%q has no scheme: did you mean %s? (the DP server speaks only TLS)", c.CPAddress, premade(httpsOf(c.CPAddress)))
 	case err != nil:
-		add("cp-address", "%q is not a URL: %v", c.CPAddress, err)
+		add(KeyCPAddress, "%q is not a URL: %v", c.CPAddress, err)
 	case u.User != nil: // before any message that quotes the address
-		add("cp-address", "must not hold a user name or password: give only https://host:port (the dataplane token authenticates the proxy)")
+		add(KeyCPAddress, "must not hold a user name or password: give only https://host:port (the dataplane token authenticates the proxy)")
 	case u.Scheme != "https":
-		add("cp-address", "%q must start with https:// (the control plane's DP server on port 5678 only speaks TLS)", c.CPAddress)
+		add(KeyCPAddress, "%q must start with https:// (the control plane's DP server on port 5678 only speaks TLS)", c.CPAddress)
 	case u.Hostname() == "":
-		add("cp-address", "%q has no host", c.CPAddress)
+		add(KeyCPAddress, "%q has no host", c.CPAddress)
 	case strings.HasSuffix(u.Host, ":") && u.Port() == "":
-		add("cp-address", "%q has an empty port: give https://host:port, the DP server's port (5678 by default)", c.CPAddress)
+		add(KeyCPAddress, "%q has an empty port: give https://host:port, the DP server's port (5678 by default)", c.CPAddress)
 	case u.Port() != "" && !validPort(u.Port()):
-		add("cp-address", "%q: %s is not a port: use 1-65535, the DP server's port (5678 by default)", c.CPAddress, u.Port())
+		add(KeyCPAddress, "%q: %s is not a port: use 1-65535, the DP server's port (5678 by default)", c.CPAddress, u.Port())
 	case u.Path != "" && u.Path != "/":
-		add("cp-address", "%q must not have a path: give only https://host:port", c.CPAddress)
+		add(KeyCPAddress, "%q must not have a path: give only https://host:port", c.CPAddress)
 	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(c.CPAddress, "#"):
 		// The request would go to / with /bootstrap in the query or
 		// fragment: a 404 retried for ever.
-		add("cp-address", "%q must not have a query or fragment: give only https://host:port", c.CPAddress)
+		add(KeyCPAddress, "%q must not have a query or fragment: give only https://host:port", c.CPAddress)
 	}
 	if u != nil && u.Hostname() != "" {
 		if ip := net.ParseIP(u.Hostname()); ip != nil && ip.IsUnspecified() {
-			add("cp-address", "%q is a wildcard address: use the control plane's host name or IP", c.CPAddress)
+			add(KeyCPAddress, "%q is a wildcard address: use the control plane's host name or IP", c.CPAddress)
 		}
 	}
 }
@@ -386,18 +386,18 @@ func validPort(p string) bool {
 // An empty or missing token file is transient: a provisioner may not
 // have written it yet, or be rewriting it; a restart tries again, as the
 // running agent does.
-func (c *Config) validateToken(now time.Time, add, transient, warn func(key, format string, args ...any)) {
-	key, where := "dataplane-token", "the token"
+func (c *Config) validateToken(now time.Time, add, transient, warn func(key Key, format string, args ...any)) {
+	key, where := KeyDataplaneToken, "the token"
 	switch {
 	case c.DataplaneTokenFile != "" && c.DataplaneToken != "":
-		add("dataplane-token", "set either --dataplane-token-file or --dataplane-token, not both")
+		add(KeyDataplaneToken, "set either %s or %s, not both", KeyDataplaneTokenFile.Flag(), KeyDataplaneToken.Flag())
 		return
 	case c.DataplaneToken != "":
-		warn(key, "an inline token leaks easily (process list and shell history for the flag, the environment or config file otherwise); prefer --dataplane-token-file")
+		warn(key, "an inline token leaks easily (process list and shell history for the flag, the environment or config file otherwise); prefer %s", KeyDataplaneTokenFile.Flag())
 	case c.DataplaneTokenFile != "":
-		key, where = "dataplane-token-file", "the token in "+c.DataplaneTokenFile
+		key, where = KeyDataplaneTokenFile, "the token in "+c.DataplaneTokenFile
 	default:
-		warn("dataplane-token-file", "no dataplane token given; the control plane will refuse to bootstrap unless its dataplane authentication is off")
+		warn(KeyDataplaneTokenFile, "no dataplane token given; the control plane will refuse to bootstrap unless its dataplane authentication is off")
 		return
 	}
 	if c.DataplaneTokenFile != "" {
@@ -474,8 +474,8 @@ func (c *Config) checkClaims(claims token.Claims) error {
 func (c *Config) meshExample(files bool) string {
 	if files {
 		if tok, err := token.Load(c.DataplaneToken, c.DataplaneTokenFile); err == nil && tok.Claims.Mesh != "" {
-			return fmt.Sprintf("the dataplane token is for mesh %q: --mesh %s", errtext.Value(tok.Claims.Mesh), errtext.Arg(tok.Claims.Mesh))
+			return fmt.Sprintf("the dataplane token is for mesh %q: %s %s", errtext.Value(tok.Claims.Mesh), KeyMesh.Flag(), errtext.Arg(tok.Claims.Mesh))
 		}
 	}
-	return "e.g. --mesh payments"
+	return "e.g. " + KeyMesh.Flag() + " payments"
 }
