@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/zoneproxy/zoneproxy/pkg/config"
@@ -44,7 +45,10 @@ func flagList(keys ...config.Key) string {
 // included, so that a unit written for kuma-dp is translated flag by flag:
 // those zoneproxy has (config.Setting's KumaDP) and those it has not.
 // docs/migration-from-kuma-dp.md lists each; a test keeps them in step.
-var kumaDPFlags = withKumaDPSettings(map[string]kumaDPFlag{
+var kumaDPFlags = withKumaDPSettings(kumaDPOnly)
+
+// kumaDPOnly are kuma-dp's flags that zoneproxy has not.
+var kumaDPOnly = map[string]kumaDPFlag{
 	"log-output-path":          {none: noRotation},
 	"log-max-retained-files":   {none: noRotation},
 	"log-max-size":             {none: noRotation},
@@ -71,20 +75,21 @@ var kumaDPFlags = withKumaDPSettings(map[string]kumaDPFlag{
 	"dns-server-config-dir":            {none: noDNS},
 	"dns-prometheus-port":              {none: noDNS},
 	"dns-enable-logging":               {noValue: true, none: noDNS},
-})
+}
 
 // withKumaDPSettings adds the kuma-dp flags zoneproxy has to those it has not.
 func withKumaDPSettings(others map[string]kumaDPFlag) map[string]kumaDPFlag {
+	all := maps.Clone(others)
 	for _, s := range config.Settings() {
 		names := s.KumaDPAlso
 		if s.KumaDP {
 			names = append([]string{string(s.Key)}, names...)
 		}
 		for _, name := range names {
-			others[name] = kumaDPFlag{use: string(s.Key)}
+			all[name] = kumaDPFlag{use: string(s.Key)}
 		}
 	}
-	return others
+	return all
 }
 
 // kumaDPEquivalent is zoneproxy's flag for a kuma-dp flag ("" for none),

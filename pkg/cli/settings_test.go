@@ -1,0 +1,54 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/zoneproxy/zoneproxy/pkg/config"
+)
+
+// The flag table and the kuma-dp mapping are derived from the settings'
+// declarations: each setting once, under its own name, with its variable.
+func TestTablesDerivedFromTheDeclarations(t *testing.T) {
+	fs := pflag.NewFlagSet("all", pflag.ContinueOnError)
+	var all []config.Key
+	for _, s := range config.Settings() {
+		all = append(all, s.Key)
+	}
+	addFlags(fs, all...) // pflag panics on a flag declared twice
+	for _, s := range config.Settings() {
+		f := fs.Lookup(string(s.Key))
+		if f == nil || f.Usage != s.Usage+" (env "+s.Key.Env()+")" || f.DefValue != s.Default && s.Kind != config.KindList {
+			t.Errorf("%s: flag %+v", s.Key.Flag(), f)
+		}
+	}
+	shared := 0
+	for name, f := range kumaDPFlags {
+		if f.use == "" {
+			continue
+		}
+		shared++
+		if _, claimed := kumaDPOnly[name]; claimed {
+			t.Errorf("kuma-dp's --%s is both --%s and a flag zoneproxy has not", name, f.use)
+		}
+		if _, ok := config.Lookup(f.use); !ok {
+			t.Errorf("kuma-dp's --%s maps to --%s, no setting", name, f.use)
+		}
+	}
+	for kumaDP, want := range map[string]string{"binary-path": "envoy-binary", "config-dir": "work-dir", "work-dir": "work-dir", "drain-time": "drain-time", "admin-port": "admin-port"} {
+		if got := kumaDPFlags[kumaDP].use; got != want {
+			t.Errorf("kuma-dp's --%s is --%s here, want --%s", kumaDP, got, want)
+		}
+	}
+	if shared != 15 {
+		t.Errorf("%d kuma-dp flags zoneproxy has, want 15", shared)
+	}
+	if len(kumaDPFlags) != len(kumaDPOnly)+shared {
+		t.Errorf("%d kuma-dp flags, %d without ours and %d with", len(kumaDPFlags), len(kumaDPOnly), shared)
+	}
+	if !strings.Contains(kumaDPHint("binary-path"), "--envoy-binary") {
+		t.Errorf("hint %q", kumaDPHint("binary-path"))
+	}
+}
