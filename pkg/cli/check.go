@@ -103,7 +103,7 @@ func runChecks(ctx context.Context, w io.Writer, cfg *config.Config, running *in
 	fmt.Fprintf(w, "zoneproxy check: mesh %q, role %s, Dataplane %q\n", cfg.Mesh, cfg.Role, cfg.Name)
 	c.ok("configuration is valid")
 	if cfg.AddressChosen != "" {
-		c.note("address %s: %s (set --address to choose another)", cfg.Address, cfg.AddressChosen)
+		c.note("address %s: %s (set %s to choose another)", cfg.Address, cfg.AddressChosen, config.KeyAddress.Flag())
 	}
 
 	if bin, err := exec.LookPath(cfg.EnvoyBinary); err == nil && geteuid() == 0 {
@@ -115,7 +115,7 @@ func runChecks(ctx context.Context, w io.Writer, cfg *config.Config, running *in
 	ev := found.Version
 	cached := ""
 	if found.Cached {
-		cached = " (as run recorded it in --state-dir)"
+		cached = " (as run recorded it in " + config.KeyStateDir.Flag() + ")"
 	}
 	switch {
 	case err != nil:
@@ -267,7 +267,7 @@ func (c *checklist) checkCAFile(cfg *config.Config, now time.Time, clock timesyn
 		if p := clock().Problem(); p != "" {
 			what = strings.TrimSuffix(p, ".") + ": the clock may be what is wrong; run would keep retrying"
 		}
-		c.fail("CA certificate file "+errtext.Value(cfg.CACertFile)+" is valid now", fmt.Errorf("--ca-cert-file: %v\n(%s)", te, what))
+		c.fail("CA certificate file "+errtext.Value(cfg.CACertFile)+" is valid now", fmt.Errorf("%s: %v\n(%s)", config.KeyCACertFile.Flag(), te, what))
 		return
 	}
 	var until time.Time
@@ -300,8 +300,8 @@ func (c *checklist) checkNoToken(cfg *config.Config, cpErr error) {
 	case cpErr == nil:
 		c.ok("no dataplane token configured, and the control plane accepts this proxy without one (its dataplane authentication is off)")
 	case refusedForNoToken(cpErr):
-		c.fail("dataplane token configured", fmt.Errorf("none is, and the control plane requires one: generate one with `kumactl generate dataplane-token --mesh %s --workload %s` and pass it with --dataplane-token-file",
-			errtext.Arg(cfg.Mesh), errtext.Arg(cfg.Workload)))
+		c.fail("dataplane token configured", fmt.Errorf("none is, and the control plane requires one: generate one with `kumactl generate dataplane-token --mesh %s --workload %s` and pass it with %s",
+			errtext.Arg(cfg.Mesh), errtext.Arg(cfg.Workload), config.KeyDataplaneTokenFile.Flag()))
 	default:
 		c.note("no dataplane token configured: this works only if the control plane's dataplane authentication is off, which its answer above does not tell")
 	}
@@ -345,10 +345,10 @@ func (c *checklist) checkControlPlane(ctx context.Context, cfg *config.Config, e
 func (c *checklist) checkCache(cfg *config.Config, now time.Time) {
 	switch {
 	case !cfg.XDSRelay:
-		c.note("no configuration is cached: --xds-relay=false (Envoy talks to the control plane directly)")
+		c.note("no configuration is cached: %s=false (Envoy talks to the control plane directly)", config.KeyXDSRelay.Flag())
 		return
 	case cfg.StateDir == "":
-		c.note(`no configuration is cached: --state-dir is ""`)
+		c.note(`no configuration is cached: %s is ""`, config.KeyStateDir.Flag())
 		return
 	}
 	// As the agent keys its cache (pkg/agent cacheIdentity).
@@ -362,7 +362,7 @@ func (c *checklist) checkCache(cfg *config.Config, now time.Time) {
 		hint := ""
 		if !cfg.StateDirSet && os.Getenv("STATE_DIRECTORY") == "" {
 			// Outside the unit the default is not the unit's directory.
-			hint = "; a systemd instance keeps it in /var/lib/zoneproxy/<instance>: pass --state-dir to check that one"
+			hint = "; a systemd instance keeps it in /var/lib/zoneproxy/<instance>: pass " + config.KeyStateDir.Flag() + " to check that one"
 		}
 		c.note("no cached configuration in %s yet: run keeps one once Envoy has accepted the control plane's configuration%s", st.Path, hint)
 		return

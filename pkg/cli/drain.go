@@ -120,11 +120,11 @@ func maintain(cmd *cobra.Command, drain bool) error {
 	defer loopback.CloseIdleConnections()
 	in := findInstance(p.cfg, p.configFile)
 	if in == nil {
-		return fail("no running zoneproxy for this configuration (%s): nothing to %s; is it started, and with the same --config or --work-dir?", instanceKey(p.cfg, p.configFile), what)
+		return fail("no running zoneproxy for this configuration (%s): nothing to %s; is it started, and with the same %s or %s?", instanceKey(p.cfg, p.configFile), what, config.KeyConfig.Flag(), config.KeyWorkDir.Flag())
 	}
 	port := preflight.ReadinessPort(p.cfg)
 	if !in.holds(port) {
-		return fail("zoneproxy (pid %d) does not listen on %s: give the --readiness-port it runs with", in.pid, port.Addr)
+		return fail("zoneproxy (pid %d) does not listen on %s: give the %s it runs with", in.pid, port.Addr, config.KeyReadinessPort.Flag())
 	}
 	base := "http://" + port.Addr
 	ctx := context.Background()
@@ -177,12 +177,12 @@ func phaseList(ps []state.Phase) string {
 // instanceKey names how the instance was looked for.
 func instanceKey(cfg *config.Config, configFile string) string {
 	if cfg.WorkDir != "" {
-		return "--work-dir " + cfg.WorkDir
+		return config.KeyWorkDir.Flag() + " " + cfg.WorkDir
 	}
 	if configFile != "" {
-		return "--config " + configFile
+		return config.KeyConfig.Flag() + " " + configFile
 	}
-	return "neither --config nor --work-dir given"
+	return "neither " + config.KeyConfig.Flag() + " nor " + config.KeyWorkDir.Flag() + " given"
 }
 
 // awaitPhase polls /ready until its first word is one of want. It returns

@@ -28,10 +28,13 @@ var instanceName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:@-]*$`)
 // addInstanceFlags adds --instance (and the hidden --instance-dir tests
 // and unusual layouts use) to a command that finds a running instance.
 func addInstanceFlags(fs *pflag.FlagSet) {
-	fs.String("instance", "", "the systemd instance NAME of zoneproxy@NAME: its --config "+defaultInstanceDir+"/NAME.yaml and the variables of NAME.env, as the unit gets them")
+	fs.String("instance", "", "the systemd instance NAME of zoneproxy@NAME: its "+config.KeyConfig.Flag()+" "+defaultInstanceDir+"/NAME.yaml and the variables of NAME.env, as the unit gets them")
 	fs.String("instance-dir", defaultInstanceDir, "where instances' NAME.yaml and NAME.env are")
 	_ = fs.MarkHidden("instance-dir")
 }
+
+// errInstanceAndConfig refuses two names for one configuration.
+var errInstanceAndConfig = usageError{"--instance and " + config.KeyConfig.Flag() + " name the configuration both: give one"}
 
 // useInstance makes the command's configuration that of zoneproxy@name:
 // --config <dir>/<name>.yaml, and the ZONEPROXY_* variables of
@@ -43,7 +46,7 @@ func useInstance(fs *pflag.FlagSet) (string, error) {
 		return "", nil
 	}
 	if fs.Changed(string(config.KeyConfig)) {
-		return "", usageError{"--instance and --config name the configuration both: give one"}
+		return "", errInstanceAndConfig
 	}
 	dir, _ := fs.GetString("instance-dir")
 	path, env, err := instanceFiles(dir, name)

@@ -94,11 +94,11 @@ func reload(cmd *cobra.Command) error {
 		in = &instance{pid: pid} // its ports unknown: the readiness port answers for it
 	}
 	if in == nil {
-		return cannot("no running zoneproxy for this configuration (%s): nothing to reload; is it started, and with the same --config or --work-dir?", instanceKey(p.cfg, p.configFile))
+		return cannot("no running zoneproxy for this configuration (%s): nothing to reload; is it started, and with the same %s or %s?", instanceKey(p.cfg, p.configFile), config.KeyConfig.Flag(), config.KeyWorkDir.Flag())
 	}
 	port := preflight.ReadinessPort(p.cfg)
 	if !in.holds(port) {
-		return cannot("zoneproxy (pid %d) does not listen on %s: give the --readiness-port it runs with", in.pid, port.Addr)
+		return cannot("zoneproxy (pid %d) does not listen on %s: give the %s it runs with", in.pid, port.Addr, config.KeyReadinessPort.Flag())
 	}
 	base := "http://" + port.Addr
 	ctx := context.Background()

@@ -89,7 +89,7 @@ func collectStatus(cmd *cobra.Command, names []string) (*statusReport, error) {
 	report := &statusReport{Schema: statusSchema, Instances: []instanceStatus{}, dir: dir}
 	if fs.Changed(string(config.KeyConfig)) {
 		if len(names) > 0 {
-			return nil, usageError{"--instance and --config name the configuration both: give one"}
+			return nil, errInstanceAndConfig
 		}
 		path, _ := fs.GetString(string(config.KeyConfig))
 		report.Instances = append(report.Instances, askInstance(cmd, instanceStatus{Config: path}, nil))

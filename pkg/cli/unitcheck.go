@@ -157,22 +157,22 @@ type unitFile struct {
 // unitFiles are the paths the configuration makes the unit use; the work
 // and state dirs only when set apart from the unit's own.
 func unitFiles(cfg *config.Config, configFile string, u *unitSandbox) []unitFile {
-	files := []unitFile{{"--config", configFile, "-r"}}
+	files := []unitFile{{config.KeyConfig.Flag(), configFile, "-r"}}
 	if cfg.DataplaneTokenFile != "" {
-		files = append(files, unitFile{"--dataplane-token-file", cfg.DataplaneTokenFile, "-r"})
+		files = append(files, unitFile{config.KeyDataplaneTokenFile.Flag(), cfg.DataplaneTokenFile, "-r"})
 	}
 	if cfg.CACertFile != "" {
-		files = append(files, unitFile{"--ca-cert-file", cfg.CACertFile, "-r"})
+		files = append(files, unitFile{config.KeyCACertFile.Flag(), cfg.CACertFile, "-r"})
 	}
 	if bin, err := exec.LookPath(cfg.EnvoyBinary); err == nil {
-		files = append(files, unitFile{"--envoy-binary", bin, "-x"})
+		files = append(files, unitFile{config.KeyEnvoyBinary.Flag(), bin, "-x"})
 	}
 	runtime, state := u.directories()
 	if cfg.WorkDir != "" && cfg.WorkDir != runtime {
-		files = append(files, unitFile{"--work-dir", cfg.WorkDir, "-w"})
+		files = append(files, unitFile{config.KeyWorkDir.Flag(), cfg.WorkDir, "-w"})
 	}
 	if cfg.StateDir != "" && cfg.StateDir != state {
-		files = append(files, unitFile{"--state-dir", cfg.StateDir, "-w"})
+		files = append(files, unitFile{config.KeyStateDir.Flag(), cfg.StateDir, "-w"})
 	}
 	return files
 }
