@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/zoneproxy/zoneproxy/pkg/config"
@@ -50,5 +52,36 @@ func TestTablesDerivedFromTheDeclarations(t *testing.T) {
 	}
 	if !strings.Contains(kumaDPHint("binary-path"), "--envoy-binary") {
 		t.Errorf("hint %q", kumaDPHint("binary-path"))
+	}
+}
+
+// Help prose spells flags as text: each one it names is a flag of some
+// command, so a renamed setting leaves no help naming the old flag.
+func TestHelpNamesOnlyFlagsThatExist(t *testing.T) {
+	root := NewRootCommand()
+	known := map[string]bool{
+		"component-log-level": true, "cpuset-threads": true, // Envoy's, named as such
+	}
+	var commands []*cobra.Command
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		commands = append(commands, c)
+		c.Flags().VisitAll(func(f *pflag.Flag) { known[f.Name] = true })
+		c.InheritedFlags().VisitAll(func(f *pflag.Flag) { known[f.Name] = true })
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	known["help"] = true
+	flag := regexp.MustCompile(`--([a-z][a-z-]*[a-z])`)
+	for _, c := range commands {
+		texts := []string{c.Short, c.Long, c.Example}
+		c.Flags().VisitAll(func(f *pflag.Flag) { texts = append(texts, f.Usage) })
+		for _, m := range flag.FindAllStringSubmatch(strings.Join(texts, "\n"), -1) {
+			if !known[m[1]] {
+				t.Errorf("%s --help names --%s, a flag of no command", c.CommandPath(), m[1])
+			}
+		}
 	}
 }
