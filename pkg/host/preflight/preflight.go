@@ -34,37 +34,37 @@ func Ports(cfg *config.Config) []Port {
 		out = append(out, Port{flag, net.JoinHostPort(cfg.Address, strconv.Itoa(port))})
 	}
 	if cfg.Role.HasIngress() {
-		add("ingress-port", cfg.IngressPort)
+		add(string(config.KeyIngressPort), cfg.IngressPort)
 	}
 	if cfg.Role.HasEgress() {
-		add("egress-port", cfg.EgressPort)
+		add(string(config.KeyEgressPort), cfg.EgressPort)
 	}
 	// kuma-cp compares the address with its admin address (127.0.0.1) as a
 	// string: any other address, other loopback ones included, gets the
 	// listener.
 	if cfg.Address != controlPlaneAdminAddress {
-		add("admin-port", cfg.AdminPort)
+		add(string(config.KeyAdminPort), cfg.AdminPort)
 	}
 	return out
 }
 
 // ReadinessPort is the agent's own loopback endpoint.
 func ReadinessPort(cfg *config.Config) Port {
-	return Port{"readiness-port", net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.ReadinessPort))}
+	return Port{string(config.KeyReadinessPort), net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.ReadinessPort))}
 }
 
 // MetricsPort is the extra /metrics listener, if --metrics-address asks
 // for one.
 func MetricsPort(cfg *config.Config) (Port, bool) {
 	addr, ok := cfg.MetricsListener()
-	return Port{"metrics-address", addr}, ok
+	return Port{string(config.KeyMetricsAddress), addr}, ok
 }
 
 // HealthPort is the load balancers' /ready listener, if --health-address
 // asks for one.
 func HealthPort(cfg *config.Config) (Port, bool) {
 	addr, ok := cfg.HealthListener()
-	return Port{"health-address", addr}, ok
+	return Port{string(config.KeyHealthAddress), addr}, ok
 }
 
 // AgentPorts are the agent's own listeners: readiness, and metrics and
@@ -118,8 +118,8 @@ func PortError(p Port, err error) error {
 		cause = oe.Err
 	}
 	hint := "free the port or set --" + p.Flag + " to another one"
-	if p.Flag != "readiness-port" && p.Flag != "metrics-address" && p.Flag != "health-address" {
-		hint += " (and check --address is an IP of this host)"
+	if k := config.Key(p.Flag); k != config.KeyReadinessPort && k != config.KeyMetricsAddress && k != config.KeyHealthAddress {
+		hint += " (and check " + config.KeyAddress.Flag() + " is an IP of this host)"
 	}
 	switch {
 	case errors.Is(cause, syscall.EADDRNOTAVAIL):
