@@ -27,7 +27,9 @@ func (r Role) HasEgress() bool { return r == RoleEgress || r == RoleCombined }
 // Known reports whether r is one of the roles.
 func (r Role) Known() bool { return r == RoleIngress || r == RoleEgress || r == RoleCombined }
 
-// Config is everything `zoneproxy run` needs. Keys match the flag names.
+// Config is everything `zoneproxy run` needs. Each setting among its
+// fields is declared once, in declarations.go: its flag, variable, key,
+// help, default and what a reload does with it.
 type Config struct {
 	Mesh     string
 	Role     Role
