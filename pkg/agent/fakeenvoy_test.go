@@ -162,9 +162,15 @@ type agentRun struct {
 
 func startRun(t *testing.T, cfg *config.Config, fake *fakeEnvoy) *agentRun {
 	t.Helper()
+	return startRunWith(t, cfg, fake, fake)
+}
+
+// startRunWith runs the agent on e, an Envoy made of fake.
+func startRunWith(t *testing.T, cfg *config.Config, fake *fakeEnvoy, e Envoy) *agentRun {
+	t.Helper()
 	core, logs := observer.New(zap.DebugLevel)
 	r := &agentRun{envoy: fake, sigs: newSignals(), logs: logs, done: make(chan error, 1)}
-	r.a = New(Options{Config: cfg, Log: zap.New(core), Signals: r.sigs, Envoy: fake})
+	r.a = New(Options{Config: cfg, Log: zap.New(core), Signals: r.sigs, Envoy: e})
 	go func() { r.done <- r.a.Run(context.Background()) }()
 	t.Cleanup(func() {
 		select {
