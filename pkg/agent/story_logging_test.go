@@ -79,14 +79,16 @@ func TestMeshMetricPolicyIsAppliedRemovedOrKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	tests := []struct {
-		name    string
-		body    []byte
-		wantErr bool
-		wantLog string
+		name      string
+		body      []byte
+		wantErr   bool
+		wantLog   string
+		wantLevel zapcore.Level
 	}{
-		{name: "a policy", body: policy, wantLog: "MeshMetric policy applied"},
-		{name: "removed", body: nil, wantLog: "MeshMetric policy removed: scrapes are unfiltered and OpenTelemetry pushes stop"},
-		{name: "unreadable", body: []byte(`{"observability":`), wantErr: true, wantLog: "ignoring a MeshMetric configuration the agent cannot read; the previous one stays"},
+		{name: "a policy", body: policy, wantLog: "MeshMetric policy applied", wantLevel: zapcore.InfoLevel},
+		{name: "removed", body: nil, wantLog: "MeshMetric policy removed: scrapes are unfiltered and OpenTelemetry pushes stop", wantLevel: zapcore.InfoLevel},
+		{name: "unreadable", body: []byte(`{"observability":`), wantErr: true,
+			wantLog: "ignoring a MeshMetric configuration the agent cannot read; the previous one stays", wantLevel: zapcore.WarnLevel},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -104,8 +106,8 @@ func TestMeshMetricPolicyIsAppliedRemovedOrKept(t *testing.T) {
 			if err := o.applyMeshMetric(tt.body); (err != nil) != tt.wantErr {
 				t.Fatalf("applyMeshMetric: %v, want an error %v", err, tt.wantErr)
 			}
-			if logs.FilterMessageSnippet(tt.wantLog).Len() != 1 {
-				t.Errorf("log %+v, want %q", logs.All(), tt.wantLog)
+			if logs.FilterMessageSnippet(tt.wantLog).FilterLevelExact(tt.wantLevel).Len() != 1 {
+				t.Errorf("log %+v, want %q at %s", logs.All(), tt.wantLog, tt.wantLevel)
 			}
 		})
 	}

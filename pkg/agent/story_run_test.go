@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/zoneproxy/zoneproxy/internal/testutil"
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
@@ -42,7 +44,7 @@ func TestRunWaitsForTheMeshServesDrainsAndUndrains(t *testing.T) {
 	}
 	r.sigs.maintenance <- syscall.SIGUSR2
 	testutil.Eventually(t, 20*time.Second, "SIGUSR2's refusal in the log", func() bool {
-		return r.logs.FilterMessageSnippet("SIGUSR2: cannot drain: not serving yet (WAITING_FOR_MESH").Len() == 1
+		return r.logs.FilterMessageSnippet("SIGUSR2: cannot drain: not serving yet (WAITING_FOR_MESH").FilterLevelExact(zap.WarnLevel).Len() == 1
 	})
 	if st := r.a.Status(); st.Envoy != nil || st.Drain != "" {
 		t.Fatalf("status before Envoy: %+v", st)
