@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -258,5 +259,72 @@ func TestRunTakesTheBuildTheRunningEnvoyReports(t *testing.T) {
 	r.signal(syscall.SIGTERM)
 	if err := r.result(t); err != nil {
 		t.Fatalf("Run: %v", err)
+	}
+}
+
+// An Envoy that stays short of LIVE is explained: after a while /ready
+// says it waits for its configuration from the control plane, and the log
+// says so too.
+func TestRunSaysWhyEnvoyIsNotLiveYet(t *testing.T) {
+	t.Parallel() // it waits for envoyWaitHint
+	cp := testControlPlane(t)
+	cfg := runConfig(t, cp.URL(), cp.CACertFile())
+	fake := newFakeEnvoy(cfg)
+	r := startRun(t, cfg, fake)
+	fake.awaitStart(t)
+	testutil.Eventually(t, envoyWaitHint+60*time.Second, "WAITING_FOR_CONTROL_PLANE", func() bool {
+		return r.a.tracker.Current().Phase == state.WaitingForControlPlane
+	})
+	if d := r.a.tracker.Current().Detail; !strings.Contains(d, "Envoy is running but waits for its configuration from the control plane (PRE_INITIALIZING for ") {
+		t.Errorf("WAITING_FOR_CONTROL_PLANE says %q", d)
+	}
+	if r.logs.FilterMessage("Envoy is not ready yet").FilterLevelExact(zap.WarnLevel).Len() != 1 {
+		t.Error("the wait is not warned about")
+	}
+	fake.admin.setLive(true)
+	awaitPhase(t, r.a.tracker, state.Ready)
+}
+
+// failingEnvoy starts the first Envoy only; later ones fail to start.
+type failingEnvoy struct {
+	*fakeEnvoy
+	starts int
+}
+
+var errNoStart = errors.New("fork/exec /fake/envoy: resource temporarily unavailable")
+
+func (f *failingEnvoy) Start(spec envoy.Spec) (EnvoyProcess, error) {
+	f.starts++
+	if f.starts > 1 {
+		return nil, errNoStart
+	}
+	return f.fakeEnvoy.Start(spec)
+}
+
+// An undrain whose new Envoy cannot start fails the agent, so that
+// systemd restarts it, rather than leaving it up with no Envoy.
+func TestRunFailsWhenTheUndrainsEnvoyCannotStart(t *testing.T) {
+	cp := testControlPlane(t)
+	cfg := runConfig(t, cp.URL(), cp.CACertFile())
+	cfg.DrainTime = time.Second
+	fake := newFakeEnvoy(cfg)
+	fake.admin.setLive(true)
+	r := startRunWith(t, cfg, fake, &failingEnvoy{fakeEnvoy: fake})
+	first := fake.awaitStart(t)
+	awaitPhase(t, r.a.tracker, state.Ready)
+	if err := r.a.Drain(); err != nil {
+		t.Fatal(err)
+	}
+	awaitPhase(t, r.a.tracker, state.Drained)
+	r.a.Undrain()
+	err := r.result(t)
+	if !errors.Is(err, errNoStart) || exitcode.Of(err) == 0 {
+		t.Fatalf("Run: %v (exit %d), want the start's error", err, exitcode.Of(err))
+	}
+	if !first.Exited() {
+		t.Fatal("the drained Envoy still runs")
+	}
+	if snap := r.a.tracker.Current(); snap.Phase != state.Failed {
+		t.Fatalf("phase %s after Run, want FAILED", snap.Phase)
 	}
 }
