@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -13,6 +12,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/zoneproxy/zoneproxy/internal/testutil"
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy/listenwatch"
@@ -37,7 +37,7 @@ func (b *bindAdmin) Listeners(context.Context) ([]envoy.Listener, error) {
 // Serving, the agent explains a zone listener Envoy could not bind, and
 // restarts Envoy once its port is free; the new Envoy binds it: READY.
 func TestServeRestartsEnvoyOnceARejectedPortIsFree(t *testing.T) {
-	holder, port := holdPort(t)
+	holder, port := testutil.HoldPort(t)
 	a, _, tracker := egressAgent(t, port)
 	admin := &bindAdmin{fakeAdmin: fakeAdmin{counts: func(int) (int, error) { return 0, nil }}}
 	first := newFakeProc()
@@ -88,17 +88,6 @@ func rejectBind(a *Agent, addr string) {
 		fmt.Sprintf("Error adding/updating listener(s) %s: cannot bind '%s': Address already in use\n", egressListener, addr), false)
 }
 
-// holdPort listens on a free loopback port for the test's length.
-func holdPort(t *testing.T) (net.Listener, uint32) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	return ln, uint32(ln.Addr().(*net.TCPAddr).Port)
-}
-
 func egressAgent(t *testing.T, port uint32) (*Agent, *observer.ObservedLogs, *state.Tracker) {
 	t.Helper()
 	cfg := &config.Config{Mesh: "payments", Role: config.RoleEgress, Name: "zp", Address: "127.0.0.1", EgressPort: int(port)}
@@ -110,7 +99,7 @@ func egressAgent(t *testing.T, port uint32) (*Agent, *observer.ObservedLogs, *st
 // The restart for a freed port replaces Envoy, says what it is for, and
 // forgets what the old Envoy rejected.
 func TestRestartForBindReplacesEnvoy(t *testing.T) {
-	holder, port := holdPort(t)
+	holder, port := testutil.HoldPort(t)
 	a, logs, tracker := egressAgent(t, port)
 	rejectBind(a, fmt.Sprintf("127.0.0.1:%d", port))
 	holder.Close()
@@ -161,7 +150,7 @@ func TestFreedPortWaitsForConfigurationToRestartEnvoy(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ln, port := holdPort(t)
+			ln, port := testutil.HoldPort(t)
 			ln.Close() // free
 			a, logs, _ := egressAgent(t, port)
 			a.xds = &relayWatch{a: a, upstream: relay.Upstream{State: tt.upstream}, cached: relay.CacheState{InUse: tt.cached}}

@@ -218,11 +218,7 @@ func TestRunServesWithoutAStateDirItCannotUse(t *testing.T) {
 	if r.logs.FilterMessageSnippet("cannot use the state dir; running without a last-known-good configuration").Len() != 1 {
 		t.Error("the unusable state dir is not warned about")
 	}
-	r.signal(syscall.SIGTERM)
-	r.signal(syscall.SIGTERM)
-	if err := r.result(t); err != nil {
-		t.Fatalf("Run: %v", err)
-	}
+	r.stopNow(t)
 }
 
 // otherBuildEnvoy's admin reports another build than `envoy --version`
@@ -255,11 +251,7 @@ func TestRunTakesTheBuildTheRunningEnvoyReports(t *testing.T) {
 	if r.logs.FilterMessageSnippet("the running Envoy reports another build than the control plane was told").Len() != 1 {
 		t.Error("the other build is not warned about")
 	}
-	r.signal(syscall.SIGTERM)
-	r.signal(syscall.SIGTERM)
-	if err := r.result(t); err != nil {
-		t.Fatalf("Run: %v", err)
-	}
+	r.stopNow(t)
 }
 
 // An Envoy that stays short of LIVE is explained: after a while /ready
@@ -326,5 +318,15 @@ func TestRunFailsWhenTheUndrainsEnvoyCannotStart(t *testing.T) {
 	}
 	if snap := r.a.tracker.Current(); snap.Phase != state.Failed {
 		t.Fatalf("phase %s after Run, want FAILED", snap.Phase)
+	}
+}
+
+// stopNow stops Run with two stop signals (no drain) and awaits a clean stop.
+func (r *agentRun) stopNow(t *testing.T) {
+	t.Helper()
+	r.signal(syscall.SIGTERM)
+	r.signal(syscall.SIGTERM)
+	if err := r.result(t); err != nil {
+		t.Fatalf("Run: %v", err)
 	}
 }

@@ -3,7 +3,6 @@ package agent
 import (
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -68,11 +67,7 @@ func TestInlineTokenLivesInTheWorkDirOnly(t *testing.T) {
 				t.Error("Envoy's line is not logged with the token redacted")
 			}
 
-			r.signal(syscall.SIGTERM)
-			r.signal(syscall.SIGTERM)
-			if err := r.result(t); err != nil {
-				t.Fatalf("Run: %v", err)
-			}
+			r.stopNow(t)
 			if _, err := os.Stat(file); !os.IsNotExist(err) {
 				t.Errorf("the token file outlived the agent: %v", err)
 			}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -17,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/zoneproxy/zoneproxy/internal/testutil"
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/host/preflight/procnet"
 	"github.com/zoneproxy/zoneproxy/pkg/metrics"
@@ -131,17 +131,6 @@ func fakeProcTree(t *testing.T, ap netip.AddrPort, uid, pid int, comm string) st
 	return root
 }
 
-// holdPort listens on a free loopback port for the test's length.
-func holdPort(t *testing.T) (net.Listener, uint32) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	return ln, uint32(ln.Addr().(*net.TCPAddr).Port)
-}
-
 // listenInChild has another process listen on port; its pid.
 func listenInChild(t *testing.T, port uint32) int {
 	t.Helper()
@@ -236,9 +225,9 @@ func TestBindFailureIsTheReasonForNoZoneListener(t *testing.T) {
 			defer func(old string) { procnet.Proc = old }(procnet.Proc)
 			var port uint32
 			if tt.holdPort {
-				_, port = holdPort(t)
+				_, port = testutil.HoldPort(t)
 			} else {
-				ln, p := holdPort(t)
+				ln, p := testutil.HoldPort(t)
 				ln.Close() // a port nobody holds, for the child to take
 				port = p
 			}
@@ -276,7 +265,7 @@ func TestBindFailureIsTheReasonForNoZoneListener(t *testing.T) {
 // restart of Envoy at once; the restart forgets the old Envoy's failure.
 // A port taken again right after is retried no sooner than the backoff.
 func TestFreedPortRestartsEnvoyPaced(t *testing.T) {
-	holder, port := holdPort(t)
+	holder, port := testutil.HoldPort(t)
 	w, logs, tracker := egressWatch(t, port, true)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	p := w.Serving(noListeners(), 0)
@@ -334,7 +323,7 @@ func TestFreedPortRestartsEnvoyPaced(t *testing.T) {
 
 // A failure the agent cannot see the end of is not retried by restarts.
 func TestUnretryableBindFailureRestartsNothing(t *testing.T) {
-	_, port := holdPort(t)
+	_, port := testutil.HoldPort(t)
 	w, _, _ := egressWatch(t, port, true)
 	p := w.Serving(noListeners(), 0)
 	// The port is free for the agent, but Envoy was refused.
@@ -360,7 +349,7 @@ func asked(p *Period) bool {
 func TestFreedPortWaitsForConfigurationToRestartEnvoy(t *testing.T) {
 	for _, configured := range []bool{true, false} {
 		t.Run(fmt.Sprintf("configured %v", configured), func(t *testing.T) {
-			ln, port := holdPort(t)
+			ln, port := testutil.HoldPort(t)
 			ln.Close() // free
 			w, logs, _ := egressWatch(t, port, configured)
 			p := w.Serving(noListeners(), 0)
