@@ -16,6 +16,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/backoff"
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy/listenwatch"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 	"github.com/zoneproxy/zoneproxy/pkg/host/preflight"
 	"github.com/zoneproxy/zoneproxy/pkg/host/reexec"
@@ -89,7 +90,7 @@ type Agent struct {
 	egressWithdrawn bool
 	// stateDirPath is --state-dir once opened and locked; "" for none.
 	stateDirPath string
-	binds        bindFailures                // zone listeners Envoy could not bind (bindfailure.go)
+	listeners    *listenwatch.Watch          // Envoy's zone listeners, and the binds it rejected
 	envoyNow     atomic.Pointer[envoyRecord] // the Envoy started last, for /status
 	hand         handovers                   // Envoy handovers (handover.go)
 	// pendingHandover is the request the serve loop takes up.
@@ -116,6 +117,7 @@ func New(o Options) *Agent {
 	}
 	a := &Agent{opts: o, cfg: o.Config, log: o.Log, tracker: o.Tracker, envoy: o.Envoy, skipDrain: make(chan struct{})}
 	a.maint.kick = make(chan struct{}, 1)
+	a.listeners = newListenWatch(a)
 	a.hand.init(a)
 	if c := o.Config; c != nil {
 		o.Metrics.SetIdentity(c.Mesh, string(c.Role), c.Name)

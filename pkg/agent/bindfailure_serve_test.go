@@ -3,13 +3,21 @@ package agent
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/zoneproxy/zoneproxy/internal/testutil"
+	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy/listenwatch"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
 )
 
 // bindAdmin is an Envoy admin API whose Envoy has the egress listener
@@ -29,7 +37,7 @@ func (b *bindAdmin) Listeners(context.Context) ([]envoy.Listener, error) {
 // Serving, the agent explains a zone listener Envoy could not bind, and
 // restarts Envoy once its port is free; the new Envoy binds it: READY.
 func TestServeRestartsEnvoyOnceARejectedPortIsFree(t *testing.T) {
-	holder, port := holdPort(t)
+	holder, port := testutil.HoldPort(t)
 	a, _, tracker := egressAgent(t, port)
 	admin := &bindAdmin{fakeAdmin: fakeAdmin{counts: func(int) (int, error) { return 0, nil }}}
 	first := newFakeProc()
@@ -40,7 +48,7 @@ func TestServeRestartsEnvoyOnceARejectedPortIsFree(t *testing.T) {
 		started <- p
 		return p, nil
 	}}
-	a.envoyRejected(envoyBindNACK(egressListener, fmt.Sprintf("127.0.0.1:%d", port), "Address already in use"))
+	rejectBind(a, fmt.Sprintf("127.0.0.1:%d", port))
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- a.serve(ctx, e) }()
@@ -55,7 +63,7 @@ func TestServeRestartsEnvoyOnceARejectedPortIsFree(t *testing.T) {
 	if !strings.Contains(snap.Detail, "could not bind listener "+egressListener) {
 		t.Fatalf("NO_ZONE_LISTENER says %q", snap.Detail)
 	}
-	time.Sleep(2 * listenerCheckEvery) // the port is still held: nothing restarts
+	time.Sleep(2 * listenwatch.CheckEvery) // the port is still held: nothing restarts
 	if len(started) != 0 || first.Exited() {
 		t.Fatal("Envoy restarted while the port was held")
 	}
@@ -68,5 +76,100 @@ func TestServeRestartsEnvoyOnceARejectedPortIsFree(t *testing.T) {
 	awaitPhase(t, tracker, state.Ready)
 	if !first.Exited() {
 		t.Fatal("the Envoy that rejected the listener still runs")
+	}
+}
+
+const egressListener = "self_zoneegress_dp_ze-port"
+
+// rejectBind is Envoy's LDS NACK of the egress listener for its bind to
+// addr, as the relay passes it on.
+func rejectBind(a *Agent, addr string) {
+	a.listeners.Rejected(listenwatch.ListenerTypeURL,
+		fmt.Sprintf("Error adding/updating listener(s) %s: cannot bind '%s': Address already in use\n", egressListener, addr), false)
+}
+
+func egressAgent(t *testing.T, port uint32) (*Agent, *observer.ObservedLogs, *state.Tracker) {
+	t.Helper()
+	cfg := &config.Config{Mesh: "payments", Role: config.RoleEgress, Name: "zp", Address: "127.0.0.1", EgressPort: int(port)}
+	core, logs := observer.New(zap.DebugLevel)
+	tracker := state.NewTracker()
+	return New(Options{Config: cfg, Log: zap.New(core), Tracker: tracker}), logs, tracker
+}
+
+// The restart for a freed port replaces Envoy, says what it is for, and
+// forgets what the old Envoy rejected.
+func TestRestartForBindReplacesEnvoy(t *testing.T) {
+	holder, port := testutil.HoldPort(t)
+	a, logs, tracker := egressAgent(t, port)
+	rejectBind(a, fmt.Sprintf("127.0.0.1:%d", port))
+	holder.Close()
+	w := a.listeners.Serving(&bindAdmin{}, 0)
+	w.Check(context.Background())
+	select {
+	case <-w.RebindDue():
+	default:
+		t.Fatalf("no restart asked for once the port was free (%s)", tracker.Current().Detail)
+	}
+
+	old := newFakeProc()
+	var started []*fakeProc
+	e := &supervised{admin: &maintAdmin{fakeAdmin: fakeAdmin{counts: func(int) (int, error) { return 0, nil }}}, proc: old,
+		start: func() (EnvoyProcess, error) { p := newFakeProc(); started = append(started, p); return p, nil }}
+	if err := a.restartForBind(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	if !old.Exited() || len(started) != 1 || e.proc != started[0] || started[0].Exited() {
+		t.Fatalf("old Envoy exited %v, %d started; want the old one stopped and the new one supervised", old.Exited(), len(started))
+	}
+	if logs.FilterMessageSnippet("restarting Envoy so that it binds listener "+egressListener+" on port "+strconv.Itoa(int(port))).Len() != 1 {
+		t.Error("the restart does not say what it is for")
+	}
+	// The new Envoy has no listener yet: that is the control plane's to send.
+	w = a.listeners.Serving(&bindAdmin{}, 0)
+	w.Check(context.Background())
+	if d := tracker.Current().Detail; strings.Contains(d, "could not bind") {
+		t.Fatalf("the old Envoy's failure outlived it: %s", d)
+	}
+}
+
+// A freed port waits for a restart while a new Envoy would get no
+// configuration: the control plane does not answer and no cache is
+// served. Envoy's other listeners keep serving meanwhile.
+func TestFreedPortWaitsForConfigurationToRestartEnvoy(t *testing.T) {
+	tests := []struct {
+		name     string
+		upstream relay.UpstreamState
+		cached   bool
+		restart  bool
+	}{
+		{name: "control plane connected", upstream: relay.Connected, restart: true},
+		{name: "unreachable, cache served", upstream: relay.Unreachable, cached: true, restart: true},
+		{name: "kuma-cp holds the stream, cache served", upstream: relay.Held, cached: true, restart: true},
+		{name: "unreachable, no cache", upstream: relay.Unreachable},
+		{name: "refused, no cache", upstream: relay.Refused},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ln, port := testutil.HoldPort(t)
+			ln.Close() // free
+			a, logs, _ := egressAgent(t, port)
+			a.xds = &relayWatch{a: a, upstream: relay.Upstream{State: tt.upstream}, cached: relay.CacheState{InUse: tt.cached}}
+			w := a.listeners.Serving(&bindAdmin{}, 0)
+			rejectBind(a, fmt.Sprintf("127.0.0.1:%d", port))
+			w.Check(context.Background())
+			w.Check(context.Background())
+			asked := false
+			select {
+			case <-w.RebindDue():
+				asked = true
+			default:
+			}
+			if asked != tt.restart {
+				t.Fatalf("restart asked %v, want %v", asked, tt.restart)
+			}
+			if n := logs.FilterMessageSnippet("a new Envoy would get no configuration").Len(); (n == 1) == tt.restart || n > 1 {
+				t.Errorf("%d lines about the wait", n)
+			}
+		})
 	}
 }

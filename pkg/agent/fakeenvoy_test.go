@@ -16,6 +16,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/internal/testutil"
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy/listenwatch"
 	"github.com/zoneproxy/zoneproxy/test/controlplane"
 )
 
@@ -30,7 +31,7 @@ type fakeEnvoy struct {
 }
 
 func newFakeEnvoy(cfg *config.Config) *fakeEnvoy {
-	return &fakeEnvoy{started: make(chan *fakeProc, 4), admin: &fakeEnvoyAdmin{want: expectedListeners(cfg)}}
+	return &fakeEnvoy{started: make(chan *fakeProc, 4), admin: &fakeEnvoyAdmin{want: listenwatch.Expected(cfg)}}
 }
 
 func (f *fakeEnvoy) Find(ctx context.Context, _, _ string) (string, envoy.FoundVersion, error) {
@@ -63,7 +64,7 @@ func (f *fakeEnvoy) awaitStart(t *testing.T) *fakeProc {
 }
 
 type fakeEnvoyAdmin struct {
-	want []zoneListener
+	want []listenwatch.Zone
 
 	mu             sync.Mutex
 	live           bool
@@ -110,7 +111,7 @@ func (f *fakeEnvoyAdmin) DownstreamConnections(context.Context) (int, error) { r
 func (f *fakeEnvoyAdmin) Listeners(context.Context) ([]envoy.Listener, error) {
 	var out []envoy.Listener
 	for _, l := range f.want {
-		out = append(out, envoy.Listener{Name: l.name, Address: l.addr})
+		out = append(out, envoy.Listener{Name: l.Name, Address: l.Addr})
 	}
 	return out, nil
 }
@@ -161,9 +162,15 @@ type agentRun struct {
 
 func startRun(t *testing.T, cfg *config.Config, fake *fakeEnvoy) *agentRun {
 	t.Helper()
+	return startRunWith(t, cfg, fake, fake)
+}
+
+// startRunWith runs the agent on e, an Envoy made of fake.
+func startRunWith(t *testing.T, cfg *config.Config, fake *fakeEnvoy, e Envoy) *agentRun {
+	t.Helper()
 	core, logs := observer.New(zap.DebugLevel)
 	r := &agentRun{envoy: fake, sigs: newSignals(), logs: logs, done: make(chan error, 1)}
-	r.a = New(Options{Config: cfg, Log: zap.New(core), Signals: r.sigs, Envoy: fake})
+	r.a = New(Options{Config: cfg, Log: zap.New(core), Signals: r.sigs, Envoy: e})
 	go func() { r.done <- r.a.Run(context.Background()) }()
 	t.Cleanup(func() {
 		select {

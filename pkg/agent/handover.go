@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy/listenwatch"
 	"github.com/zoneproxy/zoneproxy/pkg/host/reuseport"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
 )
@@ -325,7 +326,7 @@ func (a *Agent) restartFrom(kit *handoverKit, gen int64, build string) func() (E
 func (a *Agent) awaitNext(ctx context.Context, admin EnvoyAdmin, proc EnvoyProcess) error {
 	ctx, cancel := context.WithTimeout(ctx, handoverLiveTimeout)
 	defer cancel()
-	want := listenerNames(expectedListeners(a.cfg))
+	want := listenwatch.Names(listenwatch.Expected(a.cfg))
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	last := "its admin API does not answer"

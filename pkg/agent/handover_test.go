@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/zoneproxy/zoneproxy/pkg/config"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy/listenwatch"
 )
 
 // A new Envoy that exits, never turns LIVE, or turns LIVE without the zone
@@ -30,7 +31,7 @@ func TestAwaitNextSaysWhyTheNewEnvoyCannotTakeOver(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := New(Options{Config: cfg})
-			admin := &fakeEnvoyAdmin{want: expectedListeners(cfg)}
+			admin := &fakeEnvoyAdmin{want: listenwatch.Expected(cfg)}
 			proc := newFakeProc()
 			tc.setUp(admin, proc)
 			err := a.awaitNext(context.Background(), admin, proc)

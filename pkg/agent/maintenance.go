@@ -77,6 +77,7 @@ const (
 	endDrain
 	endUndrain
 	endHandover // a handover was asked for (handover.go)
+	endRebind   // a zone listener's port is free again: Envoy restarts to bind it
 )
 
 // serve supervises a live Envoy until the stop: READY or NO_ZONE_LISTENER
@@ -123,11 +124,11 @@ func (a *Agent) serve(ctx context.Context, e *supervised) error {
 
 // watchListeners keeps READY honest until a stop, Envoy's exit or a drain.
 func (a *Agent) watchListeners(ctx context.Context, e *supervised) serveEnd {
-	watch := &listenerWatch{a: a, admin: e.admin, want: expectedListeners(a.cfg), envoyPID: e.proc.PID()}
-	watch.check(ctx)
+	watch := a.listeners.Serving(e.admin, e.proc.PID())
+	watch.Check(ctx)
 	wctx, stopWatch := context.WithCancel(ctx)
 	watched := make(chan struct{})
-	go func() { defer close(watched); watch.run(wctx) }()
+	go func() { defer close(watched); watch.Run(wctx) }()
 	// The watcher sets READY/NO_ZONE_LISTENER: it is gone before the caller
 	// sets DRAINING or TERMINATING.
 	defer func() { stopWatch(); <-watched }()
@@ -141,8 +142,8 @@ func (a *Agent) watchListeners(ctx context.Context, e *supervised) serveEnd {
 		case <-ctx.Done():
 			return endStop
 		case <-a.maint.kick:
-		case <-watch.rebindDue():
-			// A zone listener Envoy rejected can be bound now (bindfailure.go).
+		case <-watch.RebindDue():
+			// A zone listener Envoy rejected can be bound now.
 			return endRebind
 		case a.pendingHandover = <-a.hand.requests:
 			return endHandover
@@ -241,7 +242,7 @@ func maintenanceDetail(deadline time.Time) string {
 func (a *Agent) restartEnvoy(ctx context.Context, e *supervised) error {
 	a.log.Info("undrain: restarting Envoy, since a drained Envoy never accepts connections again", zap.Int("pid", e.proc.PID()))
 	a.failingSince = time.Time{}
-	return a.restartInPlace(ctx, e, "undraining: restarting Envoy", "after the undrain", func() { a.bindState().restarted(time.Now()) })
+	return a.restartInPlace(ctx, e, "undraining: restarting Envoy", "after the undrain", func() { a.listeners.Restarted(time.Now()) })
 }
 
 // restartInPlace stops Envoy and starts a new one from the same bootstrap

@@ -10,6 +10,7 @@ import (
 
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy/listenwatch"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 )
 
@@ -117,7 +118,7 @@ func TestMaintenanceDrainUndrainAndStop(t *testing.T) {
 		t.Fatal("the drain stopped Envoy")
 	}
 	// The listener check is off: READY never comes back while drained.
-	time.Sleep(2 * listenerCheckEvery)
+	time.Sleep(2 * listenwatch.CheckEvery)
 	if _, _, now := admin.counts(); now != listened || a.tracker.Current().Phase != state.Drained {
 		t.Fatalf("the listener check ran while drained (%d → %d checks, phase %s)", listened, now, a.tracker.Current().Phase)
 	}

@@ -106,7 +106,7 @@ func (a *Agent) startXDS(wd *workDir, doc []byte, cached *lkgcache.Snapshot, cac
 			Upstream:     w.upstreamChanged,
 			// The relay logs and counts rejections; a zone listener Envoy
 			// could not bind is the listener check's to explain and retry.
-			Rejected: a.envoyRejected,
+			Rejected: func(r relay.Rejection) { a.listeners.Rejected(r.TypeURL, r.Message, r.FromCache) },
 		},
 	})
 	if err != nil {

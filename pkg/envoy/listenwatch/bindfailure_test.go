@@ -1,10 +1,9 @@
-package agent
+package listenwatch
 
 import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -17,22 +16,26 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/zoneproxy/zoneproxy/internal/testutil"
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/host/preflight/procnet"
+	"github.com/zoneproxy/zoneproxy/pkg/metrics"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
-	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
 )
 
 const egressListener = "self_zoneegress_dp_ze-port"
 
+// nack is what the relay passes on of a NACK Envoy sent.
+type nack struct{ typeURL, message string }
+
 // envoyBindNACK is Envoy's LDS NACK for a listener it could not bind
 // (LdsApiImpl::onConfigUpdate around ListenSocketImpl::bind's error).
-func envoyBindNACK(listener, addr, reason string) relay.Rejection {
-	return relay.Rejection{
-		TypeURL: listenerTypeURL, Names: []string{listener}, Version: "v1",
-		Message: fmt.Sprintf("Error adding/updating listener(s) %s: cannot bind '%s': %s\n", listener, addr, reason),
-	}
+func envoyBindNACK(listener, addr, reason string) nack {
+	return nack{typeURL: ListenerTypeURL,
+		message: fmt.Sprintf("Error adding/updating listener(s) %s: cannot bind '%s': %s\n", listener, addr, reason)}
 }
+
+func (w *Watch) reject(n nack) { w.Rejected(n.typeURL, n.message, false) }
 
 func TestBindErrorsAreReadFromEnvoysNACK(t *testing.T) {
 	tests := []struct {
@@ -128,17 +131,6 @@ func fakeProcTree(t *testing.T, ap netip.AddrPort, uid, pid int, comm string) st
 	return root
 }
 
-// holdPort listens on a free loopback port for the test's length.
-func holdPort(t *testing.T) (net.Listener, uint32) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	return ln, uint32(ln.Addr().(*net.TCPAddr).Port)
-}
-
 // listenInChild has another process listen on port; its pid.
 func listenInChild(t *testing.T, port uint32) int {
 	t.Helper()
@@ -155,12 +147,25 @@ func listenInChild(t *testing.T, port uint32) int {
 	return cmd.Process.Pid
 }
 
-func egressAgent(t *testing.T, port uint32) (*Agent, *observer.ObservedLogs, *state.Tracker) {
+// egressWatch watches a zone egress on port; configured is what
+// Options.Configured answers.
+func egressWatch(t *testing.T, port uint32, configured bool) (*Watch, *observer.ObservedLogs, *state.Tracker) {
 	t.Helper()
 	cfg := &config.Config{Mesh: "payments", Role: config.RoleEgress, Name: "zp", Address: "127.0.0.1", EgressPort: int(port)}
 	core, logs := observer.New(zap.DebugLevel)
 	tracker := state.NewTracker()
-	return New(Options{Config: cfg, Log: zap.New(core), Tracker: tracker}), logs, tracker
+	w := New(Options{Config: cfg, Log: zap.New(core), Tracker: tracker, Metrics: metrics.New(tracker),
+		Configured: func() bool { return configured }})
+	return w, logs, tracker
+}
+
+// noListeners is an Envoy with no listener at all.
+func noListeners() Lister { return &scriptedListeners{answers: [][]string{{}}} }
+
+// testComm is this test binary's name as /proc/<pid>/comm shows it.
+func testComm() string {
+	comm := filepath.Base(os.Args[0])
+	return comm[:min(len(comm), 15)]
 }
 
 // A zone listener Envoy could not bind is NO_ZONE_LISTENER for that
@@ -171,47 +176,47 @@ func TestBindFailureIsTheReasonForNoZoneListener(t *testing.T) {
 		name string
 		// setup holds the port (or not) and returns the NACK and what the
 		// detail must say.
-		setup    func(t *testing.T, port uint32) (nack relay.Rejection, want []string)
+		setup    func(t *testing.T, port uint32) (rejected nack, want []string)
 		holdPort bool
 		meshWord bool // the control plane's condition is what it says
 	}{
-		{name: "held by a process the agent sees", setup: func(t *testing.T, port uint32) (relay.Rejection, []string) {
+		{name: "held by a process the agent sees", setup: func(t *testing.T, port uint32) (nack, []string) {
 			pid := listenInChild(t, port)
 			addr := fmt.Sprintf("127.0.0.1:%d", port)
 			return envoyBindNACK(egressListener, addr, "Address already in use"),
 				[]string{fmt.Sprintf("could not bind listener %s to port %d (%s: Address already in use)", egressListener, port, addr),
-					fmt.Sprintf("another process listens on it: pid %d (agent.test)", pid), "restarts Envoy as soon as the port is free"}
+					fmt.Sprintf("another process listens on it: pid %d (%s)", pid, testComm()), "restarts Envoy as soon as the port is free"}
 		}},
-		{name: "held by another user's process the agent cannot see", holdPort: true, setup: func(t *testing.T, port uint32) (relay.Rejection, []string) {
+		{name: "held by another user's process the agent cannot see", holdPort: true, setup: func(t *testing.T, port uint32) (nack, []string) {
 			ap := netip.MustParseAddrPort(fmt.Sprintf("0.0.0.0:%d", port))
 			procnet.Proc = fakeProcTree(t, ap, 0, 0, "")
 			return envoyBindNACK(egressListener, ap.String(), "Address already in use"),
 				[]string{fmt.Sprintf("port %d (0.0.0.0:%d: Address already in use)", port, port), "a process of user root (uid 0) that the agent cannot see"}
 		}},
-		{name: "held by a process of the fake tree", holdPort: true, setup: func(t *testing.T, port uint32) (relay.Rejection, []string) {
+		{name: "held by a process of the fake tree", holdPort: true, setup: func(t *testing.T, port uint32) (nack, []string) {
 			ap := netip.MustParseAddrPort(fmt.Sprintf("127.0.0.1:%d", port))
 			procnet.Proc = fakeProcTree(t, ap, 1000, 31337, "nc")
 			return envoyBindNACK(egressListener, ap.String(), "Address already in use"), []string{"pid 31337 (nc)"}
 		}},
-		{name: "the NACK names no listener: matched by port", holdPort: true, setup: func(t *testing.T, port uint32) (relay.Rejection, []string) {
+		{name: "the NACK names no listener: matched by port", holdPort: true, setup: func(t *testing.T, port uint32) (nack, []string) {
 			addr := fmt.Sprintf("127.0.0.1:%d", port)
-			r := relay.Rejection{TypeURL: listenerTypeURL, Message: fmt.Sprintf("error adding listener '%s': cannot bind '%s': Address already in use", addr, addr)}
+			r := nack{typeURL: ListenerTypeURL, message: fmt.Sprintf("error adding listener '%s': cannot bind '%s': Address already in use", addr, addr)}
 			return r, []string{fmt.Sprintf("could not bind listener %s to port %d", egressListener, port)}
 		}},
-		{name: "an address not on this host", setup: func(t *testing.T, port uint32) (relay.Rejection, []string) {
+		{name: "an address not on this host", setup: func(t *testing.T, port uint32) (nack, []string) {
 			return envoyBindNACK(egressListener, fmt.Sprintf("192.0.2.7:%d", port), "Cannot assign requested address"),
 				[]string{"Cannot assign requested address): the address is not on this host; the agent restarts Envoy as soon as it is"}
 		}},
-		{name: "a failure the agent does not retry", setup: func(t *testing.T, port uint32) (relay.Rejection, []string) {
+		{name: "a failure the agent does not retry", setup: func(t *testing.T, port uint32) (nack, []string) {
 			return envoyBindNACK(egressListener, fmt.Sprintf("127.0.0.1:%d", port), "Permission denied"),
 				[]string{"Permission denied); fix that, then restart the zone proxy"}
 		}},
-		{name: "another listener's bind is not the zone listener's", meshWord: true, setup: func(t *testing.T, port uint32) (relay.Rejection, []string) {
+		{name: "another listener's bind is not the zone listener's", meshWord: true, setup: func(t *testing.T, port uint32) (nack, []string) {
 			return envoyBindNACK("system_meshmetric_prometheus_default", "0.0.0.0:5670", "Address already in use"), []string{"MeshIdentity"}
 		}},
-		{name: "a NACK of clusters is not a bind", meshWord: true, setup: func(t *testing.T, port uint32) (relay.Rejection, []string) {
+		{name: "a NACK of clusters is not a bind", meshWord: true, setup: func(t *testing.T, port uint32) (nack, []string) {
 			r := envoyBindNACK(egressListener, fmt.Sprintf("127.0.0.1:%d", port), "Address already in use")
-			r.TypeURL = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+			r.typeURL = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
 			return r, []string{"MeshIdentity"}
 		}},
 	}
@@ -220,17 +225,17 @@ func TestBindFailureIsTheReasonForNoZoneListener(t *testing.T) {
 			defer func(old string) { procnet.Proc = old }(procnet.Proc)
 			var port uint32
 			if tt.holdPort {
-				_, port = holdPort(t)
+				_, port = testutil.HoldPort(t)
 			} else {
-				ln, p := holdPort(t)
+				ln, p := testutil.HoldPort(t)
 				ln.Close() // a port nobody holds, for the child to take
 				port = p
 			}
-			nack, want := tt.setup(t, port)
-			a, logs, tracker := egressAgent(t, port)
-			w := &listenerWatch{a: a, admin: &scriptedListeners{answers: [][]string{{}}}, want: expectedListeners(a.cfg)}
-			a.envoyRejected(nack)
-			w.check(context.Background())
+			rejected, want := tt.setup(t, port)
+			w, logs, tracker := egressWatch(t, port, true)
+			p := w.Serving(noListeners(), 0)
+			w.reject(rejected)
+			p.Check(context.Background())
 			snap := tracker.Current()
 			if snap.Phase != state.NoZoneListener {
 				t.Fatalf("phase %s (%s), want NO_ZONE_LISTENER", snap.Phase, snap.Detail)
@@ -248,7 +253,7 @@ func TestBindFailureIsTheReasonForNoZoneListener(t *testing.T) {
 				t.Error("the rejected bind was not logged")
 			}
 			select {
-			case <-w.rebindDue():
+			case <-p.RebindDue():
 				t.Fatal("a restart was asked for while the port is not free")
 			default:
 			}
@@ -257,70 +262,60 @@ func TestBindFailureIsTheReasonForNoZoneListener(t *testing.T) {
 }
 
 // Once the port of a rejected zone listener is free, the watch asks for a
-// restart of Envoy at once; the restart replaces Envoy and forgets the old
-// one's failure. A port taken again right after is retried no sooner than
-// the backoff.
+// restart of Envoy at once; the restart forgets the old Envoy's failure.
+// A port taken again right after is retried no sooner than the backoff.
 func TestFreedPortRestartsEnvoyPaced(t *testing.T) {
-	holder, port := holdPort(t)
-	a, logs, tracker := egressAgent(t, port)
+	holder, port := testutil.HoldPort(t)
+	w, logs, tracker := egressWatch(t, port, true)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	newWatch := func() *listenerWatch {
-		return &listenerWatch{a: a, admin: &scriptedListeners{answers: [][]string{{}}}, want: expectedListeners(a.cfg)}
-	}
-	w := newWatch()
-	a.envoyRejected(envoyBindNACK(egressListener, addr, "Address already in use"))
-	w.check(context.Background())
-	if asked(w) {
+	p := w.Serving(noListeners(), 0)
+	w.reject(envoyBindNACK(egressListener, addr, "Address already in use"))
+	p.Check(context.Background())
+	if asked(p) {
 		t.Fatal("a restart was asked for while the port is held")
 	}
 	holder.Close()
-	w.check(context.Background())
-	if !asked(w) {
+	p.Check(context.Background())
+	if !asked(p) {
 		t.Fatalf("no restart asked for once the port was free (%s)", tracker.Current().Detail)
 	}
-	w.check(context.Background()) // asked once only: the channel is closed once
+	p.Check(context.Background()) // asked once only: the channel is closed once
+	if got, want := w.RestartReason(), "listener "+egressListener+" on port "+strconv.Itoa(int(port)); got != want {
+		t.Errorf("the restart is for %q, want %q", got, want)
+	}
 
-	old := newFakeProc()
-	var started []*fakeProc
-	e := &supervised{admin: &maintAdmin{fakeAdmin: fakeAdmin{counts: func(int) (int, error) { return 0, nil }}}, proc: old,
-		start: func() (EnvoyProcess, error) { p := newFakeProc(); started = append(started, p); return p, nil }}
-	if err := a.restartForBind(context.Background(), e); err != nil {
-		t.Fatal(err)
-	}
-	if !old.Exited() || len(started) != 1 || e.proc != started[0] || started[0].Exited() {
-		t.Fatalf("old Envoy exited %v, %d started; want the old one stopped and the new one supervised", old.Exited(), len(started))
-	}
-	if a.bindState().failure(egressListener) != nil {
+	w.Restarted(time.Now())
+	if w.binds.failure(egressListener) != nil {
 		t.Fatal("the old Envoy's failure outlived it")
 	}
-	if logs.FilterMessageSnippet("restarting Envoy so that it binds listener "+egressListener+" on port "+strconv.Itoa(int(port))).Len() != 1 {
-		t.Error("the restart does not say what it is for")
+	if w.RestartReason() != "" {
+		t.Error("the restart done is still pending")
 	}
 
 	// The new Envoy could not bind it either (taken again meanwhile), and it
 	// is free again at once: the next restart waits for the backoff.
-	w = newWatch()
-	a.envoyRejected(envoyBindNACK(egressListener, addr, "Address already in use"))
-	w.check(context.Background())
-	if asked(w) {
+	p = w.Serving(noListeners(), 0)
+	w.reject(envoyBindNACK(egressListener, addr, "Address already in use"))
+	p.Check(context.Background())
+	if asked(p) {
 		t.Fatal("restarted again without waiting for the backoff")
 	}
 	if logs.FilterMessageSnippet("restarting it again later").Len() != 1 {
 		t.Error("the wait is not said")
 	}
-	b := a.bindState()
+	b := &w.binds
 	b.mu.Lock()
 	b.last = b.last.Add(-rebindBackoff)
 	b.mu.Unlock()
-	w.check(context.Background())
-	if !asked(w) {
+	p.Check(context.Background())
+	if !asked(p) {
 		t.Fatal("no restart after the backoff")
 	}
 
 	// Every zone listener in Envoy: the pacing starts over.
-	b.restarted(time.Now())
-	w = &listenerWatch{a: a, admin: &scriptedListeners{answers: [][]string{{egressListener}}}, want: expectedListeners(a.cfg)}
-	w.check(context.Background())
+	w.Restarted(time.Now())
+	p = w.Serving(&scriptedListeners{answers: [][]string{{egressListener}}}, 0)
+	p.Check(context.Background())
 	if ok, _ := b.mayRestart(time.Now()); !ok {
 		t.Fatal("the pacing did not start over once the listener was in Envoy")
 	}
@@ -328,20 +323,20 @@ func TestFreedPortRestartsEnvoyPaced(t *testing.T) {
 
 // A failure the agent cannot see the end of is not retried by restarts.
 func TestUnretryableBindFailureRestartsNothing(t *testing.T) {
-	_, port := holdPort(t)
-	a, _, _ := egressAgent(t, port)
-	w := &listenerWatch{a: a, admin: &scriptedListeners{answers: [][]string{{}}}, want: expectedListeners(a.cfg)}
+	_, port := testutil.HoldPort(t)
+	w, _, _ := egressWatch(t, port, true)
+	p := w.Serving(noListeners(), 0)
 	// The port is free for the agent, but Envoy was refused.
-	a.envoyRejected(envoyBindNACK(egressListener, "127.0.0.1:1", "Permission denied"))
-	w.check(context.Background())
-	if asked(w) {
+	w.reject(envoyBindNACK(egressListener, "127.0.0.1:1", "Permission denied"))
+	p.Check(context.Background())
+	if asked(p) {
 		t.Fatal("restarted for a failure a restart does not mend")
 	}
 }
 
-func asked(w *listenerWatch) bool {
+func asked(p *Period) bool {
 	select {
-	case <-w.rebindDue():
+	case <-p.RebindDue():
 		return true
 	default:
 		return false
@@ -349,35 +344,22 @@ func asked(w *listenerWatch) bool {
 }
 
 // A freed port waits for a restart while a new Envoy would get no
-// configuration: the control plane does not answer and no cache is
-// served. Envoy's other listeners keep serving meanwhile.
+// configuration (Options.Configured). Envoy's other listeners keep
+// serving meanwhile.
 func TestFreedPortWaitsForConfigurationToRestartEnvoy(t *testing.T) {
-	tests := []struct {
-		name     string
-		upstream relay.UpstreamState
-		cached   bool
-		restart  bool
-	}{
-		{name: "control plane connected", upstream: relay.Connected, restart: true},
-		{name: "unreachable, cache served", upstream: relay.Unreachable, cached: true, restart: true},
-		{name: "kuma-cp holds the stream, cache served", upstream: relay.Held, cached: true, restart: true},
-		{name: "unreachable, no cache", upstream: relay.Unreachable},
-		{name: "refused, no cache", upstream: relay.Refused},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			ln, port := holdPort(t)
+	for _, configured := range []bool{true, false} {
+		t.Run(fmt.Sprintf("configured %v", configured), func(t *testing.T) {
+			ln, port := testutil.HoldPort(t)
 			ln.Close() // free
-			a, logs, _ := egressAgent(t, port)
-			a.xds = &relayWatch{a: a, upstream: relay.Upstream{State: tt.upstream}, cached: relay.CacheState{InUse: tt.cached}}
-			w := &listenerWatch{a: a, admin: &scriptedListeners{answers: [][]string{{}}}, want: expectedListeners(a.cfg)}
-			a.envoyRejected(envoyBindNACK(egressListener, fmt.Sprintf("127.0.0.1:%d", port), "Address already in use"))
-			w.check(context.Background())
-			w.check(context.Background())
-			if asked(w) != tt.restart {
-				t.Fatalf("restart asked %v, want %v", asked(w), tt.restart)
+			w, logs, _ := egressWatch(t, port, configured)
+			p := w.Serving(noListeners(), 0)
+			w.reject(envoyBindNACK(egressListener, fmt.Sprintf("127.0.0.1:%d", port), "Address already in use"))
+			p.Check(context.Background())
+			p.Check(context.Background())
+			if asked(p) != configured {
+				t.Fatalf("restart asked %v, want %v", asked(p), configured)
 			}
-			if n := logs.FilterMessageSnippet("a new Envoy would get no configuration").Len(); (n == 1) == tt.restart || n > 1 {
+			if n := logs.FilterMessageSnippet("a new Envoy would get no configuration").Len(); (n == 1) == configured || n > 1 {
 				t.Errorf("%d lines about the wait", n)
 			}
 		})

@@ -1,4 +1,4 @@
-package agent
+package listenwatch
 
 import (
 	"context"
@@ -72,11 +72,10 @@ func TestZoneListenersKeepReadyHonest(t *testing.T) {
 			core, logs := observer.New(zap.DebugLevel)
 			tracker := state.NewTracker()
 			m := metrics.New(tracker)
-			a := New(Options{Config: cfg, Log: zap.New(core), Tracker: tracker, Metrics: m})
-			w := &listenerWatch{a: a, admin: &scriptedListeners{answers: tt.answers}, want: expectedListeners(cfg)}
+			w := New(Options{Config: cfg, Log: zap.New(core), Tracker: tracker, Metrics: m}).Serving(&scriptedListeners{answers: tt.answers}, 0)
 			var detail string
 			for i, want := range tt.wantPhases {
-				w.check(context.Background())
+				w.Check(context.Background())
 				snap := tracker.Current()
 				if snap.Phase != want {
 					t.Fatalf("check %d: phase %s, want %s (%s)", i, snap.Phase, want, snap.Detail)
@@ -108,10 +107,9 @@ func TestSharedMeshMetricPortIsWarnedOnce(t *testing.T) {
 	addr := ours.Addr().String()
 	cfg := &config.Config{Mesh: "payments", Role: config.RoleEgress, Name: "zp", Address: "127.0.0.1", EgressPort: 10002}
 	core, logs := observer.New(zap.DebugLevel)
-	a := New(Options{Config: cfg, Log: zap.New(core)})
 	lister := &fixedListeners{{Name: "self_zoneegress_dp_ze-port"}, {Name: "system_meshmetric_prometheus_default-backend", Address: addr}}
-	w := &listenerWatch{a: a, admin: lister, want: expectedListeners(cfg), envoyPID: os.Getpid()}
-	w.check(context.Background())
+	w := New(Options{Config: cfg, Log: zap.New(core), Tracker: state.NewTracker()}).Serving(lister, os.Getpid())
+	w.Check(context.Background())
 	if n := logs.FilterMessageSnippet("MeshMetric Prometheus listener").Len(); n != 0 {
 		t.Fatalf("warned while only this process listens (%d)", n)
 	}
@@ -130,9 +128,9 @@ func TestSharedMeshMetricPortIsWarnedOnce(t *testing.T) {
 	// This process plays Envoy: its socket is ours, the child's is foreign.
 	// Two scans (the second forced past the pacing) warn only once.
 	w.lastShare = time.Time{}
-	w.check(context.Background())
+	w.Check(context.Background())
 	w.lastShare = time.Time{}
-	w.check(context.Background())
+	w.Check(context.Background())
 	if n := logs.FilterMessageSnippet("MeshMetric Prometheus listener").Len(); n != 1 {
 		t.Fatalf("%d warnings, want 1", n)
 	}
