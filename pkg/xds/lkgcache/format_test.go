@@ -3,6 +3,7 @@ package lkgcache
 import (
 	"bytes"
 	"crypto/sha256"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,7 +12,6 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/zoneproxy/zoneproxy/pkg/xds/cpdial"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache/cachepb"
@@ -80,13 +80,22 @@ func TestFormat1FileDamage(t *testing.T) {
 		data []byte
 		want string
 	}{
-		"a byte flipped":   {flip(good, len(good)/2), "checksum mismatch"},
-		"torn":             {good[:len(good)-10], "checksum mismatch"},
-		"a newer format":   {reseal(func(b []byte) []byte { b[1] = 3; return b }), "format 3, this zoneproxy reads 1 to 2"},
-		"a resource cut":   {reseal(func(b []byte) []byte { return b[:len(b)-5] }), "cannot parse"},
-		"no time":          {reseal(func(b []byte) []byte { return withoutField(t, b, 3) }), "identity or time missing"},
-		"a type twice":     {reseal(func(b []byte) []byte { return append(b, typeField(t, b)...) }), "twice"},
-		"not UTF-8 a name": {reseal(func(b []byte) []byte { return bytes.Replace(b, []byte("zone-ingress"), []byte("zone-ingres\xff"), 1) }), "UTF-8"},
+		"a byte flipped": {flip(good, len(good)/2), "checksum mismatch"},
+		"torn":           {good[:len(good)-10], "checksum mismatch"},
+		"a newer format": {reseal(func(b []byte) []byte { b[1] = 3; return b }), "format 3, this zoneproxy reads 1 to 2"},
+		"a resource cut": {reseal(func(b []byte) []byte { return b[:len(b)-5] }), "cannot parse"},
+		"no time": {reseal(func(b []byte) []byte {
+			return remarshal(t, b, func(m *cachepb.Cache) { m.WrittenAtUnixNano = nil })
+		}), "identity or time missing"},
+		"a type twice": {reseal(func(b []byte) []byte {
+			return remarshal(t, b, func(m *cachepb.Cache) { m.Types = append(m.Types, m.Types[0]) })
+		}), "type " + listenerType + " twice"},
+		"a resource twice": {reseal(func(b []byte) []byte {
+			return remarshal(t, b, func(m *cachepb.Cache) { m.Types[0].Resources = append(m.Types[0].Resources, m.Types[0].Resources[0]) })
+		}), `resource "admin" twice`},
+		"not UTF-8 a name": {reseal(func(b []byte) []byte {
+			return bytes.Replace(b, []byte("zone-ingress"), []byte("zone-ingres\xff"), 1)
+		}), "UTF-8"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s, err := Decode(tc.data)
@@ -103,29 +112,15 @@ func flip(data []byte, at int) []byte {
 	return b
 }
 
-// withoutField re-encodes body without field num.
-func withoutField(t *testing.T, body []byte, num int) []byte {
+// remarshal re-encodes body after edit.
+func remarshal(t *testing.T, body []byte, edit func(m *cachepb.Cache)) []byte {
 	t.Helper()
 	var m cachepb.Cache
 	if err := proto.Unmarshal(body, &m); err != nil {
 		t.Fatal(err)
 	}
-	m.ProtoReflect().Clear(m.ProtoReflect().Descriptor().Fields().ByNumber(protoreflect.FieldNumber(num)))
+	edit(&m)
 	b, err := proto.Marshal(&m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// typeField is the first type of body, as a field to append.
-func typeField(t *testing.T, body []byte) []byte {
-	t.Helper()
-	var m cachepb.Cache
-	if err := proto.Unmarshal(body, &m); err != nil {
-		t.Fatal(err)
-	}
-	b, err := proto.Marshal(&cachepb.Cache{Types: m.Types[:1]})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,4 +138,29 @@ func TestWrittenFilesAreFormat2(t *testing.T) {
 	if m.Format != 2 {
 		t.Fatalf("written as format %d", m.Format)
 	}
+}
+
+// A write the disk fails at any point is an error, even when the writes
+// after it succeed, so the writer never renames a file with a hole over
+// the cache.
+func TestAFailedWriteIsAnError(t *testing.T) {
+	s := formatV1Snapshot(t)
+	size := len(Encode(s))
+	for _, at := range []int{0, len(magic), len(magic) + 10, size - sumSize - 10, size - sumSize, size - 1} {
+		if err := encodeTo(&failingWriter{failAt: at}, s); err == nil {
+			t.Errorf("a disk failing at byte %d of %d: no error", at, size)
+		}
+	}
+}
+
+// failingWriter fails the one write that reaches byte failAt.
+type failingWriter struct{ failAt, written int }
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	if w.written <= w.failAt && w.failAt < w.written+len(p) {
+		w.written += len(p)
+		return 0, errors.New("input/output error")
+	}
+	w.written += len(p)
+	return len(p), nil
 }
