@@ -26,7 +26,7 @@ FUZZTIME ?= 30s
 # Packages check that the binary they ship was built with it.
 GOTAGS ?= grpcnotrace
 
-.PHONY: build build-release demo test check-format vet unit race fuzz clean
+.PHONY: build build-release demo test check-format vet unit race fuzz clean generate check-generated
 
 build: ## Build bin/zoneproxy for this machine.
 	$(GO) build -tags "$(GOTAGS)" -ldflags "$(LDFLAGS)" -o bin/zoneproxy ./cmd/zoneproxy
@@ -61,6 +61,16 @@ fuzz: ## Run every fuzz target for FUZZTIME each.
 
 clean:
 	rm -rf bin dist
+
+# The .proto files' Go code is generated without protoc (tools/protogen,
+# its own module) and committed.
+PROTOS = $(shell find pkg -name '*.proto' | sort)
+
+generate: ## Regenerate the committed Go code of the .proto files.
+	cd tools/protogen && $(GO) run . -root ../.. $(PROTOS)
+
+check-generated: ## Fail when a committed .pb.go differs from what generate writes.
+	cd tools/protogen && $(GO) run . -check -root ../.. $(PROTOS)
 
 -include mk/*.mk
 

@@ -3,82 +3,112 @@ package lkgcache
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"reflect"
 	"time"
-	"unicode/utf8"
 
-	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache/cachepb"
 )
 
-// The file is magic, a protobuf-wire body, and the SHA-256 of both: a torn
+// The file is magic, a cachepb.Cache body, and the SHA-256 of both: a torn
 // or altered file fails the checksum before anything in it is trusted.
 var magic = []byte("ZPXDSLKG")
 
 const (
-	formatVersion = 1
+	// formatVersion 2: the body is written by cachepb's generated codec,
+	// which leaves out empty fields that format 1 always wrote; format 1
+	// readers would judge such a file by rules it was not written to, so
+	// they refuse it by its number instead. Format 1 reads as the same
+	// message and is still read.
+	formatVersion = 2
+	oldestFormat  = 1
 	sumSize       = sha256.Size
 )
 
-// Field numbers of the body.
-const (
-	fFormat    = 1
-	fIdentity  = 2
-	fWrittenAt = 3
-	fBootstrap = 4
-	fType      = 5
-	fUpstream  = 6 // JSON of cpdial.Target
-
-	fIDMesh = 1
-	fIDName = 2
-	fIDRole = 3
-	fIDCP   = 4
-
-	fTypeURL      = 1
-	fTypeVersion  = 2
-	fTypeResource = 3
-
-	fResName    = 1
-	fResVersion = 2
-	fResType    = 3
-	fResBody    = 4
-)
-
-// Encode serializes s (normalized first) into the cache file format, in
-// one allocation: a snapshot is megabytes.
+// Encode serializes s (normalized first) into the cache file format.
 func Encode(s *Snapshot) []byte {
+	var b bytes.Buffer
+	_ = encodeTo(&b, s) // a bytes.Buffer takes every write
+	return b.Bytes()
+}
+
+// encodeTo streams the file: the snapshot's fields, then each type as a
+// message of its own. Serialized messages concatenate into their merge, so
+// this is one Cache, and the write never holds a second copy of the whole
+// configuration (megabytes), only the largest type's.
+func encodeTo(w io.Writer, s *Snapshot) error {
 	s.normalize()
-	up := upstreamJSON(s)
-	body := bodySize(s, up)
-	b := make([]byte, 0, len(magic)+body+sumSize)
-	b = append(b, magic...)
-	b = appendBody(b, s, up)
-	sum := sha256.Sum256(b)
-	return append(b, sum[:]...)
-}
-
-func identitySize(id Identity) int {
-	return bytesSize(fIDMesh, len(id.Mesh)) + bytesSize(fIDName, len(id.Name)) +
-		bytesSize(fIDRole, len(id.Role)) + bytesSize(fIDCP, len(id.ControlPlane))
-}
-
-func resourceSize(r Resource) int {
-	return bytesSize(fResName, len(r.Name)) + bytesSize(fResVersion, len(r.Version)) +
-		bytesSize(fResType, len(r.TypeURL)) + bytesSize(fResBody, len(r.Body))
-}
-
-func typeSize(t TypeState) int {
-	n := bytesSize(fTypeURL, len(t.TypeURL)) + bytesSize(fTypeVersion, len(t.Version))
-	for _, r := range t.Resources {
-		n += bytesSize(fTypeResource, resourceSize(r))
+	h := sha256.New()
+	out := io.MultiWriter(w, h)
+	if _, err := out.Write(magic); err != nil {
+		return err
 	}
-	return n
+	at, up := s.WrittenAt.UnixNano(), upstreamJSON(s)
+	head := &cachepb.Cache{
+		Format:            formatVersion,
+		Identity:          &cachepb.Identity{Mesh: s.Identity.Mesh, Name: s.Identity.Name, Role: s.Identity.Role, ControlPlane: s.Identity.ControlPlane},
+		WrittenAtUnixNano: &at,
+		Bootstrap:         s.Bootstrap,
+		UpstreamJson:      up,
+	}
+	buf, err := (proto.MarshalOptions{}).MarshalAppend(make([]byte, 0, bufferBound(s, up)), head)
+	if err != nil {
+		return err
+	}
+	if _, err := out.Write(buf); err != nil {
+		return err
+	}
+	one := &cachepb.Cache{Types: []*cachepb.TypeState{{}}}
+	var rs []cachepb.Resource // reused: one type's resources at a time
+	for _, t := range s.Types {
+		one.Types[0], rs = typeMessage(t, rs)
+		if buf, err = (proto.MarshalOptions{}).MarshalAppend(buf[:0], one); err != nil {
+			return err
+		}
+		if _, err := out.Write(buf); err != nil {
+			return err
+		}
+	}
+	_, err = w.Write(h.Sum(nil))
+	return err
 }
 
-// upstreamJSON is field fUpstream, nil when there is no upstream.
+// bufferBound is at least the encoded size of the header and of s's
+// largest type, so one buffer holds each in turn.
+func bufferBound(s *Snapshot, up []byte) int {
+	const field = 1 + binary.MaxVarintLen32 // a tag and a length
+	largest := 1<<10 + len(s.Bootstrap) + len(up)
+	for _, t := range s.Types {
+		n := 3*field + len(t.TypeURL) + len(t.Version)
+		for _, r := range t.Resources {
+			n += 5*field + len(r.Name) + len(r.Version) + len(r.TypeURL) + len(r.Body)
+		}
+		largest = max(largest, n)
+	}
+	return largest
+}
+
+// typeMessage is t as a message whose resources live in rs, grown if need
+// be and returned for the next type.
+func typeMessage(t TypeState, rs []cachepb.Resource) (*cachepb.TypeState, []cachepb.Resource) {
+	if cap(rs) < len(t.Resources) {
+		rs = make([]cachepb.Resource, len(t.Resources))
+	}
+	m := &cachepb.TypeState{TypeUrl: t.TypeURL, Version: t.Version, Resources: make([]*cachepb.Resource, len(t.Resources))}
+	for i, r := range t.Resources {
+		rs[i].Name, rs[i].Version, rs[i].TypeUrl, rs[i].Body = r.Name, r.Version, r.TypeURL, r.Body
+		m.Resources[i] = &rs[i]
+	}
+	return m, rs
+}
+
+// upstreamJSON is the upstream field, nil when there is no upstream.
 func upstreamJSON(s *Snapshot) []byte {
 	if reflect.ValueOf(s.Upstream).IsZero() {
 		return nil
@@ -87,72 +117,8 @@ func upstreamJSON(s *Snapshot) []byte {
 	return b
 }
 
-func bodySize(s *Snapshot, up []byte) int {
-	n := protowire.SizeTag(fFormat) + protowire.SizeVarint(formatVersion) +
-		bytesSize(fIdentity, identitySize(s.Identity)) +
-		protowire.SizeTag(fWrittenAt) + protowire.SizeVarint(uint64(s.WrittenAt.UnixNano())) +
-		bytesSize(fBootstrap, len(s.Bootstrap))
-	if up != nil {
-		n += bytesSize(fUpstream, len(up))
-	}
-	for _, t := range s.Types {
-		n += bytesSize(fType, typeSize(t))
-	}
-	return n
-}
-
-func bytesSize(num protowire.Number, n int) int {
-	return protowire.SizeTag(num) + protowire.SizeBytes(n)
-}
-
-// appendBody writes nested messages in place, their lengths known ahead.
-func appendBody(b []byte, s *Snapshot, up []byte) []byte {
-	b = protowire.AppendTag(b, fFormat, protowire.VarintType)
-	b = protowire.AppendVarint(b, formatVersion)
-	b = appendHeader(b, fIdentity, identitySize(s.Identity))
-	b = appendString(b, fIDMesh, s.Identity.Mesh)
-	b = appendString(b, fIDName, s.Identity.Name)
-	b = appendString(b, fIDRole, s.Identity.Role)
-	b = appendString(b, fIDCP, s.Identity.ControlPlane)
-	b = protowire.AppendTag(b, fWrittenAt, protowire.VarintType)
-	b = protowire.AppendVarint(b, uint64(s.WrittenAt.UnixNano()))
-	b = appendBytes(b, fBootstrap, s.Bootstrap)
-	if up != nil {
-		b = appendBytes(b, fUpstream, up)
-	}
-	for _, t := range s.Types {
-		b = appendHeader(b, fType, typeSize(t))
-		b = appendString(b, fTypeURL, t.TypeURL)
-		b = appendString(b, fTypeVersion, t.Version)
-		for _, r := range t.Resources {
-			b = appendHeader(b, fTypeResource, resourceSize(r))
-			b = appendString(b, fResName, r.Name)
-			b = appendString(b, fResVersion, r.Version)
-			b = appendString(b, fResType, r.TypeURL)
-			b = appendBytes(b, fResBody, r.Body)
-		}
-	}
-	return b
-}
-
-// appendHeader starts a length-delimited field of n bytes.
-func appendHeader(b []byte, num protowire.Number, n int) []byte {
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendVarint(b, uint64(n))
-}
-
-func appendString(b []byte, num protowire.Number, s string) []byte {
-	b = appendHeader(b, num, len(s))
-	return append(b, s...)
-}
-
-func appendBytes(b []byte, num protowire.Number, v []byte) []byte {
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendBytes(b, v)
-}
-
 // Decode parses a cache file. Any damage is an error; nothing of a damaged
-// file is returned. Resource bodies alias data.
+// file is returned.
 func Decode(data []byte) (*Snapshot, error) {
 	if len(data) < len(magic)+sumSize || !bytes.Equal(data[:len(magic)], magic) {
 		return nil, errors.New("not a zoneproxy xDS cache file")
@@ -161,209 +127,71 @@ func Decode(data []byte) (*Snapshot, error) {
 	if got := sha256.Sum256(body); !bytes.Equal(got[:], sum) {
 		return nil, errors.New("checksum mismatch (torn or altered file)")
 	}
-	return decodeBody(body[len(magic):])
+	var m cachepb.Cache
+	if err := proto.Unmarshal(body[len(magic):], &m); err != nil {
+		return nil, err
+	}
+	return fromMessage(&m)
 }
 
-// decodeBody parses the body and checks what a usable cache must hold.
-func decodeBody(b []byte) (*Snapshot, error) {
-	s := &Snapshot{}
-	var format uint64
-	var haveID, haveTime bool
-	seen := map[string]bool{}
-	err := fields(b, func(num protowire.Number, v uint64, raw []byte) error {
-		switch num {
-		case fFormat:
-			format = v
-		case fIdentity:
-			haveID = true
-			return decodeIdentity(raw, &s.Identity)
-		case fWrittenAt:
-			haveTime = true
-			s.WrittenAt = time.Unix(0, int64(v))
-		case fBootstrap:
-			s.Bootstrap = raw
-		case fUpstream:
-			if err := json.Unmarshal(raw, &s.Upstream); err != nil {
-				return fmt.Errorf("upstream: %w", err)
-			}
-		case fType:
-			t, err := decodeType(raw)
-			if err != nil {
-				return err
-			}
-			if seen[t.TypeURL] {
-				return fmt.Errorf("type %s twice", t.TypeURL)
-			}
-			seen[t.TypeURL] = true
-			s.Types = append(s.Types, t)
-		}
-		return nil
-	})
+// fromMessage checks what a usable cache must hold, and converts it.
+func fromMessage(m *cachepb.Cache) (*Snapshot, error) {
 	switch {
-	case err != nil:
-		return nil, err
-	case format != formatVersion:
-		return nil, fmt.Errorf("format %d, this zoneproxy reads %d", format, formatVersion)
-	case !haveID || !haveTime:
+	case m.Format < oldestFormat || m.Format > formatVersion:
+		return nil, fmt.Errorf("format %d, this zoneproxy reads %d to %d", m.Format, oldestFormat, formatVersion)
+	case m.Identity == nil || m.WrittenAtUnixNano == nil:
 		return nil, errors.New("identity or time missing")
+	}
+	id := m.Identity
+	s := &Snapshot{
+		Identity:  Identity{Mesh: id.Mesh, Name: id.Name, Role: id.Role, ControlPlane: id.ControlPlane},
+		WrittenAt: time.Unix(0, *m.WrittenAtUnixNano),
+		Bootstrap: orEmpty(m.Bootstrap),
+	}
+	if m.UpstreamJson != nil {
+		if err := json.Unmarshal(m.UpstreamJson, &s.Upstream); err != nil {
+			return nil, fmt.Errorf("upstream: %w", err)
+		}
+	}
+	seen := map[string]bool{}
+	for _, t := range m.Types {
+		if seen[t.TypeUrl] {
+			return nil, fmt.Errorf("type %s twice", t.TypeUrl)
+		}
+		seen[t.TypeUrl] = true
+		ts, err := fromTypeMessage(t)
+		if err != nil {
+			return nil, err
+		}
+		s.Types = append(s.Types, ts)
 	}
 	return s, nil
 }
 
-func decodeIdentity(b []byte, id *Identity) error {
-	return fields(b, func(num protowire.Number, _ uint64, raw []byte) error {
-		dst := map[protowire.Number]*string{fIDMesh: &id.Mesh, fIDName: &id.Name, fIDRole: &id.Role, fIDCP: &id.ControlPlane}[num]
-		if dst == nil {
-			return nil
+func fromTypeMessage(m *cachepb.TypeState) (TypeState, error) {
+	if m.TypeUrl == "" {
+		return TypeState{}, errors.New("a type without its URL")
+	}
+	t := TypeState{TypeURL: m.TypeUrl, Version: m.Version, Resources: make([]Resource, len(m.Resources))}
+	names := make(map[string]bool, len(m.Resources))
+	for i, r := range m.Resources {
+		if r.Name == "" || r.TypeUrl == "" {
+			return TypeState{}, errors.New("a resource without name or type")
 		}
-		return setString(dst, raw)
-	})
-}
-
-func decodeType(b []byte) (TypeState, error) {
-	var t TypeState
-	names := map[string]bool{}
-	err := fields(b, func(num protowire.Number, _ uint64, raw []byte) error {
-		switch num {
-		case fTypeURL:
-			return setString(&t.TypeURL, raw)
-		case fTypeVersion:
-			return setString(&t.Version, raw)
-		case fTypeResource:
-			r, err := decodeResource(raw)
-			if err != nil {
-				return err
-			}
-			if names[r.Name] {
-				return fmt.Errorf("resource %q twice", r.Name)
-			}
-			names[r.Name] = true
-			t.Resources = append(t.Resources, r)
+		if names[r.Name] {
+			return TypeState{}, fmt.Errorf("resource %q twice", r.Name)
 		}
-		return nil
-	})
-	if err == nil && t.TypeURL == "" {
-		err = errors.New("a type without its URL")
+		names[r.Name] = true
+		t.Resources[i] = Resource{Name: r.Name, Version: r.Version, TypeURL: r.TypeUrl, Body: orEmpty(r.Body)}
 	}
-	return t, err
+	return t, nil
 }
 
-func decodeResource(b []byte) (Resource, error) {
-	var r Resource
-	err := fields(b, func(num protowire.Number, _ uint64, raw []byte) error {
-		switch num {
-		case fResName:
-			return setString(&r.Name, raw)
-		case fResVersion:
-			return setString(&r.Version, raw)
-		case fResType:
-			return setString(&r.TypeURL, raw)
-		case fResBody:
-			r.Body = raw
-		}
-		return nil
-	})
-	if err == nil && (r.Name == "" || r.TypeURL == "") {
-		err = errors.New("a resource without name or type")
+// orEmpty keeps format 1's reading of an empty field, which the generated
+// codec leaves out (nil): present and empty.
+func orEmpty(b []byte) []byte {
+	if b == nil {
+		return []byte{}
 	}
-	return r, err
-}
-
-func setString(dst *string, raw []byte) error {
-	if !utf8.Valid(raw) {
-		return errors.New("invalid UTF-8")
-	}
-	*dst = string(raw)
-	return nil
-}
-
-// fields walks a protobuf-wire message: varints give v, length-delimited
-// fields give raw. Unknown fields of those two kinds are skipped; other
-// wire types are damage.
-func fields(b []byte, each func(num protowire.Number, v uint64, raw []byte) error) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
-		var v uint64
-		var raw []byte
-		switch typ {
-		case protowire.VarintType:
-			v, n = protowire.ConsumeVarint(b)
-		case protowire.BytesType:
-			raw, n = protowire.ConsumeBytes(b)
-		default:
-			return fmt.Errorf("field %d: unexpected wire type %d", num, typ)
-		}
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
-		if err := each(num, v, raw); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// encodeTo writes what Encode returns without holding it all: the file is
-// streamed from the snapshot's own bodies, so a write costs no second copy
-// of a megabyte-sized configuration.
-func encodeTo(w io.Writer, s *Snapshot) error {
-	s.normalize()
-	h := sha256.New()
-	out := &streamer{w: io.MultiWriter(w, h), buf: make([]byte, 0, 32<<10)}
-	out.add(magic)
-	out.add(appendBody(nil, &Snapshot{Identity: s.Identity, WrittenAt: s.WrittenAt, Bootstrap: s.Bootstrap}, upstreamJSON(s)))
-	for _, t := range s.Types {
-		out.add(appendHeader(nil, fType, typeSize(t)))
-		out.add(appendString(appendString(nil, fTypeURL, t.TypeURL), fTypeVersion, t.Version))
-		for _, r := range t.Resources {
-			var head []byte
-			head = appendHeader(head, fTypeResource, resourceSize(r))
-			head = appendString(head, fResName, r.Name)
-			head = appendString(head, fResVersion, r.Version)
-			head = appendString(head, fResType, r.TypeURL)
-			head = appendHeader(head, fResBody, len(r.Body))
-			out.add(head)
-			out.add(r.Body)
-		}
-	}
-	out.flush()
-	if out.err != nil {
-		return out.err
-	}
-	_, err := w.Write(h.Sum(nil))
-	return err
-}
-
-// streamer batches small writes; large ones go straight through.
-type streamer struct {
-	w   io.Writer
-	buf []byte
-	err error
-}
-
-func (s *streamer) add(b []byte) {
-	if len(s.buf)+len(b) > cap(s.buf) {
-		s.flush()
-	}
-	if len(b) > cap(s.buf) {
-		s.write(b)
-		return
-	}
-	s.buf = append(s.buf, b...)
-}
-
-func (s *streamer) flush() {
-	s.write(s.buf)
-	s.buf = s.buf[:0]
-}
-
-func (s *streamer) write(b []byte) {
-	if s.err == nil && len(b) > 0 {
-		_, s.err = s.w.Write(b)
-	}
+	return b
 }

@@ -11,31 +11,51 @@ import (
 )
 
 func TestEncodeDecodeRoundTrip(t *testing.T) {
-	s := &Snapshot{Identity: testID, WrittenAt: time.Unix(1900000000, 123), Bootstrap: []byte("admin: {}\n"),
-		Upstream: cpdial.Target{Address: "cp:5678", ServerName: "cp", CAPEM: []byte("CA"), MaxReceiveMessageLength: 4 << 20},
-		Types:    append(listenerTypes(), TypeState{TypeURL: SecretType, Resources: []Resource{trustBundle(t, "bundle")}})}
-	data := Encode(s)
-	if cap(data) != len(data) {
-		t.Errorf("Encode allocated %d bytes for %d: its size computation is off", cap(data), len(data))
+	full := func() *Snapshot {
+		return &Snapshot{Identity: testID, WrittenAt: time.Unix(1900000000, 123), Bootstrap: []byte("admin: {}\n"),
+			Upstream: cpdial.Target{Address: "cp:5678", ServerName: "cp", CAPEM: []byte("CA"), MaxReceiveMessageLength: 4 << 20},
+			Types:    append(listenerTypes(), TypeState{TypeURL: SecretType, Resources: []Resource{trustBundle(t, "bundle")}})}
 	}
-	got, err := Decode(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, s) {
-		t.Fatalf("decoded %+v\nwant %+v", got, s)
-	}
-	if !bytes.Equal(Encode(got), data) {
-		t.Fatal("re-encoding a decoded cache changes it")
-	}
-	// The writer streams the same bytes, big bodies or small.
-	s.Types = append(s.Types, TypeState{TypeURL: "big", Resources: []Resource{{Name: "b", TypeURL: "big", Body: bytes.Repeat([]byte{7}, 100<<10)}}})
-	var streamed bytes.Buffer
-	if err := encodeTo(&streamed, s); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(streamed.Bytes(), Encode(s)) {
-		t.Fatal("the streamed file differs from Encode's")
+	for name, edit := range map[string]func(*Snapshot){
+		"everything set": func(*Snapshot) {},
+		// Zero values are what the generated codec leaves out.
+		"written at the epoch": func(s *Snapshot) { s.WrittenAt = time.Unix(0, 0) },
+		"before the epoch":     func(s *Snapshot) { s.WrittenAt = time.Unix(-5, 0) },
+		"empty identity":       func(s *Snapshot) { s.Identity = Identity{} },
+		"no upstream":          func(s *Snapshot) { s.Upstream = cpdial.Target{} },
+		"no types":             func(s *Snapshot) { s.Types = nil },
+		"empty bootstrap":      func(s *Snapshot) { s.Bootstrap = []byte{} },
+		"empty versions": func(s *Snapshot) {
+			s.Types[0].Version, s.Types[0].Resources[0].Version = "", ""
+		},
+		// Types are written one at a time from a reused buffer: a large
+		// one after a small one, and fewer resources after more.
+		"types of every size": func(s *Snapshot) {
+			s.Types = append(s.Types,
+				TypeState{TypeURL: "big", Resources: []Resource{{Name: "b", TypeURL: "big", Body: bytes.Repeat([]byte{7}, 100<<10)}}},
+				TypeState{TypeURL: "c", Resources: []Resource{{Name: "a", TypeURL: "c", Body: []byte("a")}, {Name: "b", TypeURL: "c", Body: []byte("b")}, {Name: "c", TypeURL: "c", Body: []byte{}}}},
+				TypeState{TypeURL: "d", Resources: []Resource{{Name: "z", TypeURL: "d", Body: []byte("z")}}})
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := full()
+			edit(s)
+			data := Encode(s)
+			got, err := Decode(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !got.WrittenAt.Equal(s.WrittenAt) {
+				t.Fatalf("written at %v, want %v", got.WrittenAt, s.WrittenAt)
+			}
+			got.WrittenAt = s.WrittenAt
+			if !reflect.DeepEqual(got, s) {
+				t.Fatalf("decoded %+v\nwant %+v", got, s)
+			}
+			if !bytes.Equal(Encode(got), data) {
+				t.Fatal("re-encoding a decoded cache changes it")
+			}
+		})
 	}
 }
 
@@ -63,7 +83,8 @@ func TestDecodeRejects(t *testing.T) {
 		"short":             magic,
 		"wrong magic":       append([]byte("XXXXXXXX"), valid[8:]...),
 		"bad checksum":      append(append([]byte(nil), valid[:len(valid)-1]...), valid[len(valid)-1]^1),
-		"other format":      seal(append([]byte{0x08, 0x02}, body[2:]...)),
+		"newer format":      seal(append([]byte{0x08, 0x03}, body[2:]...)),
+		"no format":         seal(body[2:]),
 		"no identity":       seal([]byte{0x08, 0x01, 0x18, 0x01}),
 		"truncated field":   seal(append(append([]byte(nil), body...), 0x22, 0x05, 'a')),
 		"group wire type":   seal(append(append([]byte(nil), body...), 0x33)),
