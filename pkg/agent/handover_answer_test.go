@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/zoneproxy/zoneproxy/pkg/config"
+	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
 )
 
 // POST /envoy/handover answers with the outcome even when the handover
@@ -33,7 +34,7 @@ func TestHandoverAnswersAfterTheServersTimeouts(t *testing.T) {
 			go func() {
 				req := <-a.hand.requests
 				<-time.After(handoverTakes) // a slow handover, the subject of the test
-				a.hand.generation.Store(2)
+				a.hand.place.Store(&upgrade.Place{Generation: 2, Slot: upgrade.SlotB})
 				req.done <- tc.result
 			}()
 			srv := httptest.NewUnstartedServer(a.handoverHandler())

@@ -122,7 +122,7 @@ func (a *Agent) changedBootstrap(ctx context.Context, ev envoy.Version) ([]byte,
 	if err != nil {
 		return cannot(err)
 	}
-	changed, err := xds.BootstrapChanges(kit.bootstrap, doc, bootstrap.AgentBuildFields...)
+	changed, err := xds.BootstrapChanges(kit.launch.Bootstrap, doc, bootstrap.AgentBuildFields...)
 	if err != nil {
 		return cannot(err)
 	}
@@ -140,7 +140,7 @@ func (a *Agent) changedBootstrap(ctx context.Context, ev envoy.Version) ([]byte,
 // keepBootstrap makes kit's bootstrap the one the next program adopts and
 // the cache starts Envoy on.
 func (a *Agent) keepBootstrap(kit *handoverKit) error {
-	if _, err := kit.wd.write(bootstrapFile, kit.bootstrap); err != nil {
+	if _, err := kit.wd.write(bootstrapFile, kit.launch.Bootstrap); err != nil {
 		return err
 	}
 	r := &a.rl
@@ -148,7 +148,7 @@ func (a *Agent) keepBootstrap(kit *handoverKit) error {
 	cache, feature := r.cache, r.feature
 	r.hmu.Unlock()
 	if cache != nil && feature != nil && feature.Resume != nil {
-		cache.ReplaceBootstrap(kit.bootstrap, feature.Resume.Upstream)
+		cache.ReplaceBootstrap(kit.launch.Bootstrap, feature.Resume.Upstream)
 	}
 	return nil
 }
@@ -157,7 +157,7 @@ func (a *Agent) keepBootstrap(kit *handoverKit) error {
 // handover to a new one failed.
 func (a *Agent) restoreBootstrap(log *zap.Logger) {
 	kit := a.hand.kit.Load()
-	if _, err := kit.wd.write(bootstrapFile, kit.bootstrap); err != nil {
+	if _, err := kit.wd.write(bootstrapFile, kit.launch.Bootstrap); err != nil {
 		log.Warn("cannot put the running Envoy's bootstrap back; a reload may hand over again", zap.Error(err))
 	}
 }

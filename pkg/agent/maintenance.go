@@ -84,7 +84,7 @@ const (
 func (a *Agent) serve(ctx context.Context, e *supervised) error {
 	a.maint.serving.Store(true)
 	defer a.maint.serving.Store(false)
-	defer a.endRetirements()
+	defer a.hand.retiring.End()
 	for {
 		end := a.watchListeners(ctx, e)
 		if end == endHandover {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
 )
 
 // monotonicUsec is CLOCK_MONOTONIC in µs, which RELOADING=1 carries.
@@ -30,7 +32,7 @@ func (a *Agent) registerReloadMetrics() {
 		Name: "zoneproxy_reloads_total",
 		Help: "Reloads of the agent in place (zoneproxy reload, systemctl reload), by result: ok (the new program serves), refused (not now, or the new binary or configuration cannot take over), failed (the replacement failed; the agent served on).",
 	}, []string{"result"})
-	for _, res := range []string{reloadOK, reloadRefused, reloadFailed} {
+	for _, res := range []string{upgrade.ResultOK, upgrade.ResultRefused, upgrade.ResultFailed} {
 		reloads.WithLabelValues(res)
 	}
 	generations := prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -39,7 +41,7 @@ func (a *Agent) registerReloadMetrics() {
 	}, []string{"process"})
 	a.opts.Metrics.Register(reloads)
 	a.opts.Metrics.Register(generations)
-	r.reloads.register(reloads) // with refusals before it was registered
+	r.reloads.Register(reloads) // with refusals before it was registered
 	r.hmu.Lock()
 	r.generations = generations
 	r.hmu.Unlock()
@@ -88,7 +90,7 @@ func (a *Agent) generations() (int, int, *ReloadStatus) {
 
 // startedWords is the log message of an Envoy started or adopted.
 func (a *Agent) startedWords() string {
-	if a.rl.adoptsEnvoy() {
+	if a.rl.taken.AdoptsEnvoy() {
 		return "supervising the running Envoy"
 	}
 	return "started Envoy"
