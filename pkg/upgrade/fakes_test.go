@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
@@ -11,66 +12,47 @@ import (
 
 // fakeProc is an Envoy that runs until stopped or told to exit.
 type fakeProc struct {
-	pid     int
-	done    chan struct{}
-	once    sync.Once
-	mu      sync.Mutex
-	stopped bool
-	// ignoresTERM: Stop reports a kill.
+	pid    int
+	done   chan struct{}
+	once   sync.Once
+	exited atomic.Bool
+	// stopped: Stop was called; ignoresTERM: Stop reports a kill.
+	stopped     atomic.Bool
 	ignoresTERM bool
 }
 
 func newFakeProc(pid int) *fakeProc { return &fakeProc{pid: pid, done: make(chan struct{})} }
 
-func (p *fakeProc) PID() int              { return p.pid }
-func (p *fakeProc) Done() <-chan struct{} { return p.done }
-func (p *fakeProc) exit()                 { p.once.Do(func() { close(p.done) }) }
-func (p *fakeProc) Exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
+func (p *fakeProc) PID() int                { return p.pid }
+func (p *fakeProc) Done() <-chan struct{}   { return p.done }
+func (p *fakeProc) Exited() bool            { return p.exited.Load() }
+func (p *fakeProc) exit()                   { p.once.Do(func() { p.exited.Store(true); close(p.done) }) }
 func (p *fakeProc) ExitDescription() string { return "exit status 0" }
 func (p *fakeProc) Stop(time.Duration) bool {
-	p.mu.Lock()
-	p.stopped = true
-	p.mu.Unlock()
+	p.stopped.Store(true)
 	p.exit()
 	return p.ignoresTERM
-}
-func (p *fakeProc) wasStopped() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stopped
 }
 
 var errAdminDown = errors.New("connect: connection refused")
 
-// fakeAdmin is an admin API that says LIVE once live, with listeners.
+// fakeAdmin is an admin API that answers /ready with word (or err), and
+// has listeners.
 type fakeAdmin struct {
-	mu          sync.Mutex
-	live        bool
-	unreachable bool
-	listeners   []string
-	closed      bool
-	drained     bool
-	stopped     bool
-	drainErr    error
+	mu        sync.Mutex
+	word      string
+	err       error
+	listeners []string
+	closed    bool
+	drained   bool
+	stopped   bool
+	drainErr  error
 }
 
 func (a *fakeAdmin) Ready(context.Context) (string, bool, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	switch {
-	case a.unreachable:
-		return "", false, errAdminDown
-	case a.live:
-		return "LIVE", true, nil
-	}
-	return "PRE_INITIALIZING", false, nil
+	return a.word, a.err == nil && a.word == "LIVE", a.err
 }
 
 func (a *fakeAdmin) Listeners(context.Context) ([]envoy.Listener, error) {

@@ -24,8 +24,8 @@ func TestTheOldEnvoyDrainsAndIsEnded(t *testing.T) {
 	close(release)
 	r.End()
 	drained, stopped, closed := admin.state()
-	if !drained || !stopped || !closed || !proc.wasStopped() || r.Draining() != 0 {
-		t.Fatalf("drained %v, listeners stopped %v, admin closed %v, ended %v, still draining %d", drained, stopped, closed, proc.wasStopped(), r.Draining())
+	if !drained || !stopped || !closed || !proc.stopped.Load() || r.Draining() != 0 {
+		t.Fatalf("drained %v, listeners stopped %v, admin closed %v, ended %v, still draining %d", drained, stopped, closed, proc.stopped.Load(), r.Draining())
 	}
 }
 

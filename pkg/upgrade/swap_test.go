@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,7 +20,6 @@ type swapRig struct {
 	launch   *Launch
 	relay    *fakeRelay
 	admin    *fakeAdmin // the next Envoy's
-	mu       sync.Mutex
 	started  []*fakeProc
 	specs    []envoy.Spec
 	admins   []envoy.AdminAddress
@@ -31,11 +29,9 @@ type swapRig struct {
 }
 
 func newSwapRig() *swapRig {
-	r := &swapRig{relay: &fakeRelay{}, admin: &fakeAdmin{live: true, listeners: []string{zoneListener}}, written: map[string]string{}}
+	r := &swapRig{relay: &fakeRelay{}, admin: &fakeAdmin{word: "LIVE", listeners: []string{zoneListener}}, written: map[string]string{}}
 	r.launch = &Launch{
 		Write: func(name string, doc []byte) (string, error) {
-			r.mu.Lock()
-			defer r.mu.Unlock()
 			r.written[name] = string(doc)
 			return "/run/zp/" + name, nil
 		},
@@ -50,8 +46,6 @@ func newSwapRig() *swapRig {
 			return "/usr/bin/envoy", envoy.Version{Version: "1.39.1", Build: "next"}, r.findErr
 		},
 		Start: func(spec envoy.Spec) (*fakeProc, error) {
-			r.mu.Lock()
-			defer r.mu.Unlock()
 			if r.startErr != nil {
 				return nil, r.startErr
 			}
@@ -60,8 +54,6 @@ func newSwapRig() *swapRig {
 			return p, nil
 		},
 		Admin: func(addr envoy.AdminAddress) *fakeAdmin {
-			r.mu.Lock()
-			defer r.mu.Unlock()
 			r.admins = append(r.admins, addr)
 			return r.admin
 		},
@@ -122,9 +114,9 @@ func TestWhatFailsOrRefusesAHandover(t *testing.T) {
 		{"the last old Envoy still drains", func(r *swapRig) { r.swap.Retiring.draining.Store(41) }, "old Envoy (pid 41) still drains", true, false},
 		{"no Envoy binary", func(r *swapRig) { r.findErr = errors.New("envoy: not found") }, "envoy: not found", false, false},
 		{"it cannot start", func(r *swapRig) { r.startErr = errors.New("exec: permission denied") }, "permission denied", false, false},
-		{"it exits", func(r *swapRig) { r.admin.live = false; r.startExits() }, "the new Envoy exited (exit status 0)", false, true},
-		{"it never turns LIVE", func(r *swapRig) { r.admin.live = false }, "was not ready within 300ms: it reports PRE_INITIALIZING", false, true},
-		{"its admin API never answers", func(r *swapRig) { r.admin.unreachable = true }, "was not ready within 300ms: its admin API does not answer", false, true},
+		{"it exits", func(r *swapRig) { r.admin.word = "PRE_INITIALIZING"; r.startExits() }, "the new Envoy exited (exit status 0)", false, true},
+		{"it never turns LIVE", func(r *swapRig) { r.admin.word = "PRE_INITIALIZING" }, "was not ready within 300ms: it reports PRE_INITIALIZING", false, true},
+		{"its admin API never answers", func(r *swapRig) { r.admin.err = errAdminDown }, "was not ready within 300ms: its admin API does not answer", false, true},
 		{"LIVE without the zone listener", func(r *swapRig) { r.admin.listeners = nil },
 			"it is LIVE without the zone listeners [" + zoneListener + "] (could it not bind them beside the old Envoy?", false, true},
 		{"the stream cannot be moved", func(r *swapRig) { r.relay.completeErr = errors.New("timed out") }, "the control plane's stream could not be moved to it: timed out", false, true},
@@ -151,8 +143,8 @@ func TestWhatFailsOrRefusesAHandover(t *testing.T) {
 			}
 			if tc.started {
 				_, _, closed := r.admin.state()
-				if !r.started[0].wasStopped() || !closed || !r.relay.ended {
-					t.Fatalf("the failed new Envoy stopped %v, its admin closed %v, the relay's handover ended %v", r.started[0].wasStopped(), closed, r.relay.ended)
+				if !r.started[0].stopped.Load() || !closed || !r.relay.ended {
+					t.Fatalf("the failed new Envoy stopped %v, its admin closed %v, the relay's handover ended %v", r.started[0].stopped.Load(), closed, r.relay.ended)
 				}
 			}
 		})
