@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -30,9 +31,10 @@ func (a *Agent) takeHandover() error {
 	r := &a.rl
 	exe, args := startedAs()
 	r.hmu.Lock()
-	r.generation, r.exe, r.args = 1, exe, args
+	r.exe, r.args = exe, args
 	r.hmu.Unlock()
-	a.registerReloadMetrics()
+	r.record.Started()
+	r.record.Register(a.opts.Metrics.Register)
 	if a.opts.Handover == nil {
 		return nil
 	}
@@ -43,23 +45,18 @@ func (a *Agent) takeHandover() error {
 	st := &taken.State
 	r.hmu.Lock()
 	r.taken = taken
-	r.generation, r.envoyGeneration = st.Generation+1, st.EnvoyGeneration
 	r.hmu.Unlock()
-	r.reloads.Carry(st.Reloads)
-	r.reloads.Add(upgrade.ResultOK, 1)
+	r.record.Reloaded(st, time.Now())
 	a.hand.results.Carry(st.Handovers)
-	r.hmu.Lock()
-	r.last = &ReloadStatus{Result: upgrade.ResultOK, At: a.now()}
-	r.hmu.Unlock()
-	a.generationGauge()
+	generation, envoyGeneration, _ := r.record.Generations()
 	if st.Envoy != nil {
 		// /ready answers READY from the first request the new program
 		// serves: Envoy never stopped serving.
-		a.tracker.Set(state.Ready, fmt.Sprintf("reloaded: agent generation %d took over the running Envoy (pid %d)", r.generation, st.Envoy.PID))
-		a.log.Info("reloaded: taking over the running Envoy", zap.Int("generation", r.generation),
-			zap.Int("envoy-generation", r.envoyGeneration), zap.Int("envoy-pid", st.Envoy.PID))
+		a.tracker.Set(state.Ready, fmt.Sprintf("reloaded: agent generation %d took over the running Envoy (pid %d)", generation, st.Envoy.PID))
+		a.log.Info("reloaded: taking over the running Envoy", zap.Int("generation", generation),
+			zap.Int("envoy-generation", envoyGeneration), zap.Int("envoy-pid", st.Envoy.PID))
 	} else {
-		a.log.Info("reloaded: no Envoy ran yet; starting over", zap.Int("generation", r.generation))
+		a.log.Info("reloaded: no Envoy ran yet; starting over", zap.Int("generation", generation))
 	}
 	return nil
 }

@@ -180,10 +180,7 @@ func (a *Agent) startEnvoy(spec envoy.Spec) (EnvoyProcess, error) {
 	p, err := a.envoy.Start(spec)
 	if err == nil {
 		r.launched(envoyLaunch(a.cfg))
-		r.hmu.Lock()
-		r.envoyGeneration++
-		r.hmu.Unlock()
-		a.generationGauge()
+		r.record.EnvoyStarted()
 	}
 	return p, err
 }

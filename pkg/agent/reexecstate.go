@@ -6,8 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
 	"github.com/zoneproxy/zoneproxy/pkg/xds"
@@ -27,11 +25,7 @@ type reloader struct {
 	exe  string
 	args []string
 
-	generation      int
-	envoyGeneration int
-	reloads         upgrade.Counts // zoneproxy_reloads_total
-	generations     *prometheus.GaugeVec
-	last            *ReloadStatus
+	record upgrade.Record
 
 	// taken is what the previous program handed over; nil on a fresh start.
 	taken   *upgrade.Taken

@@ -65,7 +65,7 @@ func (a *Agent) Reload() (exec func() error, err error) {
 		// after that is still lost.
 		gaveWay := func() error {
 			if r.stopAsked.Load() || a.maint.want.Load() {
-				return upgrade.Refused(fmt.Sprintf("a stop or a maintenance drain was asked meanwhile; the agent (generation %d) does that instead", r.generation))
+				return upgrade.Refused(fmt.Sprintf("a stop or a maintenance drain was asked meanwhile; the agent (generation %d) does that instead", r.record.Generation()))
 			}
 			return nil
 		}
@@ -128,9 +128,10 @@ func (a *Agent) holdings(withEnvoy bool) upgrade.Holdings {
 	r := &a.rl
 	r.hmu.Lock()
 	defer r.hmu.Unlock()
-	h := upgrade.Holdings{Generation: r.generation, EnvoyGeneration: r.envoyGeneration,
+	gen, envoyGen, _ := r.record.Generations()
+	h := upgrade.Holdings{Generation: gen, EnvoyGeneration: envoyGen,
 		WorkDir:          upgrade.Dir{Path: r.wd.path, File: r.wd.dir.File(), Lock: r.wd.lock},
-		TemporaryWorkDir: r.wd.temporary, Listeners: r.listeners, Reloads: r.reloads.Snapshot(), Handovers: a.hand.results.Snapshot()}
+		TemporaryWorkDir: r.wd.temporary, Listeners: r.listeners, Reloads: r.record.Reloads(), Handovers: a.hand.results.Snapshot()}
 	if r.sd != nil {
 		h.StateDir = &upgrade.Dir{Path: r.sd.dir.Path(), File: r.sd.dir.File(), Lock: r.sd.lock}
 	}
@@ -158,14 +159,15 @@ func (a *Agent) holdings(withEnvoy bool) upgrade.Holdings {
 // if that failed, this program whole.
 func (a *Agent) replace(st *upgrade.State, files upgrade.HandedFiles, proceed func() error) error {
 	r := &a.rl
+	gen := r.record.Generation()
 	envoyPID := 0
 	if st.Envoy != nil {
 		envoyPID = st.Envoy.PID
 	}
 	a.log.Info("reloading: replacing the agent in place; Envoy keeps running",
-		zap.String("binary", r.exe), zap.Int("generation", r.generation), zap.Int("next-generation", r.generation+1), zap.Int("envoy-pid", envoyPID))
+		zap.String("binary", r.exe), zap.Int("generation", gen), zap.Int("next-generation", gen+1), zap.Int("envoy-pid", envoyPID))
 	_, _ = sdnotify.Notify(sdnotify.Reloading, sdnotify.Field{Name: "MONOTONIC_USEC", Value: strconv.FormatInt(monotonicUsec(), 10)},
-		sdnotify.Status(fmt.Sprintf("reloading: agent generation %d replaces generation %d", r.generation+1, r.generation)))
+		sdnotify.Status(fmt.Sprintf("reloading: agent generation %d replaces generation %d", gen+1, gen)))
 	_ = a.log.Sync()
 	var err error
 	reexec.Do(func() { err = reexec.Exec(r.exe, r.args, os.Environ(), files.Open(), st, proceed) })
@@ -173,10 +175,10 @@ func (a *Agent) replace(st *upgrade.State, files upgrade.HandedFiles, proceed fu
 		_, _ = sdnotify.Notify(sdnotify.Ready, sdnotify.Status(a.tracker.Current().Verdict().Detail))
 		return err
 	}
-	a.log.Error("reload failed; this agent goes on serving: "+err.Error(), zap.Int("generation", r.generation))
+	a.log.Error("reload failed; this agent goes on serving: "+err.Error(), zap.Int("generation", gen))
 	snap := a.tracker.Current()
 	_, _ = sdnotify.Notify(sdnotify.Ready, sdnotify.Status(snap.Verdict().Detail))
-	return fmt.Errorf("the reload failed; the agent (generation %d) goes on serving: %w", r.generation, err)
+	return fmt.Errorf("the reload failed; the agent (generation %d) goes on serving: %w", gen, err)
 }
 
 // reloadEnded records a reload that did not happen.
@@ -184,12 +186,8 @@ func (a *Agent) reloadEnded(result string, err error) {
 	if err == nil {
 		return
 	}
-	r := &a.rl
-	r.reloads.Add(result, 1)
-	r.hmu.Lock()
-	r.last = &ReloadStatus{Result: result, Error: err.Error(), At: a.now()}
-	r.hmu.Unlock()
+	a.rl.record.Ended(result, err, time.Now())
 	if result == upgrade.ResultRefused {
-		a.log.Error("reload refused; this agent goes on serving: "+err.Error(), zap.Int("generation", r.generation))
+		a.log.Error("reload refused; this agent goes on serving: "+err.Error(), zap.Int("generation", a.rl.record.Generation()))
 	}
 }
