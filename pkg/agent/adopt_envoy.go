@@ -11,34 +11,14 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
-	"github.com/zoneproxy/zoneproxy/pkg/host/preflight"
 	"github.com/zoneproxy/zoneproxy/pkg/kuma/bootstrap"
 	"github.com/zoneproxy/zoneproxy/pkg/observability/accesslog"
 	"github.com/zoneproxy/zoneproxy/pkg/observability/meshmetric"
-	"github.com/zoneproxy/zoneproxy/pkg/state"
 	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
 	"github.com/zoneproxy/zoneproxy/pkg/xds"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
 )
-
-// checkFree checks Envoy's ports, unless Envoy holds them already.
-func (a *Agent) checkFree() error {
-	if a.rl.taken.AdoptsEnvoy() {
-		return nil
-	}
-	return preflight.CheckFree(preflight.Ports(a.cfg)...)
-}
-
-// adoptedEnvoyBinary is the running Envoy's binary and version, as the
-// previous program found them: the file may have been upgraded since.
-func (a *Agent) adoptedEnvoyBinary() (string, envoy.Version, bool) {
-	e := a.rl.taken.Envoy()
-	if e == nil {
-		return "", envoy.Version{}, false
-	}
-	return e.Path, e.Version, true
-}
 
 // relayListen takes the handed-over relay socket, with Envoy's reconnect
 // queued on it, or opens it.
@@ -183,11 +163,4 @@ func (a *Agent) startEnvoy(spec envoy.Spec) (EnvoyProcess, error) {
 		r.record.EnvoyStarted()
 	}
 	return p, err
-}
-
-// envoyStarting says ENVOY_STARTING, unless Envoy runs already.
-func (a *Agent) envoyStarting() {
-	if !a.rl.taken.AdoptsEnvoy() {
-		a.tracker.Set(state.EnvoyStarting, "Envoy starting")
-	}
 }

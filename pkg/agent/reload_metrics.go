@@ -19,11 +19,3 @@ func monotonicUsec() int64 {
 // Generations says the agent's and Envoy's generation, for /ready and
 // STATUS= after a reload; "" before any reload.
 func (a *Agent) Generations() string { return a.rl.record.Words() }
-
-// startedWords is the log message of an Envoy started or adopted.
-func (a *Agent) startedWords() string {
-	if a.rl.taken.AdoptsEnvoy() {
-		return "supervising the running Envoy"
-	}
-	return "started Envoy"
-}

@@ -53,7 +53,12 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 	}
 	obs.register()
 
-	a.envoyStarting()
+	startedWords := "started Envoy"
+	if a.rl.taken.AdoptsEnvoy() {
+		startedWords = "supervising the running Envoy"
+	} else {
+		a.tracker.Set(state.EnvoyStarting, "Envoy starting")
+	}
 	// launch is how every Envoy of this program is launched; a handover's
 	// gets its own ConfigPath (upgrade.Launch.SpecFor).
 	launch := envoy.Options{DrainTime: a.cfg.DrainTime, LogLevel: a.cfg.EnvoyLogLevel, ComponentLogLevel: a.cfg.EnvoyComponentLogLevel,
@@ -76,7 +81,7 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 		proc = p
 		a.hand.place.Store(&place)
 		a.envoyNow.Store(&envoyRecord{proc: p, build: envoyVersion.Build, generation: place.Generation})
-		a.log.Info(a.startedWords(), zap.Int("pid", p.PID()), zap.Strings("args", args), zap.String("admin", adminAddr.String()))
+		a.log.Info(startedWords, zap.Int("pid", p.PID()), zap.Strings("args", args), zap.String("admin", adminAddr.String()))
 		a.running.Store(&runningEnvoy{admin: admin, proc: p})
 		return p, nil
 	}
