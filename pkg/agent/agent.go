@@ -24,6 +24,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/localserver"
 	"github.com/zoneproxy/zoneproxy/pkg/metrics"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
+	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
 	"github.com/zoneproxy/zoneproxy/pkg/version"
 )
 
@@ -93,7 +94,7 @@ type Agent struct {
 	envoyNow     atomic.Pointer[envoyRecord] // the Envoy started last, for /status
 	hand         handovers                   // Envoy handovers (handover.go)
 	// pendingHandover is the request the serve loop takes up.
-	pendingHandover handoverRequest
+	pendingHandover upgrade.Request
 	rl              reloader // reloads in place (reload.go, adopt.go)
 }
 

@@ -48,7 +48,7 @@ type handoverKit struct {
 // handovers is the agent's handover state.
 type handovers struct {
 	kit      atomic.Pointer[handoverKit]
-	requests chan handoverRequest
+	requests upgrade.Requests
 	// place is the serving Envoy's; nil before the first starts.
 	place      atomic.Pointer[upgrade.Place]
 	retiring   upgrade.Retirements
@@ -56,17 +56,8 @@ type handovers struct {
 	results    upgrade.Counts // zoneproxy_envoy_handovers_total
 }
 
-type handoverRequest struct {
-	reason string
-	// bootstrap, when set, is the new Envoy's (rewritten) bootstrap in
-	// place of the running one's.
-	bootstrap []byte
-	done      chan error
-}
-
 func (h *handovers) init(a *Agent) {
 	h.metricOnce.Do(func() {
-		h.requests = make(chan handoverRequest)
 		results := prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "zoneproxy_envoy_handovers_total",
 			Help: "Envoy handovers (a new Envoy taking over from the running one without dropping connections), by result: success, or failed (the old Envoy serves on).",
@@ -99,18 +90,7 @@ func (a *Agent) replaceEnvoy(ctx context.Context, reason string, bootstrap []byt
 	if a.maint.want.Load() {
 		return fmt.Errorf("%w: drained for maintenance; `zoneproxy undrain` starts a new Envoy anyway", ErrHandoverRefused)
 	}
-	req := handoverRequest{reason: reason, bootstrap: bootstrap, done: make(chan error, 1)}
-	select {
-	case a.hand.requests <- req:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case err := <-req.done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return a.hand.requests.Ask(ctx, reason, bootstrap)
 }
 
 // handoverAnswerWithin is how long POST /envoy/handover may wait for the
@@ -123,27 +103,11 @@ func handoverAnswerWithin() time.Duration {
 // root or the agent's user, as /drain): hand over to a new Envoy from
 // --envoy-binary now, and answer once it serves or failed.
 func (a *Agent) handoverHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", "POST")
-			http.Error(w, "method not allowed: POST "+r.URL.Path, http.StatusMethodNotAllowed)
-			return
-		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		// The server's timeouts (30 s to write, 10 s to read, after which
-		// the request's context ends) are shorter than a handover may be.
-		rc := http.NewResponseController(w)
-		until := time.Now().Add(handoverAnswerWithin())
-		if err := errors.Join(rc.SetReadDeadline(until), rc.SetWriteDeadline(until)); err != nil {
-			http.Error(w, "cannot wait for the handover on this connection: "+err.Error(), http.StatusInternalServerError)
-			return
-		}
-		if err := a.replaceEnvoy(r.Context(), "asked on "+r.URL.Path, nil); err != nil {
-			http.Error(w, err.Error(), http.StatusConflict)
-			return
-		}
-		fmt.Fprintf(w, "Envoy generation %d serves (pid %d); the old one drains\n", a.hand.serving().Generation, a.running.Load().proc.PID())
-	})
+	return upgrade.Handler(handoverAnswerWithin(),
+		func(ctx context.Context) error { return a.replaceEnvoy(ctx, "asked on /envoy/handover", nil) },
+		func() string {
+			return fmt.Sprintf("Envoy generation %d serves (pid %d); the old one drains", a.hand.serving().Generation, a.running.Load().proc.PID())
+		})
 }
 
 // relayMove is the relay as a handover moves the control plane's stream.
@@ -162,23 +126,23 @@ func (a *Agent) swap(log *zap.Logger) upgrade.Swap[EnvoyProcess, EnvoyAdmin] {
 }
 
 // handover does one handover on the serve loop: e becomes the new Envoy.
-func (a *Agent) handover(ctx context.Context, e *supervised, req handoverRequest) error {
+func (a *Agent) handover(ctx context.Context, e *supervised, req upgrade.Request) error {
 	kit := a.hand.kit.Load()
 	var mover upgrade.Relay // nil: none, which the handover refuses
 	if kit != nil && kit.relay != nil {
 		mover = relayMove{kit.relay}
-		if req.bootstrap != nil {
+		if req.Bootstrap != nil {
 			next := *kit
-			next.launch = kit.launch.WithBootstrap(req.bootstrap)
+			next.launch = kit.launch.WithBootstrap(req.Bootstrap)
 			kit = &next
 		}
 	}
 	var commit func() error
-	if req.bootstrap != nil {
+	if req.Bootstrap != nil {
 		commit = func() error { return a.keepBootstrap(kit) }
 	}
 	from := a.hand.serving()
-	log := a.log.With(zap.Int64("generation", from.Next().Generation), zap.Int("old pid", e.proc.PID()), zap.String("reason", req.reason))
+	log := a.log.With(zap.Int64("generation", from.Next().Generation), zap.Int("old pid", e.proc.PID()), zap.String("reason", req.Reason))
 	started := time.Now()
 	var launch *upgrade.Launch
 	if kit != nil {
@@ -189,7 +153,7 @@ func (a *Agent) handover(ctx context.Context, e *supervised, req handoverRequest
 	case errors.Is(err, ErrHandoverRefused):
 		return err
 	case err != nil:
-		if req.bootstrap != nil {
+		if req.Bootstrap != nil {
 			a.restoreBootstrap(log)
 		}
 		a.hand.results.Add("failed", 1)

@@ -88,7 +88,7 @@ func (a *Agent) serve(ctx context.Context, e *supervised) error {
 	for {
 		end := a.watchListeners(ctx, e)
 		if end == endHandover {
-			a.pendingHandover.done <- a.handover(ctx, e, a.pendingHandover)
+			a.pendingHandover.Answer(a.handover(ctx, e, a.pendingHandover))
 			continue
 		}
 		if end == endDrain {
@@ -144,7 +144,7 @@ func (a *Agent) watchListeners(ctx context.Context, e *supervised) serveEnd {
 		case <-watch.rebindDue():
 			// A zone listener Envoy rejected can be bound now (bindfailure.go).
 			return endRebind
-		case a.pendingHandover = <-a.hand.requests:
+		case a.pendingHandover = <-a.hand.requests.C():
 			return endHandover
 		}
 	}
