@@ -7,12 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/zoneproxy/zoneproxy/pkg/host/preflight"
-	"github.com/zoneproxy/zoneproxy/pkg/host/securedir"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
+	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
 )
 
 // The new program's side of a reload: run's story, with what the previous
@@ -30,41 +31,32 @@ func (a *Agent) takeHandover() error {
 	r := &a.rl
 	exe, args := startedAs()
 	r.hmu.Lock()
-	r.generation, r.exe, r.args = 1, exe, args
+	r.exe, r.args = exe, args
 	r.hmu.Unlock()
-	a.registerReloadMetrics()
-	h := a.opts.Handover
-	if h == nil {
+	r.record.Started()
+	r.record.Register(a.opts.Metrics.Register)
+	if a.opts.Handover == nil {
 		return nil
 	}
-	var st handoverState
-	if err := h.State(&st); err != nil {
-		h.Close()
-		return fmt.Errorf("cannot read what the previous agent handed over: %w", err)
+	taken, err := upgrade.Take(a.opts.Handover)
+	if err != nil {
+		return err
 	}
-	if st.Version != HandoverVersion {
-		h.Close()
-		return fmt.Errorf("the previous agent handed over version %d of its state; this build reads version %d", st.Version, HandoverVersion)
-	}
+	st := &taken.State
 	r.hmu.Lock()
-	r.handover, r.got = h, &st
-	r.generation, r.envoyGeneration = st.Generation+1, st.EnvoyGeneration
+	r.taken = taken
 	r.hmu.Unlock()
-	r.reloads.carry(st.Reloads)
-	r.reloads.add(reloadOK, 1)
-	a.hand.results.carry(st.Handovers)
-	r.hmu.Lock()
-	r.last = &ReloadStatus{Result: reloadOK, At: a.now()}
-	r.hmu.Unlock()
-	a.generationGauge()
+	r.record.Reloaded(st, time.Now())
+	a.hand.results.Carry(st.Handovers)
+	generation, envoyGeneration, _ := r.record.Generations()
 	if st.Envoy != nil {
 		// /ready answers READY from the first request the new program
 		// serves: Envoy never stopped serving.
-		a.tracker.Set(state.Ready, fmt.Sprintf("reloaded: agent generation %d took over the running Envoy (pid %d)", r.generation, st.Envoy.PID))
-		a.log.Info("reloaded: taking over the running Envoy", zap.Int("generation", r.generation),
-			zap.Int("envoy-generation", r.envoyGeneration), zap.Int("envoy-pid", st.Envoy.PID))
+		a.tracker.Set(state.Ready, fmt.Sprintf("reloaded: agent generation %d took over the running Envoy (pid %d)", generation, st.Envoy.PID))
+		a.log.Info("reloaded: taking over the running Envoy", zap.Int("generation", generation),
+			zap.Int("envoy-generation", envoyGeneration), zap.Int("envoy-pid", st.Envoy.PID))
 	} else {
-		a.log.Info("reloaded: no Envoy ran yet; starting over", zap.Int("generation", r.generation))
+		a.log.Info("reloaded: no Envoy ran yet; starting over", zap.Int("generation", generation))
 	}
 	return nil
 }
@@ -99,38 +91,17 @@ func (a *Agent) openWorkDir() (*workDir, error) {
 	return wd, err
 }
 
-// adoptLockedDir takes a handed-over directory (dirName), at the path the
-// handover state gives, and its lock (lockName); handed false when the
-// previous program handed over neither or only one.
-func (r *reloader) adoptLockedDir(dirName, lockName string, path func(*handoverState) string) (d *securedir.Dir, lock *os.File, handed bool, err error) {
-	dirF, lockF := r.inheritedFile(dirName), r.inheritedFile(lockName)
-	if dirF == nil || lockF == nil {
-		closeFiles(dirF, lockF)
-		return nil, nil, false, nil
-	}
-	if d, err = securedir.Adopt(dirF, path(r.got)); err != nil {
-		closeFiles(dirF, lockF)
-		return nil, nil, true, err
-	}
-	if lock, err = d.AdoptLock(lockF); err != nil {
-		lockF.Close()
-		d.Close()
-		return nil, nil, true, err
-	}
-	return d, lock, true, nil
-}
-
 func (a *Agent) adoptWorkDir() (*workDir, error) {
-	r := &a.rl
-	d, lock, handed, err := r.adoptLockedDir(fileWorkDir, fileWorkLock, func(st *handoverState) string { return st.WorkDir })
+	t := a.rl.taken
+	d, lock, handed, err := t.LockedDir(upgrade.FileWorkDir, upgrade.FileWorkLock, func(st *upgrade.State) string { return st.WorkDir })
 	switch {
-	case !handed && r.adoptsEnvoy():
+	case !handed && t.AdoptsEnvoy():
 		return nil, errors.New("the previous agent handed over a running Envoy without its work dir")
 	case !handed || err != nil:
 		return nil, err
 	}
-	w := &workDir{dir: d, path: d.Path(), temporary: r.got.Temporary, lock: lock}
-	if r.adoptsEnvoy() {
+	w := &workDir{dir: d, path: d.Path(), temporary: t.State.Temporary, lock: lock}
+	if t.AdoptsEnvoy() {
 		return w, nil
 	}
 	if want := a.cfg.WorkDir; (want == "") != w.temporary || (want != "" && absPath(want) != w.path) {
@@ -146,8 +117,7 @@ func (a *Agent) adoptWorkDir() (*workDir, error) {
 // adoptStateDir takes the handed-over state dir; ok false: open it as a
 // fresh start does.
 func (a *Agent) adoptStateDir() (*stateDir, bool, error) {
-	r := &a.rl
-	d, lock, handed, err := r.adoptLockedDir(fileStateDir, fileStateLock, func(st *handoverState) string { return st.StateDir })
+	d, lock, handed, err := a.rl.taken.LockedDir(upgrade.FileStateDir, upgrade.FileStateLock, func(st *upgrade.State) string { return st.StateDir })
 	if !handed || err != nil {
 		return nil, handed, err
 	}
@@ -169,38 +139,13 @@ func absPath(p string) string {
 // listen takes the handed-over listener of p, if it listens on p's
 // address still, or listens anew: a changed --readiness-port moves.
 func (a *Agent) listen(p preflight.Port) (net.Listener, error) {
-	r := &a.rl
-	if f := r.inheritedFile(p.Flag); f != nil {
-		ln, err := net.FileListener(f)
-		f.Close()
-		if err == nil && sameAddress(ln.Addr(), p.Addr) {
-			r.keepListener(p.Flag, ln)
-			return ln, nil
-		}
-		if ln != nil {
-			_ = ln.Close()
-		}
+	ln := a.rl.taken.Listener(p.Flag, p.Addr)
+	var err error
+	if ln == nil {
+		ln, err = preflight.Listen(p.Addr)
 	}
-	ln, err := preflight.Listen(p.Addr)
 	if err == nil {
-		r.keepListener(p.Flag, ln)
+		a.rl.keepListener(p.Flag, ln)
 	}
 	return ln, err
-}
-
-func sameAddress(have net.Addr, want string) bool {
-	h, ok := have.(*net.TCPAddr)
-	w, err := net.ResolveTCPAddr("tcp", want)
-	if !ok || err != nil || h.Port != w.Port {
-		return false
-	}
-	return h.IP.Equal(w.IP) || (h.IP.IsUnspecified() && (w.IP == nil || w.IP.IsUnspecified()))
-}
-
-func closeFiles(fs ...*os.File) {
-	for _, f := range fs {
-		if f != nil {
-			f.Close()
-		}
-	}
 }

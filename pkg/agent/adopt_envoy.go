@@ -11,41 +11,22 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
-	"github.com/zoneproxy/zoneproxy/pkg/host/preflight"
 	"github.com/zoneproxy/zoneproxy/pkg/kuma/bootstrap"
 	"github.com/zoneproxy/zoneproxy/pkg/observability/accesslog"
 	"github.com/zoneproxy/zoneproxy/pkg/observability/meshmetric"
-	"github.com/zoneproxy/zoneproxy/pkg/state"
+	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
 	"github.com/zoneproxy/zoneproxy/pkg/xds"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
 )
-
-// checkFree checks Envoy's ports, unless Envoy holds them already.
-func (a *Agent) checkFree() error {
-	if a.rl.adoptsEnvoy() {
-		return nil
-	}
-	return preflight.CheckFree(preflight.Ports(a.cfg)...)
-}
-
-// adoptedEnvoyBinary is the running Envoy's binary and version, as the
-// previous program found them: the file may have been upgraded since.
-func (a *Agent) adoptedEnvoyBinary() (string, envoy.Version, bool) {
-	if !a.rl.adoptsEnvoy() {
-		return "", envoy.Version{}, false
-	}
-	e := a.rl.got.Envoy
-	return e.Path, e.Version, true
-}
 
 // relayListen takes the handed-over relay socket, with Envoy's reconnect
 // queued on it, or opens it.
 func (a *Agent) relayListen(wd *workDir) (net.Listener, error) {
 	var ln net.Listener
 	var err error
-	if f := a.inheritedForEnvoy(fileRelay); f != nil {
-		ln, err = inheritedUnixListener(f)
+	if f := a.rl.taken.EnvoyFile(upgrade.FileRelay); f != nil {
+		ln, err = upgrade.UnixListener(f)
 	} else {
 		ln, err = relay.Listen(wd.at(xds.SocketName))
 	}
@@ -57,21 +38,10 @@ func (a *Agent) relayListen(wd *workDir) (net.Listener, error) {
 	return ln, err
 }
 
-// inheritedUnixListener is a handed-over Unix socket listener, which
-// removes its socket file when closed, as the one it replaces would have.
-func inheritedUnixListener(f *os.File) (net.Listener, error) {
-	defer f.Close()
-	ln, err := net.FileListener(f)
-	if ul, ok := ln.(*net.UnixListener); ok {
-		ul.SetUnlinkOnClose(true)
-	}
-	return ln, err
-}
-
 // startAccessLog takes the handed-over FIFO, with what Envoy wrote
 // meanwhile in it, or makes it.
 func (a *Agent) startAccessLog(o accesslog.Options) (*accesslog.Streamer, error) {
-	if f := a.inheritedForEnvoy(fileAccessLog); f != nil {
+	if f := a.rl.taken.EnvoyFile(upgrade.FileAccessLog); f != nil {
 		return accesslog.Adopt(o, f)
 	}
 	return accesslog.Start(o)
@@ -79,22 +49,14 @@ func (a *Agent) startAccessLog(o accesslog.Options) (*accesslog.Streamer, error)
 
 // serveMeshMetric takes the handed-over MeshMetric socket, or makes it.
 func (a *Agent) serveMeshMetric(o meshmetric.Options) (*meshmetric.Server, error) {
-	if f := a.inheritedForEnvoy(fileMeshMetric); f != nil {
-		ln, err := inheritedUnixListener(f)
+	if f := a.rl.taken.EnvoyFile(upgrade.FileMeshMetric); f != nil {
+		ln, err := upgrade.UnixListener(f)
 		if err != nil {
 			return nil, err
 		}
 		return meshmetric.ServeOn(o, ln)
 	}
 	return meshmetric.Serve(o)
-}
-
-// inheritedForEnvoy is a handed-over file that only an adopted Envoy uses.
-func (a *Agent) inheritedForEnvoy(name string) *os.File {
-	if !a.rl.adoptsEnvoy() {
-		return nil
-	}
-	return a.rl.inheritedFile(name)
 }
 
 // bootstrapOrResume is the bootstrap, or, for an adopted Envoy, what it
@@ -106,8 +68,8 @@ func (a *Agent) bootstrapOrResume(ctx context.Context, wd *workDir, ev envoy.Ver
 	r.hmu.Lock()
 	r.cache, r.envoyVer = cache, ev
 	r.hmu.Unlock()
-	if !r.adoptsEnvoy() {
-		r.closeUnclaimed()
+	if !r.taken.AdoptsEnvoy() {
+		r.taken.CloseUnclaimed()
 		return a.bootstrap(ctx, wd, ev, cache, client)
 	}
 	// The token Envoy's output is redacted of; the relay reads it again
@@ -127,7 +89,7 @@ func (a *Agent) bootstrapOrResume(ctx context.Context, wd *workDir, ev envoy.Ver
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot read the running Envoy's bootstrap: %w", err)
 	}
-	if r.got.Envoy.Relayed && cache != nil {
+	if r.taken.Envoy().Relayed && cache != nil {
 		snap, err := xds.Servable(cache, wd.file(xds.SocketName))
 		if err == nil {
 			return nil, snap, nil
@@ -139,17 +101,17 @@ func (a *Agent) bootstrapOrResume(ctx context.Context, wd *workDir, ev envoy.Ver
 
 // resumption is xds.Options.Resume for an adopted, relayed Envoy.
 func (a *Agent) resumption() *xds.Resumption {
-	if !a.rl.adoptsEnvoy() {
-		return nil
+	if e := a.rl.taken.Envoy(); e != nil {
+		return e.Resume
 	}
-	return a.rl.got.Envoy.Resume
+	return nil
 }
 
 // relayed says whether Envoy's xDS goes through the relay: as configured,
 // or, for an adopted Envoy, as it did.
 func (a *Agent) relayed() bool {
-	if a.rl.adoptsEnvoy() {
-		return a.rl.got.Envoy.Relayed
+	if e := a.rl.taken.Envoy(); e != nil {
+		return e.Relayed
 	}
 	return a.cfg.XDSRelay
 }
@@ -176,15 +138,15 @@ func (a *Agent) startEnvoy(spec envoy.Spec) (EnvoyProcess, error) {
 	r.hmu.Lock()
 	r.envoyPath = spec.Path
 	r.hmu.Unlock()
-	if r.adoptsEnvoy() && !r.adopted {
+	if r.taken.AdoptsEnvoy() && !r.adopted {
 		r.adopted = true
-		defer r.closeUnclaimed()
+		defer r.taken.CloseUnclaimed()
 		ad, ok := a.envoy.(envoyAdopter)
 		if !ok {
 			return nil, errors.New("this Envoy cannot be taken over")
 		}
-		e := r.got.Envoy
-		p, err := ad.Adopt(e.PID, r.inheritedFile(fileEnvoyOutput), spec)
+		e := r.taken.Envoy()
+		p, err := ad.Adopt(e.PID, r.taken.File(upgrade.FileEnvoyOutput), spec)
 		if err != nil {
 			return nil, fmt.Errorf("cannot take over the running Envoy: %w", err)
 		}
@@ -198,17 +160,7 @@ func (a *Agent) startEnvoy(spec envoy.Spec) (EnvoyProcess, error) {
 	p, err := a.envoy.Start(spec)
 	if err == nil {
 		r.launched(envoyLaunch(a.cfg))
-		r.hmu.Lock()
-		r.envoyGeneration++
-		r.hmu.Unlock()
-		a.generationGauge()
+		r.record.EnvoyStarted()
 	}
 	return p, err
-}
-
-// envoyStarting says ENVOY_STARTING, unless Envoy runs already.
-func (a *Agent) envoyStarting() {
-	if !a.rl.adoptsEnvoy() {
-		a.tracker.Set(state.EnvoyStarting, "Envoy starting")
-	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/localserver"
 	"github.com/zoneproxy/zoneproxy/pkg/metrics"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
+	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
 	"github.com/zoneproxy/zoneproxy/pkg/version"
 )
 
@@ -94,7 +95,7 @@ type Agent struct {
 	envoyNow     atomic.Pointer[envoyRecord] // the Envoy started last, for /status
 	hand         handovers                   // Envoy handovers (handover.go)
 	// pendingHandover is the request the serve loop takes up.
-	pendingHandover handoverRequest
+	pendingHandover upgrade.Request
 	rl              reloader // reloads in place (reload.go, adopt.go)
 }
 
@@ -285,8 +286,11 @@ func (a *Agent) run(ctx context.Context) (err error) {
 		_ = rs.Shutdown(sctx)
 	}()
 
-	if err := a.checkFree(); err != nil {
-		return portFailure(err)
+	// An adopted Envoy holds its ports already.
+	if !a.rl.taken.AdoptsEnvoy() {
+		if err := preflight.CheckFree(preflight.Ports(a.cfg)...); err != nil {
+			return portFailure(err)
+		}
 	}
 	envoyPath, envoyVersion, err := a.findEnvoy(ctx)
 	if ctx.Err() != nil {
@@ -319,8 +323,10 @@ func (a *Agent) run(ctx context.Context) (err error) {
 // missing or is no Envoy is exit 78; a `--version` that timed out or was
 // killed may pass after a restart: exit 1.
 func (a *Agent) findEnvoy(ctx context.Context) (string, envoy.Version, error) {
-	if path, v, ok := a.adoptedEnvoyBinary(); ok {
-		return path, v, nil
+	// An adopted Envoy's binary, as the previous program found it: the
+	// file may have been upgraded since.
+	if e := a.rl.taken.Envoy(); e != nil {
+		return e.Path, e.Version, nil
 	}
 	return a.findEnvoyBinary(ctx)
 }

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,26 +14,20 @@ import (
 
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy/listenwatch"
-	"github.com/zoneproxy/zoneproxy/pkg/host/reuseport"
+	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
 )
 
 // An Envoy handover replaces the running Envoy without dropping a
-// connection (docs/operator-guide.md, "Envoy upgrades and bootstrap changes
-// without a dropped connection"): a new Envoy starts beside the old one
-// with its own admin socket and bootstrap copy, binds the zone listeners
-// through SO_REUSEPORT, and is fed by the relay from what the old one
-// holds; once it is LIVE with every zone listener, the relay moves the
-// control plane's one stream to it (pkg/xds/relay/handover.go), and the old
-// Envoy stops accepting, drains and exits. If the new Envoy fails, it is
-// ended and the old one serves on. /ready stays 200 throughout.
+// connection: a new Envoy in the other slot beside the serving one
+// (upgrade.Swap, which says how). The agent decides when: asked on POST
+// /envoy/handover, or after a reload (handover_reload.go), always on the
+// serve loop.
 
-// Handover files: generations alternate between the bootstrap's own admin
-// socket and bootstrap file and these, so that the old and the new Envoy
-// never share one.
+// Slot B's files, which the work dir's clean-up removes too.
 const (
-	handoverBootstrapFile = "bootstrap-handover.yaml"
-	handoverAdminSocket   = "zoneproxy-envoy-admin-handover.sock"
+	handoverBootstrapFile = upgrade.SlotBBootstrapFile
+	handoverAdminSocket   = upgrade.SlotBAdminSocket
 )
 
 // handoverLiveTimeout bounds the new Envoy's way to LIVE with its zone
@@ -48,40 +40,25 @@ var (
 
 // handoverKit is what a handover needs of runEnvoy's launch.
 type handoverKit struct {
-	wd        *workDir
-	bootstrap []byte
-	relay     *relay.Relay
-	prep      *launchPrep
-	opts      envoy.Options // ConfigPath set per generation
-	spec      envoy.Spec    // Path and Args set per generation
-	admin     envoy.AdminAddress
+	wd     *workDir
+	relay  *relay.Relay
+	prep   *launchPrep
+	launch *upgrade.Launch
 }
 
 // handovers is the agent's handover state.
 type handovers struct {
-	kit        atomic.Pointer[handoverKit]
-	requests   chan handoverRequest
-	generation atomic.Int64 // of the Envoy serving now; 1 for the first
-	retiring   sync.WaitGroup
-	draining   atomic.Int32 // the old Envoy's pid while it drains
-	quit       chan struct{}
-	quitOnce   sync.Once
+	kit      atomic.Pointer[handoverKit]
+	requests upgrade.Requests
+	// place is the serving Envoy's; nil before the first starts.
+	place      atomic.Pointer[upgrade.Place]
+	retiring   upgrade.Retirements
 	metricOnce sync.Once
-	results    carriedCounts // zoneproxy_envoy_handovers_total
-}
-
-type handoverRequest struct {
-	reason string
-	// bootstrap, when set, is the new Envoy's (rewritten) bootstrap in
-	// place of the running one's.
-	bootstrap []byte
-	done      chan error
+	results    upgrade.Counts // zoneproxy_envoy_handovers_total
 }
 
 func (h *handovers) init(a *Agent) {
 	h.metricOnce.Do(func() {
-		h.requests = make(chan handoverRequest)
-		h.quit = make(chan struct{})
 		results := prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "zoneproxy_envoy_handovers_total",
 			Help: "Envoy handovers (a new Envoy taking over from the running one without dropping connections), by result: success, or failed (the old Envoy serves on).",
@@ -89,12 +66,20 @@ func (h *handovers) init(a *Agent) {
 		results.WithLabelValues("success")
 		results.WithLabelValues("failed")
 		a.opts.Metrics.Register(results)
-		h.results.register(results)
+		h.results.Register(results)
 	})
 }
 
+// serving is the serving Envoy's place: generation 0 before the first.
+func (h *handovers) serving() upgrade.Place {
+	if p := h.place.Load(); p != nil {
+		return *p
+	}
+	return upgrade.Place{Slot: upgrade.SlotA}
+}
+
 // ErrHandoverRefused wraps why a handover cannot start now.
-var ErrHandoverRefused = errors.New("cannot hand over to a new Envoy now")
+var ErrHandoverRefused = upgrade.ErrHandoverRefused
 
 // replaceEnvoy runs a new Envoy beside the running one and hands over to it
 // (reason says why, in the log). It returns once the new Envoy serves and
@@ -106,18 +91,7 @@ func (a *Agent) replaceEnvoy(ctx context.Context, reason string, bootstrap []byt
 	if a.maint.want.Load() {
 		return fmt.Errorf("%w: drained for maintenance; `zoneproxy undrain` starts a new Envoy anyway", ErrHandoverRefused)
 	}
-	req := handoverRequest{reason: reason, bootstrap: bootstrap, done: make(chan error, 1)}
-	select {
-	case a.hand.requests <- req:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case err := <-req.done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return a.hand.requests.Ask(ctx, reason, bootstrap)
 }
 
 // handoverAnswerWithin is how long POST /envoy/handover may wait for the
@@ -130,184 +104,109 @@ func handoverAnswerWithin() time.Duration {
 // root or the agent's user, as /drain): hand over to a new Envoy from
 // --envoy-binary now, and answer once it serves or failed.
 func (a *Agent) handoverHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", "POST")
-			http.Error(w, "method not allowed: POST "+r.URL.Path, http.StatusMethodNotAllowed)
-			return
-		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		// The server's timeouts (30 s to write, 10 s to read, after which
-		// the request's context ends) are shorter than a handover may be.
-		rc := http.NewResponseController(w)
-		until := time.Now().Add(handoverAnswerWithin())
-		if err := errors.Join(rc.SetReadDeadline(until), rc.SetWriteDeadline(until)); err != nil {
-			http.Error(w, "cannot wait for the handover on this connection: "+err.Error(), http.StatusInternalServerError)
-			return
-		}
-		if err := a.replaceEnvoy(r.Context(), "asked on "+r.URL.Path, nil); err != nil {
-			http.Error(w, err.Error(), http.StatusConflict)
-			return
-		}
-		fmt.Fprintf(w, "Envoy generation %d serves (pid %d); the old one drains\n", a.hand.generation.Load(), a.running.Load().proc.PID())
-	})
+	return upgrade.Handler(handoverAnswerWithin(),
+		func(ctx context.Context) error { return a.replaceEnvoy(ctx, "asked on /envoy/handover", nil) },
+		func() string {
+			return fmt.Sprintf("Envoy generation %d serves (pid %d); the old one drains", a.hand.serving().Generation, a.running.Load().proc.PID())
+		})
+}
+
+// relayMove is the relay as a handover moves the control plane's stream.
+type relayMove struct{ *relay.Relay }
+
+func (r relayMove) Takeable() (string, bool) {
+	st := r.State()
+	return string(st.Upstream.State), st.Upstream.State == relay.Connected && !st.Cache.InUse
+}
+
+// swap is how this agent starts a new Envoy for a handover.
+func (a *Agent) swap(log *zap.Logger) upgrade.Swap[EnvoyProcess, EnvoyAdmin] {
+	return upgrade.Swap[EnvoyProcess, EnvoyAdmin]{Log: log, Find: a.findEnvoyBinary, Start: a.envoy.Start, Admin: a.envoy.Admin,
+		Want: listenwatch.Names(listenwatch.Expected(a.cfg)), LiveTimeout: handoverLiveTimeout, SwitchTimeout: handoverSwitchTimeout,
+		Grace: StopGrace, Retiring: &a.hand.retiring}
 }
 
 // handover does one handover on the serve loop: e becomes the new Envoy.
-func (a *Agent) handover(ctx context.Context, e *supervised, req handoverRequest) error {
-	reason := req.reason
+func (a *Agent) handover(ctx context.Context, e *supervised, req upgrade.Request) error {
 	kit := a.hand.kit.Load()
-	switch {
-	case kit == nil || kit.relay == nil:
-		return fmt.Errorf("%w: it needs the xDS relay (--xds-relay), which feeds the new Envoy while kuma-cp keeps one stream", ErrHandoverRefused)
-	case a.hand.draining.Load() != 0:
-		return fmt.Errorf("%w: the previous handover's old Envoy (pid %d) still drains; try again once it exited", ErrHandoverRefused, a.hand.draining.Load())
+	var mover upgrade.Relay // nil: none, which the handover refuses
+	if kit != nil && kit.relay != nil {
+		mover = relayMove{kit.relay}
+		if req.Bootstrap != nil {
+			next := *kit
+			next.launch = kit.launch.WithBootstrap(req.Bootstrap)
+			kit = &next
+		}
 	}
-	if st := kit.relay.State(); st.Upstream.State != relay.Connected || st.Cache.InUse {
-		return fmt.Errorf("%w: the control plane's stream is %q, not connected; the new Envoy could not take it over", ErrHandoverRefused, st.Upstream.State)
+	var commit func() error
+	if req.Bootstrap != nil {
+		commit = func() error { return a.keepBootstrap(kit) }
 	}
-	if req.bootstrap != nil {
-		next := *kit
-		next.bootstrap = req.bootstrap
-		kit = &next
-	}
-	gen := a.hand.generation.Load() + 1
-	log := a.log.With(zap.Int64("generation", gen), zap.Int("old pid", e.proc.PID()), zap.String("reason", reason))
-	log.Info("Envoy handover: starting a new Envoy beside the running one")
-	if v := reuseport.Check(); v.Warning != "" {
-		log.Warn("Envoy handover: " + v.Warning)
-	}
+	from := a.hand.serving()
+	log := a.log.With(zap.Int64("generation", from.Next().Generation), zap.Int("old pid", e.proc.PID()), zap.String("reason", req.Reason))
 	started := time.Now()
-	proc, admin, found, err := a.startNext(ctx, kit, gen, e.proc.PID())
-	if err == nil {
-		err = a.awaitNext(ctx, admin, proc)
+	var launch *upgrade.Launch
+	if kit != nil {
+		launch = kit.launch
 	}
-	if err == nil {
-		sctx, cancel := context.WithTimeout(ctx, handoverSwitchTimeout)
-		err = kit.relay.CompleteHandover(sctx)
-		cancel()
-		if err != nil {
-			err = fmt.Errorf("the control plane's stream could not be moved to it: %w", err)
-		}
-	}
-	kit.relay.EndHandover()
-	if err == nil && req.bootstrap != nil {
-		err = a.keepBootstrap(kit)
-	}
-	if err != nil {
-		if proc != nil {
-			proc.Stop(StopGrace)
-		}
-		if admin != nil {
-			admin.Close()
-		}
-		if req.bootstrap != nil {
+	took, err := a.swap(log).Run(ctx, launch, mover, e.proc.PID(), from, commit)
+	switch {
+	case errors.Is(err, ErrHandoverRefused):
+		return err
+	case err != nil:
+		if req.Bootstrap != nil {
 			a.restoreBootstrap(log)
 		}
-		a.hand.results.add("failed", 1)
+		a.hand.results.Add("failed", 1)
 		log.Error("Envoy handover failed; the old Envoy keeps serving", zap.Error(err))
 		return fmt.Errorf("Envoy handover failed; the old Envoy (pid %d) keeps serving: %w", e.proc.PID(), err)
 	}
-	build := found.version.Build
+	build := took.Version.Build
 	a.rl.hmu.Lock()
-	a.rl.envoyPath, a.rl.envoyVer = found.path, found.version
+	a.rl.envoyPath, a.rl.envoyVer = took.Path, took.Version
 	a.rl.hmu.Unlock()
-	oldProc, oldAdmin := e.proc, e.admin
-	e.proc, e.admin = proc, admin
-	e.start = a.restartFrom(kit, gen, build)
-	a.hand.generation.Store(gen)
+	oldAdmin, oldProc := e.admin, e.proc
+	e.proc, e.admin = took.Proc, took.Admin
+	e.start = a.restartFrom(kit, took.Place, build)
+	a.hand.place.Store(&took.Place)
 	a.hand.kit.Store(kit)
 	a.rl.launched(envoyLaunch(a.cfg))
-	a.envoyNow.Store(&envoyRecord{proc: proc, build: build, generation: gen})
-	a.running.Store(&runningEnvoy{admin: admin, proc: proc})
-	a.ready.SetEnvoyProbe(admin.Ready)
-	a.opts.Metrics.EnvoyStarted(admin.PrometheusStats)
-	if client, ok := admin.(*envoy.Admin); ok {
+	a.envoyNow.Store(&envoyRecord{proc: took.Proc, build: build, generation: took.Place.Generation})
+	a.running.Store(&runningEnvoy{admin: took.Admin, proc: took.Proc})
+	a.ready.SetEnvoyProbe(took.Admin.Ready)
+	a.opts.Metrics.EnvoyStarted(took.Admin.PrometheusStats)
+	if client, ok := took.Admin.(*envoy.Admin); ok {
 		kit.prep.admin.Store(client)
 	}
-	a.hand.results.add("success", 1)
+	a.hand.results.Add("success", 1)
 	log.Info("Envoy handover done: the new Envoy serves; the old one stops accepting, drains and exits",
-		zap.Int("pid", proc.PID()), zap.String("build", build), zap.Duration("after", time.Since(started).Round(time.Millisecond)))
-	a.hand.draining.Store(int32(oldProc.PID()))
-	a.hand.retiring.Add(1)
-	go func() {
-		defer a.hand.retiring.Done()
-		defer a.hand.draining.Store(0)
-		a.retire(oldAdmin, oldProc, log)
-	}()
+		zap.Int("pid", took.Proc.PID()), zap.String("build", build), zap.Duration("after", time.Since(started).Round(time.Millisecond)))
+	a.retire(oldAdmin, oldProc, log)
 	a.refreshServing()
 	return nil
 }
 
-// startNext starts generation gen from --envoy-binary as it is now, on its
-// own bootstrap copy and admin socket; serving is the old Envoy's pid.
-func (a *Agent) startNext(ctx context.Context, kit *handoverKit, gen int64, serving int) (EnvoyProcess, EnvoyAdmin, foundEnvoy, error) {
-	path, version, err := a.findEnvoyBinary(ctx)
-	if err != nil {
-		return nil, nil, foundEnvoy{}, err
-	}
-	found := foundEnvoy{path: path, version: version}
-	spec, adminAddr, err := a.specFor(kit, gen, path)
-	if err != nil {
-		return nil, nil, found, err
-	}
-	admin := a.envoy.Admin(adminAddr)
-	kit.relay.BeginHandover(serving)
-	proc, err := a.envoy.Start(spec)
-	if err != nil {
-		admin.Close()
-		return nil, nil, found, err
-	}
-	a.log.Info("started Envoy", zap.Int("pid", proc.PID()), zap.Int64("generation", gen), zap.Strings("args", spec.Args), zap.String("admin", adminAddr.String()))
-	return proc, admin, found, nil
+// retire drains and ends the old Envoy as a stop does, in the background.
+func (a *Agent) retire(admin interface {
+	drainAdmin
+	listenerLister
+}, proc EnvoyProcess, log *zap.Logger) {
+	w := a.newDrainWindow(time.Time{})
+	a.hand.retiring.Retire(upgrade.Old{Admin: admin, Proc: proc, Deadline: w.deadline, Grace: StopGrace, Skip: a.skipDrain, Log: log,
+		Await: func(ctx context.Context, cut <-chan struct{}) string {
+			return string(a.awaitDrain(ctx, admin, proc, w, cut, func() {}))
+		}})
 }
 
-// foundEnvoy is the binary a handover started, and its version: what the
-// next program is told the running Envoy is.
-type foundEnvoy struct {
-	path    string
-	version envoy.Version
-}
-
-// handoverAdminPath is the admin socket of even generations, beside the
-// bootstrap's own.
-func handoverAdminPath(bootstrapAdmin envoy.AdminAddress) string {
-	return filepath.Join(filepath.Dir(bootstrapAdmin.Socket), handoverAdminSocket)
-}
-
-// specFor is generation gen's launch: odd generations use the bootstrap's
-// own admin socket and file, even ones the handover's.
-func (a *Agent) specFor(kit *handoverKit, gen int64, path string) (envoy.Spec, envoy.AdminAddress, error) {
-	doc, adminAddr, file := kit.bootstrap, kit.admin, bootstrapFile
-	if gen%2 == 0 {
-		if kit.admin.Socket == "" {
-			return envoy.Spec{}, envoy.AdminAddress{}, errors.New("the bootstrap's admin API is on TCP " + kit.admin.TCP + ", which a second Envoy cannot share; kuma-cp puts it on a Unix socket when the bootstrap request names a work dir, as zoneproxy's does")
-		}
-		var err error
-		if doc, adminAddr, err = envoy.WithAdminPipe(kit.bootstrap, handoverAdminPath(kit.admin)); err != nil {
-			return envoy.Spec{}, envoy.AdminAddress{}, err
-		}
-		file = handoverBootstrapFile
-	}
-	cfgPath, err := kit.wd.write(file, doc)
-	if err != nil {
-		return envoy.Spec{}, envoy.AdminAddress{}, err
-	}
-	opts := kit.opts
-	opts.ConfigPath = cfgPath
-	spec := kit.spec
-	spec.Path, spec.Args = path, envoy.Args(opts)
-	return spec, adminAddr, nil
-}
-
-// restartFrom is how an undrain restarts generation gen in place.
-func (a *Agent) restartFrom(kit *handoverKit, gen int64, build string) func() (EnvoyProcess, error) {
+// restartFrom is how an undrain restarts the Envoy at place in place, on
+// its slot's files.
+func (a *Agent) restartFrom(kit *handoverKit, at upgrade.Place, build string) func() (EnvoyProcess, error) {
 	return func() (EnvoyProcess, error) {
 		path, _, err := a.findEnvoyBinary(context.Background())
 		if err != nil {
 			return nil, err
 		}
-		spec, _, err := a.specFor(kit, gen, path)
+		spec, _, err := kit.launch.SpecFor(at.Slot, path)
 		if err != nil {
 			return nil, err
 		}
@@ -315,97 +214,17 @@ func (a *Agent) restartFrom(kit *handoverKit, gen int64, build string) func() (E
 		if err != nil {
 			return nil, err
 		}
-		a.envoyNow.Store(&envoyRecord{proc: p, build: build, generation: gen})
+		a.envoyNow.Store(&envoyRecord{proc: p, build: build, generation: at.Generation})
 		a.running.Store(&runningEnvoy{admin: a.running.Load().admin, proc: p})
-		a.log.Info("started Envoy", zap.Int("pid", p.PID()), zap.Int64("generation", gen), zap.Strings("args", spec.Args))
+		a.log.Info("started Envoy", zap.Int("pid", p.PID()), zap.Int64("generation", at.Generation), zap.Strings("args", spec.Args))
 		return p, nil
 	}
-}
-
-// awaitNext waits for the new Envoy to be LIVE with every zone listener.
-func (a *Agent) awaitNext(ctx context.Context, admin EnvoyAdmin, proc EnvoyProcess) error {
-	ctx, cancel := context.WithTimeout(ctx, handoverLiveTimeout)
-	defer cancel()
-	want := listenwatch.Names(listenwatch.Expected(a.cfg))
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	last := "its admin API does not answer"
-	for {
-		select {
-		case <-proc.Done():
-			return fmt.Errorf("the new Envoy exited (%s)", proc.ExitDescription())
-		case <-ctx.Done():
-			return fmt.Errorf("the new Envoy was not ready within %s: %s", handoverLiveTimeout, last)
-		case <-tick.C:
-		}
-		word, live, err := admin.Ready(ctx)
-		switch {
-		case err != nil:
-			continue
-		case !live:
-			last = "it reports " + word
-			continue
-		}
-		have, err := admin.Listeners(ctx)
-		if err != nil {
-			continue
-		}
-		missing := slices.DeleteFunc(slices.Clone(want), func(n string) bool {
-			return slices.ContainsFunc(have, func(l envoy.Listener) bool { return l.Name == n })
-		})
-		if len(missing) == 0 {
-			return nil
-		}
-		last = fmt.Sprintf("it is LIVE without the zone listeners %v (could it not bind them beside the old Envoy? both need enable_reuse_port)", missing)
-	}
-}
-
-// retire stops the old Envoy's listeners (new connections go to the new
-// Envoy), waits out the drain as a stop does, and ends it. Its health
-// checks do not fail: /ready answers for the new Envoy.
-func (a *Agent) retire(admin interface {
-	drainAdmin
-	listenerLister
-}, proc EnvoyProcess, log *zap.Logger) {
-	w := a.newDrainWindow(time.Time{})
-	ctx, cancel := context.WithDeadline(context.Background(), w.deadline.Add(time.Second))
-	defer cancel()
-	if err := admin.DrainListeners(ctx); err != nil {
-		log.Warn("Envoy handover: cannot start the old Envoy's drain", zap.Error(err))
-	}
-	if err := admin.StopListeners(ctx); err != nil {
-		log.Warn("Envoy handover: cannot close the old Envoy's listeners; they close at the end of its drain time", zap.Error(err))
-	}
-	cut := make(chan struct{})
-	go func() {
-		select {
-		case <-a.hand.quit:
-		case <-a.skipDrain:
-		case <-ctx.Done():
-		}
-		close(cut)
-	}()
-	end := a.awaitDrain(ctx, admin, proc, w, cut, func() {})
-	if proc.Stop(StopGrace) {
-		log.Warn("the old Envoy ignored SIGTERM; killed it", zap.Duration("after", StopGrace))
-	}
-	if c, ok := admin.(interface{ Close() }); ok {
-		c.Close()
-	}
-	log.Info("the old Envoy exited after its drain", zap.String("drain", string(end)), zap.String("status", proc.ExitDescription()))
-}
-
-// endRetirements ends the old Envoys still draining, at once, and waits
-// for them: the agent stops.
-func (a *Agent) endRetirements() {
-	a.hand.quitOnce.Do(func() { close(a.hand.quit) })
-	a.hand.retiring.Wait()
 }
 
 // generationWords adds the Envoy's generation to the READY detail once a
 // handover happened.
 func (a *Agent) generationWords(detail string) string {
-	if g := a.hand.generation.Load(); g > 1 {
+	if g := a.hand.serving().Generation; g > 1 {
 		return fmt.Sprintf("%s (Envoy generation %d)", detail, g)
 	}
 	return detail

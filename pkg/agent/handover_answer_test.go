@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/zoneproxy/zoneproxy/pkg/config"
+	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
 )
 
 // POST /envoy/handover answers with the outcome even when the handover
@@ -31,10 +32,10 @@ func TestHandoverAnswersAfterTheServersTimeouts(t *testing.T) {
 			a.maint.serving.Store(true)
 			a.running.Store(&runningEnvoy{proc: newFakeProc()})
 			go func() {
-				req := <-a.hand.requests
+				req := <-a.hand.requests.C()
 				<-time.After(handoverTakes) // a slow handover, the subject of the test
-				a.hand.generation.Store(2)
-				req.done <- tc.result
+				a.hand.place.Store(&upgrade.Place{Generation: 2, Slot: upgrade.SlotB})
+				req.Answer(tc.result)
 			}()
 			srv := httptest.NewUnstartedServer(a.handoverHandler())
 			srv.Config.ReadTimeout, srv.Config.WriteTimeout = serverTimeout, serverTimeout

@@ -10,17 +10,12 @@ import (
 
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/kuma/bootstrap"
+	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
 	"github.com/zoneproxy/zoneproxy/pkg/xds"
-	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
 )
 
-// After a reload the new program keeps the running Envoy, and then hands
-// over to a new one beside it when that Envoy would start otherwise now:
-// --envoy-binary reports another build (a package brought a new Envoy),
-// the configuration changes Envoy's launch (envoyLaunch), or the control
-// plane answers a bootstrap request with another bootstrap (a kuma-cp
-// upgrade changed its template). What the proxy is (mesh, name, ports,
-// where xDS goes) a reload never changes: the reload refuses it.
+// After a reload, the adopted Envoy is replaced when it is not as this
+// program would start it (upgrade.Refresh says when).
 
 // adoptedEnvoyCheckWait bounds the wait, after a reload, for kuma-cp's
 // stream: a new Envoy needs it, and kuma-cp holds the previous program's
@@ -41,41 +36,13 @@ func (a *Agent) refetcher(wd *workDir, client *bootstrap.Client) func(ctx contex
 
 // refreshAdoptedEnvoy runs after a reload, once kuma-cp's stream is back.
 func (a *Agent) refreshAdoptedEnvoy(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, adoptedEnvoyCheckWait)
-	defer cancel()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		kit := a.hand.kit.Load()
-		if kit == nil || kit.relay == nil {
-			return // direct mode: nothing feeds a second Envoy
-		}
-		if st := kit.relay.State(); st.Upstream.State == relay.Connected && !st.Cache.InUse && a.maint.serving.Load() {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			a.log.Warn("after the reload, kuma-cp's stream did not come back in time to check whether Envoy must be replaced (another build, launch or bootstrap); `curl -X POST http://127.0.0.1:<readiness-port>/envoy/handover` starts a new Envoy by hand",
-				zap.Duration("waited", adoptedEnvoyCheckWait))
-			return
-		case <-tick.C:
-		}
-	}
-	reasons, doc, err := a.adoptedEnvoyChanges(ctx)
-	switch {
-	case err != nil:
-		a.log.Error("after the reload, cannot tell whether Envoy must be replaced; the running Envoy keeps serving", zap.Error(err))
-		return
-	case len(reasons) == 0:
-		a.log.Info("after the reload, the running Envoy is as this program would start it (build, launch, bootstrap); it keeps serving")
-		return
-	}
-	why := strings.Join(reasons, "; ")
-	if err := a.replaceEnvoy(ctx, why, doc); err != nil {
-		a.log.Error("after the reload, a new Envoy could not take over; the running Envoy keeps serving", zap.String("why", why), zap.Error(err))
-		return
-	}
-	a.log.Info("after the reload, a new Envoy took over: " + why)
+	upgrade.Refresh{Log: a.log, Wait: adoptedEnvoyCheckWait, Serving: a.maint.serving.Load, Changes: a.adoptedEnvoyChanges, Replace: a.replaceEnvoy,
+		Relay: func() upgrade.Relay {
+			if kit := a.hand.kit.Load(); kit != nil && kit.relay != nil {
+				return relayMove{kit.relay}
+			}
+			return nil
+		}}.Run(ctx)
 }
 
 // adoptedEnvoyChanges says why the running Envoy is not the one this
@@ -122,7 +89,7 @@ func (a *Agent) changedBootstrap(ctx context.Context, ev envoy.Version) ([]byte,
 	if err != nil {
 		return cannot(err)
 	}
-	changed, err := xds.BootstrapChanges(kit.bootstrap, doc, bootstrap.AgentBuildFields...)
+	changed, err := xds.BootstrapChanges(kit.launch.Bootstrap, doc, bootstrap.AgentBuildFields...)
 	if err != nil {
 		return cannot(err)
 	}
@@ -140,7 +107,7 @@ func (a *Agent) changedBootstrap(ctx context.Context, ev envoy.Version) ([]byte,
 // keepBootstrap makes kit's bootstrap the one the next program adopts and
 // the cache starts Envoy on.
 func (a *Agent) keepBootstrap(kit *handoverKit) error {
-	if _, err := kit.wd.write(bootstrapFile, kit.bootstrap); err != nil {
+	if _, err := kit.wd.write(bootstrapFile, kit.launch.Bootstrap); err != nil {
 		return err
 	}
 	r := &a.rl
@@ -148,7 +115,7 @@ func (a *Agent) keepBootstrap(kit *handoverKit) error {
 	cache, feature := r.cache, r.feature
 	r.hmu.Unlock()
 	if cache != nil && feature != nil && feature.Resume != nil {
-		cache.ReplaceBootstrap(kit.bootstrap, feature.Resume.Upstream)
+		cache.ReplaceBootstrap(kit.launch.Bootstrap, feature.Resume.Upstream)
 	}
 	return nil
 }
@@ -157,7 +124,7 @@ func (a *Agent) keepBootstrap(kit *handoverKit) error {
 // handover to a new one failed.
 func (a *Agent) restoreBootstrap(log *zap.Logger) {
 	kit := a.hand.kit.Load()
-	if _, err := kit.wd.write(bootstrapFile, kit.bootstrap); err != nil {
+	if _, err := kit.wd.write(bootstrapFile, kit.launch.Bootstrap); err != nil {
 		log.Warn("cannot put the running Envoy's bootstrap back; a reload may hand over again", zap.Error(err))
 	}
 }

@@ -85,11 +85,11 @@ const (
 func (a *Agent) serve(ctx context.Context, e *supervised) error {
 	a.maint.serving.Store(true)
 	defer a.maint.serving.Store(false)
-	defer a.endRetirements()
+	defer a.hand.retiring.End()
 	for {
 		end := a.watchListeners(ctx, e)
 		if end == endHandover {
-			a.pendingHandover.done <- a.handover(ctx, e, a.pendingHandover)
+			a.pendingHandover.Answer(a.handover(ctx, e, a.pendingHandover))
 			continue
 		}
 		if end == endDrain {
@@ -145,7 +145,7 @@ func (a *Agent) watchListeners(ctx context.Context, e *supervised) serveEnd {
 		case <-watch.RebindDue():
 			// A zone listener Envoy rejected can be bound now.
 			return endRebind
-		case a.pendingHandover = <-a.hand.requests:
+		case a.pendingHandover = <-a.hand.requests.C():
 			return endHandover
 		}
 	}

@@ -1,10 +1,8 @@
 package agent
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"strconv"
 	"time"
@@ -14,7 +12,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/host/reexec"
 	"github.com/zoneproxy/zoneproxy/pkg/host/sdnotify"
-	"github.com/zoneproxy/zoneproxy/pkg/state"
+	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
 )
 
 // A reload replaces the agent's program in place (`zoneproxy reload`,
@@ -22,25 +20,14 @@ import (
 // agent was started as, the new one after a package upgrade, runs in the
 // same process with the same arguments and environment, so Envoy stays its
 // child and never stops. The new program is checked first; one that cannot
-// take over leaves this one serving, with the reason.
-
-// Reload results, the label of zoneproxy_reloads_total.
-const (
-	reloadOK      = "ok"      // the new program serves
-	reloadRefused = "refused" // not now, or the new binary or configuration cannot take over
-	reloadFailed  = "failed"  // the replacement itself failed; this program serves on
-)
+// take over leaves this one serving, with the reason (pkg/upgrade).
 
 // ReloadStatus is the last reload: the one that started this program, or
 // one it refused or failed.
-type ReloadStatus struct {
-	Result string    `json:"result"`
-	Error  string    `json:"error,omitempty"`
-	At     time.Time `json:"at"`
-}
+type ReloadStatus = upgrade.ReloadStatus
 
 // ErrReloadRefused wraps every reason a reload is not done.
-var ErrReloadRefused = errors.New("reload refused")
+var ErrReloadRefused = upgrade.ErrReloadRefused
 
 // Reload checks the new program and readies the handover; exec then
 // replaces this program (it returns only if that fails). Neither touches
@@ -49,14 +36,14 @@ func (a *Agent) Reload() (exec func() error, err error) {
 	a.awaitReloadable()
 	r := &a.rl
 	if !r.mu.TryLock() {
-		err := fmt.Errorf("%w: a reload, or Envoy's start, is under way; try again once /status shows it done", ErrReloadRefused)
-		a.reloadEnded(reloadRefused, err)
+		err := upgrade.Refused("a reload, or Envoy's start, is under way; try again once /status shows it done")
+		a.reloadEnded(upgrade.ResultRefused, err)
 		return nil, err
 	}
 	defer func() {
 		if err != nil {
 			r.mu.Unlock()
-			a.reloadEnded(reloadRefused, err)
+			a.reloadEnded(upgrade.ResultRefused, err)
 		}
 	}()
 	withEnvoy, err := a.reloadable()
@@ -66,9 +53,9 @@ func (a *Agent) Reload() (exec func() error, err error) {
 	if err := a.checkNewProgram(); err != nil {
 		return nil, err
 	}
-	st, files, err := a.handoverOf(withEnvoy)
+	st, files, err := upgrade.Gather(a.holdings(withEnvoy))
 	if err != nil {
-		return nil, cannotReload{fmt.Errorf("%w: %w", ErrReloadRefused, err)}
+		return nil, upgrade.CannotReload{Err: fmt.Errorf("%w: %w", ErrReloadRefused, err)}
 	}
 	return func() error {
 		defer r.mu.Unlock()
@@ -78,19 +65,17 @@ func (a *Agent) Reload() (exec func() error, err error) {
 		// after that is still lost.
 		gaveWay := func() error {
 			if r.stopAsked.Load() || a.maint.want.Load() {
-				return fmt.Errorf("%w: a stop or a maintenance drain was asked meanwhile; the agent (generation %d) does that instead", ErrReloadRefused, r.generation)
+				return upgrade.Refused(fmt.Sprintf("a stop or a maintenance drain was asked meanwhile; the agent (generation %d) does that instead", r.record.Generation()))
 			}
 			return nil
 		}
-		err, result := gaveWay(), reloadRefused
+		err, result := gaveWay(), upgrade.ResultRefused
 		if err == nil {
-			if err = a.replace(st, files, gaveWay); errors.Is(err, ErrReloadRefused) {
-				result = reloadRefused
-			} else {
-				result = reloadFailed
+			if err = a.replace(st, files, gaveWay); !errors.Is(err, ErrReloadRefused) {
+				result = upgrade.ResultFailed
 			}
 		}
-		closeFiles(dupsOf(files)...)
+		files.CloseDups()
 		a.reloadEnded(result, err)
 		return err
 	}, nil
@@ -114,179 +99,86 @@ func (a *Agent) awaitReloadable() {
 		}
 		_, err := a.reloadable()
 		r.mu.Unlock()
-		if !errors.As(err, new(startUnderWay)) {
+		if !errors.As(err, new(upgrade.StartUnderWay)) {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// cannotReload is a refusal no later reload lifts: this agent cannot hand
-// over to the new program at all, and only a restart brings it in.
-type cannotReload struct{ err error }
-
-func (e cannotReload) Error() string { return e.err.Error() }
-func (e cannotReload) Unwrap() error { return e.err }
-
-// CannotReload tells POST /reload to answer so (localserver.HandleReload).
-func (cannotReload) CannotReload() bool { return true }
-
-// startUnderWay is a refusal that a short wait may lift.
-type startUnderWay struct{ err error }
-
-func (e startUnderWay) Error() string { return e.err.Error() }
-func (e startUnderWay) Unwrap() error { return e.err }
-
 // reloadable says whether a reload may happen now, and with Envoy or
 // before it starts.
 func (a *Agent) reloadable() (withEnvoy bool, err error) {
-	refuse := func(why string) (bool, error) { return false, fmt.Errorf("%w: %s", ErrReloadRefused, why) }
-	starting := func(why string) (bool, error) {
-		return false, startUnderWay{fmt.Errorf("%w: %s", ErrReloadRefused, why)}
-	}
 	r := &a.rl
-	snap := a.tracker.Current()
 	r.hmu.Lock()
-	ready := r.wd != nil && r.listeners != nil
+	started := r.wd != nil && r.listeners != nil
 	r.hmu.Unlock()
-	e := a.envoyNow.Load()
-	switch {
-	case !ready:
-		return starting("the agent is still starting; reload once /ready answers")
-	case r.stopAsked.Load() || snap.Phase == state.Terminating || snap.Phase == state.Stopped || snap.Phase == state.Failed:
-		return refuse("the agent is stopping")
-	case a.maint.want.Load() || snap.Phase == state.Draining || snap.Phase == state.Drained:
-		return refuse("the proxy is drained or draining for maintenance; reload after `zoneproxy undrain`, or restart it")
-	case e == nil && (snap.Phase == state.Starting || snap.Phase == state.WaitingForMesh || snap.Phase == state.WaitingForControlPlane):
-		return false, nil // no Envoy yet: the new program starts over
-	case e == nil || e.proc.Exited() || !a.maint.serving.Load():
-		return starting(fmt.Sprintf("Envoy is starting (%s); reload once /ready says READY", snap.Phase))
-	case a.hand.draining.Load() != 0:
-		return refuse(fmt.Sprintf("an Envoy handover's old Envoy (pid %d) still drains; reload once it exited", a.hand.draining.Load()))
+	c := upgrade.Conditions{Phase: a.tracker.Current().Phase, Started: started, StopAsked: r.stopAsked.Load(),
+		DrainAsked: a.maint.want.Load(), Serving: a.maint.serving.Load(), RetiringPID: a.hand.retiring.Draining()}
+	if e := a.envoyNow.Load(); e != nil {
+		_, c.Adoptable = e.proc.(*envoy.Process)
+		c.EnvoyStarted, c.EnvoyExited = true, e.proc.Exited()
 	}
-	if _, ok := e.proc.(*envoy.Process); !ok {
-		return false, cannotReload{fmt.Errorf("%w: this Envoy cannot be handed over; restart instead", ErrReloadRefused)}
-	}
-	return true, nil
+	return upgrade.Reloadable(c)
 }
 
-// handedFile is a file to hand over; dup marks one made for the handover,
-// closed if it fails.
-type handedFile struct {
-	f   *os.File
-	dup bool
-}
-
-// handoverOf gathers the state and the files; the cache is written out
-// first, so the new program serves Envoy the configuration it holds.
-func (a *Agent) handoverOf(withEnvoy bool) (*handoverState, map[string]handedFile, error) {
+// holdings are what a reload hands over; the cache is written out first,
+// so the new program serves Envoy the configuration it holds.
+func (a *Agent) holdings(withEnvoy bool) upgrade.Holdings {
 	r := &a.rl
 	r.hmu.Lock()
 	defer r.hmu.Unlock()
-	files := map[string]handedFile{}
-	fail := func(err error) (*handoverState, map[string]handedFile, error) {
-		closeFiles(dupsOf(files)...)
-		return nil, nil, err
-	}
-	st := &handoverState{Version: HandoverVersion, Generation: r.generation, EnvoyGeneration: r.envoyGeneration,
-		WorkDir: r.wd.path, Temporary: r.wd.temporary, Reloads: r.reloads.snapshot(), Handovers: a.hand.results.snapshot()}
-	files[fileWorkDir] = handedFile{f: r.wd.dir.File()}
-	files[fileWorkLock] = handedFile{f: r.wd.lock}
+	gen, envoyGen, _ := r.record.Generations()
+	h := upgrade.Holdings{Generation: gen, EnvoyGeneration: envoyGen,
+		WorkDir:          upgrade.Dir{Path: r.wd.path, File: r.wd.dir.File(), Lock: r.wd.lock},
+		TemporaryWorkDir: r.wd.temporary, Listeners: r.listeners, Reloads: r.record.Reloads(), Handovers: a.hand.results.Snapshot()}
 	if r.sd != nil {
-		st.StateDir = r.sd.dir.Path()
-		files[fileStateDir] = handedFile{f: r.sd.dir.File()}
-		files[fileStateLock] = handedFile{f: r.sd.lock}
-	}
-	for name, ln := range r.listeners {
-		f, err := listenerFile(ln)
-		if err != nil {
-			return fail(fmt.Errorf("cannot hand over the %s listener: %w", name, err))
-		}
-		files[name] = handedFile{f: f, dup: true}
+		h.StateDir = &upgrade.Dir{Path: r.sd.dir.Path(), File: r.sd.dir.File(), Lock: r.sd.lock}
 	}
 	if !withEnvoy {
-		return st, files, nil
+		return h
 	}
-	e := a.envoyNow.Load()
-	proc := e.proc.(*envoy.Process)
-	out := proc.Output()
-	if out == nil {
-		return fail(errors.New("Envoy's output cannot be handed over"))
-	}
-	files[fileEnvoyOutput] = handedFile{f: out}
-	eh := &envoyHandover{PID: proc.PID(), Path: r.envoyPath, Version: r.envoyVer, HandoverGeneration: a.hand.generation.Load(), Launch: r.envoyLaunch}
+	proc := a.envoyNow.Load().proc.(*envoy.Process)
+	place := a.hand.serving()
+	e := &upgrade.HeldEnvoy{Output: proc.Output(), State: upgrade.EnvoyState{PID: proc.PID(), Path: r.envoyPath, Version: r.envoyVer,
+		HandoverGeneration: place.Generation, Slot: place.Slot, Launch: r.envoyLaunch}}
 	if r.feature != nil && r.feature.Relay() != nil {
-		eh.Relayed, eh.Resume = true, r.feature.Resume
-		f, err := listenerFile(r.relayLn)
-		if err != nil {
-			return fail(fmt.Errorf("cannot hand over the relay's socket: %w", err))
-		}
-		files[fileRelay] = handedFile{f: f, dup: true}
+		e.State.Relayed, e.State.Resume, e.Relay = true, r.feature.Resume, r.relayLn
 	}
 	if o := r.obs; o != nil {
-		files[fileAccessLog] = handedFile{f: o.accessLog.FIFO()}
-		f, err := o.hijacker.File()
-		if err != nil {
-			return fail(fmt.Errorf("cannot hand over the MeshMetric socket: %w", err))
-		}
-		files[fileMeshMetric] = handedFile{f: f, dup: true}
+		e.AccessLog, e.MeshMetric = o.accessLog.FIFO(), o.hijacker.File
 	}
-	st.Envoy = eh
-	if r.cache != nil && eh.Relayed {
-		ctx, cancel := context.WithTimeout(context.Background(), cacheFlushTimeout)
-		defer cancel()
-		if err := r.cache.Flush(ctx); err != nil {
-			return fail(fmt.Errorf("the last-known-good configuration the new program would serve Envoy cannot be written: %w", err))
-		}
+	if r.cache != nil {
+		e.Flush = r.cache.Flush
 	}
-	return st, files, nil
-}
-
-func listenerFile(ln net.Listener) (*os.File, error) {
-	fl, ok := ln.(interface{ File() (*os.File, error) })
-	if !ok || ln == nil {
-		return nil, errors.New("not a socket")
-	}
-	return fl.File()
-}
-
-func dupsOf(files map[string]handedFile) []*os.File {
-	var out []*os.File
-	for _, h := range files {
-		if h.dup {
-			out = append(out, h.f)
-		}
-	}
-	return out
+	h.Envoy = e
+	return h
 }
 
 // replace execs the new program on the process thread; it returns only
 // if that failed, this program whole.
-func (a *Agent) replace(st *handoverState, files map[string]handedFile, proceed func() error) error {
+func (a *Agent) replace(st *upgrade.State, files upgrade.HandedFiles, proceed func() error) error {
 	r := &a.rl
-	fs := make(map[string]*os.File, len(files))
-	for name, h := range files {
-		fs[name] = h.f
-	}
+	gen := r.record.Generation()
 	envoyPID := 0
 	if st.Envoy != nil {
 		envoyPID = st.Envoy.PID
 	}
 	a.log.Info("reloading: replacing the agent in place; Envoy keeps running",
-		zap.String("binary", r.exe), zap.Int("generation", r.generation), zap.Int("next-generation", r.generation+1), zap.Int("envoy-pid", envoyPID))
+		zap.String("binary", r.exe), zap.Int("generation", gen), zap.Int("next-generation", gen+1), zap.Int("envoy-pid", envoyPID))
 	_, _ = sdnotify.Notify(sdnotify.Reloading, sdnotify.Field{Name: "MONOTONIC_USEC", Value: strconv.FormatInt(monotonicUsec(), 10)},
-		sdnotify.Status(fmt.Sprintf("reloading: agent generation %d replaces generation %d", r.generation+1, r.generation)))
+		sdnotify.Status(fmt.Sprintf("reloading: agent generation %d replaces generation %d", gen+1, gen)))
 	_ = a.log.Sync()
 	var err error
-	reexec.Do(func() { err = reexec.Exec(r.exe, r.args, os.Environ(), fs, st, proceed) })
+	reexec.Do(func() { err = reexec.Exec(r.exe, r.args, os.Environ(), files.Open(), st, proceed) })
 	if errors.Is(err, ErrReloadRefused) {
 		_, _ = sdnotify.Notify(sdnotify.Ready, sdnotify.Status(a.tracker.Current().Verdict().Detail))
 		return err
 	}
-	a.log.Error("reload failed; this agent goes on serving: "+err.Error(), zap.Int("generation", r.generation))
+	a.log.Error("reload failed; this agent goes on serving: "+err.Error(), zap.Int("generation", gen))
 	snap := a.tracker.Current()
 	_, _ = sdnotify.Notify(sdnotify.Ready, sdnotify.Status(snap.Verdict().Detail))
-	return fmt.Errorf("the reload failed; the agent (generation %d) goes on serving: %w", r.generation, err)
+	return fmt.Errorf("the reload failed; the agent (generation %d) goes on serving: %w", gen, err)
 }
 
 // reloadEnded records a reload that did not happen.
@@ -294,12 +186,8 @@ func (a *Agent) reloadEnded(result string, err error) {
 	if err == nil {
 		return
 	}
-	r := &a.rl
-	r.reloads.add(result, 1)
-	r.hmu.Lock()
-	r.last = &ReloadStatus{Result: result, Error: err.Error(), At: a.now()}
-	r.hmu.Unlock()
-	if result == reloadRefused {
-		a.log.Error("reload refused; this agent goes on serving: "+err.Error(), zap.Int("generation", r.generation))
+	a.rl.record.Ended(result, err, time.Now())
+	if result == upgrade.ResultRefused {
+		a.log.Error("reload refused; this agent goes on serving: "+err.Error(), zap.Int("generation", a.rl.record.Generation()))
 	}
 }

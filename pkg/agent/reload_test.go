@@ -14,6 +14,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
+	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
 )
 
 // When a reload may happen, and whether it hands Envoy over or starts
@@ -72,7 +73,7 @@ func TestReloadIsDoneOnlyWhenItCanBe(t *testing.T) {
 				t.Fatalf("got %v, want a refusal saying %q", err, tc.refusal)
 			case err == nil && withEnvoy != tc.withEnvoy:
 				t.Fatalf("with Envoy %v, want %v", withEnvoy, tc.withEnvoy)
-			case errors.As(err, new(cannotReload)) != tc.restart:
+			case errors.As(err, new(upgrade.CannotReload)) != tc.restart:
 				t.Fatalf("%v: only a restart lifts it: %v, want %v", err, !tc.restart, tc.restart)
 			}
 		})
@@ -176,7 +177,7 @@ func TestAFailedReplacementReturns(t *testing.T) {
 	}
 	defer r.Close()
 	defer w.Close()
-	err = a.replace(&handoverState{Version: HandoverVersion, Generation: 1}, map[string]handedFile{"pipe": {f: r}}, nil)
+	err = a.replace(&upgrade.State{Version: upgrade.Version, Generation: 1}, upgrade.HandedFiles{"pipe": {F: r}}, nil)
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/zoneproxy") || !strings.Contains(err.Error(), "goes on serving") {
 		t.Fatalf("got %v", err)
 	}
@@ -196,7 +197,7 @@ func TestAStopAskedAtTheLastMomentStopsTheExec(t *testing.T) {
 	// reached; it refuses, so nothing is run.
 	a.rl.exe, a.rl.args = "/usr/bin/true", []string{"/usr/bin/true"}
 	stop := errors.New("a stop was asked meanwhile")
-	err := a.replace(&handoverState{Version: HandoverVersion, Generation: 1}, map[string]handedFile{}, func() error { return fmt.Errorf("%w: %w", ErrReloadRefused, stop) })
+	err := a.replace(&upgrade.State{Version: upgrade.Version, Generation: 1}, upgrade.HandedFiles{}, func() error { return fmt.Errorf("%w: %w", ErrReloadRefused, stop) })
 	if !errors.Is(err, stop) {
 		t.Fatalf("got %v, want the refusal from the last check, before any exec", err)
 	}

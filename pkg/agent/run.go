@@ -12,6 +12,7 @@ import (
 
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
+	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
 )
 
@@ -26,12 +27,13 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 	}
 	defer f.Close() // after Envoy is gone
 	a.warnIfEnvoyReadsUntrimmedToken(f.Bootstrap)
+	// An adopted Envoy runs in the slot it was handed over in: slot B's
+	// admin socket and bootstrap copy after an odd number of handovers.
+	place := a.rl.taken.Place()
+	own := upgrade.Files{Bootstrap: bootstrapFile, Admin: f.Admin}
 	adminAddr := f.Admin
-	// An adopted Envoy of an even handover generation runs on the
-	// handover's bootstrap copy and admin socket (handover.go).
-	handoverGen := a.rl.handoverGeneration()
-	if handoverGen%2 == 0 && adminAddr.Socket != "" {
-		adminAddr = envoy.AdminAddress{Socket: handoverAdminPath(adminAddr)}
+	if files, err := place.Slot.FilesOf(own); err == nil {
+		adminAddr = files.Admin
 	}
 	cfgPath, err := wd.write(bootstrapFile, f.Bootstrap)
 	if err != nil {
@@ -51,9 +53,14 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 	}
 	obs.register()
 
-	a.envoyStarting()
+	startedWords := "started Envoy"
+	if a.rl.taken.AdoptsEnvoy() {
+		startedWords = "supervising the running Envoy"
+	} else {
+		a.tracker.Set(state.EnvoyStarting, "Envoy starting")
+	}
 	// launch is how every Envoy of this program is launched; a handover's
-	// gets its own ConfigPath (specFor).
+	// gets its own ConfigPath (upgrade.Launch.SpecFor).
 	launch := envoy.Options{DrainTime: a.cfg.DrainTime, LogLevel: a.cfg.EnvoyLogLevel, ComponentLogLevel: a.cfg.EnvoyComponentLogLevel,
 		Concurrency: a.cfg.Concurrency, Extra: a.cfg.EnvoyArgs}
 	withConfig := launch
@@ -72,20 +79,21 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 			return nil, err
 		}
 		proc = p
-		a.hand.generation.Store(handoverGen)
-		a.envoyNow.Store(&envoyRecord{proc: p, build: envoyVersion.Build, generation: handoverGen})
-		a.log.Info(a.startedWords(), zap.Int("pid", p.PID()), zap.Strings("args", args), zap.String("admin", adminAddr.String()))
+		a.hand.place.Store(&place)
+		a.envoyNow.Store(&envoyRecord{proc: p, build: envoyVersion.Build, generation: place.Generation})
+		a.log.Info(startedWords, zap.Int("pid", p.PID()), zap.Strings("args", args), zap.String("admin", adminAddr.String()))
 		a.running.Store(&runningEnvoy{admin: admin, proc: p})
 		return p, nil
 	}
 	if _, err := start(); err != nil {
 		return err
 	}
-	kit := &handoverKit{wd: wd, bootstrap: f.Bootstrap, relay: f.Relay(), prep: prep, spec: spec, admin: f.Admin, opts: launch}
+	kit := &handoverKit{wd: wd, relay: f.Relay(), prep: prep,
+		launch: &upgrade.Launch{Write: wd.write, Bootstrap: f.Bootstrap, A: own, Opts: launch, Spec: spec}}
 	a.hand.kit.Store(kit)
-	if handoverGen%2 == 0 {
-		// An undrain restarts the adopted generation on its own files.
-		start = a.restartFrom(kit, handoverGen, envoyVersion.Build)
+	if place.Slot != upgrade.SlotA {
+		// An undrain restarts the adopted Envoy on its slot's files.
+		start = a.restartFrom(kit, place, envoyVersion.Build)
 	}
 	// Whatever happens below, Envoy does not outlive this function.
 	defer func() {
@@ -105,7 +113,7 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 		if err != nil {
 			return err
 		}
-		if a.rl.adoptsEnvoy() {
+		if a.rl.taken.AdoptsEnvoy() {
 			// Stopped right after a reload: the adopted Envoy served until
 			// then, so it drains (and an egress withdraws) as it would have.
 			return a.serve(ctx, &supervised{admin: admin, proc: proc, start: start})
@@ -115,7 +123,7 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 	}
 	a.log.Info("Envoy ready", zap.Duration("after", time.Since(started).Round(time.Millisecond)))
 	go a.checkEnvoyBuild(ctx, admin, envoyPath, envoyVersion) // off READY's path
-	if a.rl.adoptsEnvoy() {
+	if a.rl.taken.AdoptsEnvoy() {
 		go a.refreshAdoptedEnvoy(ctx)
 	}
 	return a.serve(ctx, &supervised{admin: admin, proc: proc, start: start})

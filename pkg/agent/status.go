@@ -75,7 +75,7 @@ func (a *Agent) Status() Status {
 	if a.maint.want.Load() {
 		st.Drain = "maintenance"
 	}
-	st.Generation, st.EnvoyGeneration, st.Reload = a.generations()
+	st.Generation, st.EnvoyGeneration, st.Reload = a.rl.record.Generations()
 	if x != nil && x.relay != nil {
 		c := x.relay.State().Cache
 		if c.InUse {

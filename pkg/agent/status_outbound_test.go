@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
 )
 
@@ -17,7 +18,7 @@ func TestStatusEscapesTextFromElsewhere(t *testing.T) {
 		Detail:       cp,
 		ControlPlane: ControlPlaneStatus{State: relay.Refused, Says: controlPlaneWords(relay.Refused, true, cp)},
 		Envoy:        &EnvoyStatus{PID: 7, Build: "1.34\x1b]0;title\x07"},
-		Reload:       &ReloadStatus{Result: reloadFailed, Error: cp},
+		Reload:       &ReloadStatus{Result: upgrade.ResultFailed, Error: cp},
 	}
 	out := in.outbound()
 	b, err := json.Marshal(out)

@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/zoneproxy/zoneproxy/pkg/agent"
 	"github.com/zoneproxy/zoneproxy/pkg/config"
+	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
 )
 
 func findCommand(t *testing.T, path ...string) *cobra.Command {
@@ -45,7 +45,7 @@ func TestEachCommandTakesOnlyTheFlagsItUses(t *testing.T) {
 			lacks: []string{"drain-time", "drain-min", "retry-initial", "retry-max", "bootstrap-timeout", "concurrency", "envoy-arg", "envoy-log-level", "metrics-address", "zone"}},
 		// check validates everything run would: it takes run's flags.
 		// and the hidden check a reload runs first (pkg/agent/reload.go).
-		{path: []string{"run"}, exactly: append(slices.Clone(runFlags), agent.HandoverCheckFlag)},
+		{path: []string{"run"}, exactly: append(slices.Clone(runFlags), upgrade.CheckFlag)},
 		// check also finds a unit's configuration by its instance name.
 		{path: []string{"check"}, exactly: append(slices.Clone(runFlags), "instance", "instance-dir")},
 		{path: []string{"version"}, exactly: []config.Key{"output"}},

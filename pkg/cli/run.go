@@ -9,6 +9,7 @@ import (
 
 	"github.com/zoneproxy/zoneproxy/pkg/agent"
 	"github.com/zoneproxy/zoneproxy/pkg/host/reexec"
+	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
 	"github.com/zoneproxy/zoneproxy/pkg/version"
 )
 
@@ -71,8 +72,8 @@ permanent refusal that a restart cannot fix.`,
 	}
 	addFlags(cmd.Flags(), runFlags...)
 	// A reload runs the new binary with this flag first (pkg/agent/reload.go).
-	cmd.Flags().BoolVar(&handoverCheck, agent.HandoverCheckFlag, false, "check the configuration and print what a reload could hand over, then exit")
-	_ = cmd.Flags().MarkHidden(agent.HandoverCheckFlag)
+	cmd.Flags().BoolVar(&handoverCheck, upgrade.CheckFlag, false, "check the configuration and print what a reload could hand over, then exit")
+	_ = cmd.Flags().MarkHidden(upgrade.CheckFlag)
 	return cmd
 }
 
@@ -83,7 +84,7 @@ func checkHandover(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	b, err := json.Marshal(agent.HandoverCheck{Manifest: reexec.ManifestVersion, Handover: agent.HandoverVersion,
+	b, err := json.Marshal(upgrade.Check{Manifest: reexec.ManifestVersion, Handover: upgrade.Version,
 		Version: version.Version, Envoy: agent.EnvoyFixed(p.cfg)})
 	if err != nil {
 		return err
