@@ -17,8 +17,6 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/observability/meshmetric"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 	"github.com/zoneproxy/zoneproxy/pkg/xds"
-	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
-	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
 )
 
 // checkFree checks Envoy's ports, unless Envoy holds them already.
@@ -47,7 +45,7 @@ func (a *Agent) relayListen(wd *workDir) (net.Listener, error) {
 	if f := a.inheritedForEnvoy(fileRelay); f != nil {
 		ln, err = inheritedUnixListener(f)
 	} else {
-		ln, err = relay.Listen(wd.at(xds.SocketName))
+		ln, err = xds.Listen(wd.at(xds.SocketName))
 	}
 	if err == nil {
 		a.rl.hmu.Lock()
@@ -101,7 +99,7 @@ func (a *Agent) inheritedForEnvoy(name string) *os.File {
 // runs on: the cached configuration the relay serves it at once (as after
 // a restart, while kuma-cp holds the previous program's stream), else the
 // bootstrap it was started with (xds.Options.Resume).
-func (a *Agent) bootstrapOrResume(ctx context.Context, wd *workDir, ev envoy.Version, cache *lkgcache.Cache, client *bootstrap.Client) ([]byte, *lkgcache.Snapshot, error) {
+func (a *Agent) bootstrapOrResume(ctx context.Context, wd *workDir, ev envoy.Version, cache *xds.Cache, client *bootstrap.Client) ([]byte, *xds.Cached, error) {
 	r := &a.rl
 	r.hmu.Lock()
 	r.cache, r.envoyVer = cache, ev
@@ -128,7 +126,7 @@ func (a *Agent) bootstrapOrResume(ctx context.Context, wd *workDir, ev envoy.Ver
 		return nil, nil, fmt.Errorf("cannot read the running Envoy's bootstrap: %w", err)
 	}
 	if r.got.Envoy.Relayed && cache != nil {
-		snap, err := xds.Servable(cache, wd.file(xds.SocketName))
+		snap, err := cache.Servable(wd.file(xds.SocketName))
 		if err == nil {
 			return nil, snap, nil
 		}

@@ -25,18 +25,15 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/metrics"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 	"github.com/zoneproxy/zoneproxy/pkg/version"
+	"github.com/zoneproxy/zoneproxy/pkg/xds"
 )
 
 // StopGrace is how long Envoy gets between SIGTERM and SIGKILL.
 const StopGrace = 5 * time.Second
 
-// cacheFlushTimeout bounds the last write of the last-known-good cache
-// once Envoy has stopped.
-const cacheFlushTimeout = 5 * time.Second
-
 // AfterDrain is the most a stop may take past the drain deadline: Envoy's
 // stop, then the cache's last write. systemd's stop timeout must cover it.
-const AfterDrain = StopGrace + cacheFlushTimeout
+const AfterDrain = StopGrace + xds.CacheFlushTimeout
 
 // Options wire the agent to its surroundings.
 type Options struct {
@@ -61,6 +58,8 @@ type Options struct {
 	// Handover is what the agent's previous program in this process handed
 	// over (a reload, reload.go); nil on a fresh start.
 	Handover *reexec.Handover
+	// StartXDS starts Envoy's configuration stream; nil is xds.Start.
+	StartXDS StartXDS
 }
 
 // Agent runs one zone proxy.
@@ -80,8 +79,9 @@ type Agent struct {
 	tokenMu sync.Mutex
 	token   string // the last one sent, redacted from Envoy's output
 
-	xds   *relayWatch // the relay, nil in direct mode; set before Envoy starts
-	xdsMu sync.Mutex  // guards xds for /status, which may ask before it is set
+	xds   XDSFeature // relayed, nil in direct mode; set before Envoy starts
+	xdsMu sync.Mutex // guards xds for /status, which may ask before it is set
+	caPEM []byte     // --ca-cert-file as read at start; nil for none
 
 	maint        maintenance // `zoneproxy drain`/`undrain`, SIGUSR2
 	failingSince time.Time   // Envoy's health checks fail since: a maintenance drain
@@ -107,6 +107,9 @@ func New(o Options) *Agent {
 	}
 	if o.Envoy == nil {
 		o.Envoy = binaryEnvoy{}
+	}
+	if o.StartXDS == nil {
+		o.StartXDS = startRealXDS
 	}
 	if o.Tracker == nil {
 		o.Tracker = state.NewTracker()
@@ -213,6 +216,7 @@ func (a *Agent) run(ctx context.Context) (err error) {
 		return err
 	}
 	defer client.Close()
+	a.caPEM = client.CAPEM()
 	wd, err := a.openWorkDir()
 	if err != nil {
 		return err
@@ -299,7 +303,7 @@ func (a *Agent) run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	defer closeCache(cache)
+	defer cache.Close()
 	// The sockets and the FIFO Envoy needs are made while the request is
 	// in flight; what Envoy's launch does not take is removed on return.
 	prep := a.prepareLaunch(wd)

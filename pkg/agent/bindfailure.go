@@ -16,7 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zoneproxy/zoneproxy/pkg/host/preflight/procnet"
-	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
+	"github.com/zoneproxy/zoneproxy/pkg/xds"
 )
 
 // A zone listener whose port another process holds is rejected by Envoy:
@@ -93,7 +93,7 @@ func (a *Agent) bindState() *bindFailures { return &a.binds }
 // that could not bind is remembered for the listener check, which says so
 // and retries once the port is free. It runs on the relay's goroutine, so
 // it only parses and records.
-func (a *Agent) envoyRejected(r relay.Rejection) {
+func (a *Agent) envoyRejected(r xds.Rejection) {
 	if r.TypeURL != listenerTypeURL {
 		return
 	}
@@ -408,7 +408,7 @@ func (w *listenerWatch) checkBindFailures(missing []zoneListener) {
 			}
 			continue
 		}
-		if !w.a.xds.newEnvoyConfigured() {
+		if x := w.a.xds; x != nil && !x.Stream().NewEnvoyConfigured() {
 			if !w.unconfiguredLogged {
 				w.unconfiguredLogged = true
 				w.a.log.Warn("the port of a rejected zone listener is free again, but a new Envoy would get no configuration now (the control plane does not answer and no cached configuration is served): restarting it once one of them is there",
@@ -434,21 +434,6 @@ func (w *listenerWatch) checkBindFailures(missing []zoneListener) {
 
 // noRetryWords say why the agent, not Envoy, acts.
 const noRetryWords = " (Envoy does not retry a listener it rejected, and the control plane does not send it again)"
-
-// newEnvoyConfigured says whether an Envoy started now gets its
-// configuration at once: the control plane has this proxy's stream, or the
-// relay serves the cache (a new stream is served it too until kuma-cp
-// takes it). Otherwise a restart would leave Envoy with nothing, and cut
-// what its other listeners serve, until the control plane answers. In
-// direct mode Envoy asks the control plane itself.
-func (x *relayWatch) newEnvoyConfigured() bool {
-	if x == nil {
-		return true
-	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return x.upstream.State == relay.Connected || x.cached.InUse
-}
 
 // bindDetail is what NO_ZONE_LISTENER says of zl when Envoy rejected it
 // for its bind; false if it did not.

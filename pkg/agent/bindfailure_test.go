@@ -20,15 +20,15 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/host/preflight/procnet"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
-	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
+	"github.com/zoneproxy/zoneproxy/pkg/xds"
 )
 
 const egressListener = "self_zoneegress_dp_ze-port"
 
 // envoyBindNACK is Envoy's LDS NACK for a listener it could not bind
 // (LdsApiImpl::onConfigUpdate around ListenSocketImpl::bind's error).
-func envoyBindNACK(listener, addr, reason string) relay.Rejection {
-	return relay.Rejection{
+func envoyBindNACK(listener, addr, reason string) xds.Rejection {
+	return xds.Rejection{
 		TypeURL: listenerTypeURL, Names: []string{listener}, Version: "v1",
 		Message: fmt.Sprintf("Error adding/updating listener(s) %s: cannot bind '%s': %s\n", listener, addr, reason),
 	}
@@ -171,45 +171,45 @@ func TestBindFailureIsTheReasonForNoZoneListener(t *testing.T) {
 		name string
 		// setup holds the port (or not) and returns the NACK and what the
 		// detail must say.
-		setup    func(t *testing.T, port uint32) (nack relay.Rejection, want []string)
+		setup    func(t *testing.T, port uint32) (nack xds.Rejection, want []string)
 		holdPort bool
 		meshWord bool // the control plane's condition is what it says
 	}{
-		{name: "held by a process the agent sees", setup: func(t *testing.T, port uint32) (relay.Rejection, []string) {
+		{name: "held by a process the agent sees", setup: func(t *testing.T, port uint32) (xds.Rejection, []string) {
 			pid := listenInChild(t, port)
 			addr := fmt.Sprintf("127.0.0.1:%d", port)
 			return envoyBindNACK(egressListener, addr, "Address already in use"),
 				[]string{fmt.Sprintf("could not bind listener %s to port %d (%s: Address already in use)", egressListener, port, addr),
 					fmt.Sprintf("another process listens on it: pid %d (agent.test)", pid), "restarts Envoy as soon as the port is free"}
 		}},
-		{name: "held by another user's process the agent cannot see", holdPort: true, setup: func(t *testing.T, port uint32) (relay.Rejection, []string) {
+		{name: "held by another user's process the agent cannot see", holdPort: true, setup: func(t *testing.T, port uint32) (xds.Rejection, []string) {
 			ap := netip.MustParseAddrPort(fmt.Sprintf("0.0.0.0:%d", port))
 			procnet.Proc = fakeProcTree(t, ap, 0, 0, "")
 			return envoyBindNACK(egressListener, ap.String(), "Address already in use"),
 				[]string{fmt.Sprintf("port %d (0.0.0.0:%d: Address already in use)", port, port), "a process of user root (uid 0) that the agent cannot see"}
 		}},
-		{name: "held by a process of the fake tree", holdPort: true, setup: func(t *testing.T, port uint32) (relay.Rejection, []string) {
+		{name: "held by a process of the fake tree", holdPort: true, setup: func(t *testing.T, port uint32) (xds.Rejection, []string) {
 			ap := netip.MustParseAddrPort(fmt.Sprintf("127.0.0.1:%d", port))
 			procnet.Proc = fakeProcTree(t, ap, 1000, 31337, "nc")
 			return envoyBindNACK(egressListener, ap.String(), "Address already in use"), []string{"pid 31337 (nc)"}
 		}},
-		{name: "the NACK names no listener: matched by port", holdPort: true, setup: func(t *testing.T, port uint32) (relay.Rejection, []string) {
+		{name: "the NACK names no listener: matched by port", holdPort: true, setup: func(t *testing.T, port uint32) (xds.Rejection, []string) {
 			addr := fmt.Sprintf("127.0.0.1:%d", port)
-			r := relay.Rejection{TypeURL: listenerTypeURL, Message: fmt.Sprintf("error adding listener '%s': cannot bind '%s': Address already in use", addr, addr)}
+			r := xds.Rejection{TypeURL: listenerTypeURL, Message: fmt.Sprintf("error adding listener '%s': cannot bind '%s': Address already in use", addr, addr)}
 			return r, []string{fmt.Sprintf("could not bind listener %s to port %d", egressListener, port)}
 		}},
-		{name: "an address not on this host", setup: func(t *testing.T, port uint32) (relay.Rejection, []string) {
+		{name: "an address not on this host", setup: func(t *testing.T, port uint32) (xds.Rejection, []string) {
 			return envoyBindNACK(egressListener, fmt.Sprintf("192.0.2.7:%d", port), "Cannot assign requested address"),
 				[]string{"Cannot assign requested address): the address is not on this host; the agent restarts Envoy as soon as it is"}
 		}},
-		{name: "a failure the agent does not retry", setup: func(t *testing.T, port uint32) (relay.Rejection, []string) {
+		{name: "a failure the agent does not retry", setup: func(t *testing.T, port uint32) (xds.Rejection, []string) {
 			return envoyBindNACK(egressListener, fmt.Sprintf("127.0.0.1:%d", port), "Permission denied"),
 				[]string{"Permission denied); fix that, then restart the zone proxy"}
 		}},
-		{name: "another listener's bind is not the zone listener's", meshWord: true, setup: func(t *testing.T, port uint32) (relay.Rejection, []string) {
+		{name: "another listener's bind is not the zone listener's", meshWord: true, setup: func(t *testing.T, port uint32) (xds.Rejection, []string) {
 			return envoyBindNACK("system_meshmetric_prometheus_default", "0.0.0.0:5670", "Address already in use"), []string{"MeshIdentity"}
 		}},
-		{name: "a NACK of clusters is not a bind", meshWord: true, setup: func(t *testing.T, port uint32) (relay.Rejection, []string) {
+		{name: "a NACK of clusters is not a bind", meshWord: true, setup: func(t *testing.T, port uint32) (xds.Rejection, []string) {
 			r := envoyBindNACK(egressListener, fmt.Sprintf("127.0.0.1:%d", port), "Address already in use")
 			r.TypeURL = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
 			return r, []string{"MeshIdentity"}
@@ -354,22 +354,22 @@ func asked(w *listenerWatch) bool {
 func TestFreedPortWaitsForConfigurationToRestartEnvoy(t *testing.T) {
 	tests := []struct {
 		name     string
-		upstream relay.UpstreamState
+		upstream xds.UpstreamState
 		cached   bool
 		restart  bool
 	}{
-		{name: "control plane connected", upstream: relay.Connected, restart: true},
-		{name: "unreachable, cache served", upstream: relay.Unreachable, cached: true, restart: true},
-		{name: "kuma-cp holds the stream, cache served", upstream: relay.Held, cached: true, restart: true},
-		{name: "unreachable, no cache", upstream: relay.Unreachable},
-		{name: "refused, no cache", upstream: relay.Refused},
+		{name: "control plane connected", upstream: xds.Connected, restart: true},
+		{name: "unreachable, cache served", upstream: xds.Unreachable, cached: true, restart: true},
+		{name: "kuma-cp holds the stream, cache served", upstream: xds.Held, cached: true, restart: true},
+		{name: "unreachable, no cache", upstream: xds.Unreachable},
+		{name: "refused, no cache", upstream: xds.Refused},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ln, port := holdPort(t)
 			ln.Close() // free
 			a, logs, _ := egressAgent(t, port)
-			a.xds = &relayWatch{a: a, upstream: relay.Upstream{State: tt.upstream}, cached: relay.CacheState{InUse: tt.cached}}
+			a.xds = &fakeXDS{stream: xds.StreamState{Upstream: xds.Upstream{State: tt.upstream}, Cached: xds.CacheState{InUse: tt.cached}}}
 			w := &listenerWatch{a: a, admin: &scriptedListeners{answers: [][]string{{}}}, want: expectedListeners(a.cfg)}
 			a.envoyRejected(envoyBindNACK(egressListener, fmt.Sprintf("127.0.0.1:%d", port), "Address already in use"))
 			w.check(context.Background())

@@ -16,7 +16,6 @@ import (
 
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/host/reuseport"
-	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
 )
 
 // An Envoy handover replaces the running Envoy without dropping a
@@ -49,7 +48,7 @@ var (
 type handoverKit struct {
 	wd        *workDir
 	bootstrap []byte
-	relay     *relay.Relay
+	xds       XDSFeature // nil in direct mode
 	prep      *launchPrep
 	opts      envoy.Options // ConfigPath set per generation
 	spec      envoy.Spec    // Path and Args set per generation
@@ -157,13 +156,13 @@ func (a *Agent) handover(ctx context.Context, e *supervised, req handoverRequest
 	reason := req.reason
 	kit := a.hand.kit.Load()
 	switch {
-	case kit == nil || kit.relay == nil:
+	case kit == nil || kit.xds == nil:
 		return fmt.Errorf("%w: it needs the xDS relay (--xds-relay), which feeds the new Envoy while kuma-cp keeps one stream", ErrHandoverRefused)
 	case a.hand.draining.Load() != 0:
 		return fmt.Errorf("%w: the previous handover's old Envoy (pid %d) still drains; try again once it exited", ErrHandoverRefused, a.hand.draining.Load())
 	}
-	if st := kit.relay.State(); st.Upstream.State != relay.Connected || st.Cache.InUse {
-		return fmt.Errorf("%w: the control plane's stream is %q, not connected; the new Envoy could not take it over", ErrHandoverRefused, st.Upstream.State)
+	if up, ok := kit.xds.FromControlPlane(); !ok {
+		return fmt.Errorf("%w: the control plane's stream is %q, not connected; the new Envoy could not take it over", ErrHandoverRefused, up)
 	}
 	if req.bootstrap != nil {
 		next := *kit
@@ -183,13 +182,13 @@ func (a *Agent) handover(ctx context.Context, e *supervised, req handoverRequest
 	}
 	if err == nil {
 		sctx, cancel := context.WithTimeout(ctx, handoverSwitchTimeout)
-		err = kit.relay.CompleteHandover(sctx)
+		err = kit.xds.CompleteHandover(sctx)
 		cancel()
 		if err != nil {
 			err = fmt.Errorf("the control plane's stream could not be moved to it: %w", err)
 		}
 	}
-	kit.relay.EndHandover()
+	kit.xds.EndHandover()
 	if err == nil && req.bootstrap != nil {
 		err = a.keepBootstrap(kit)
 	}
@@ -251,7 +250,7 @@ func (a *Agent) startNext(ctx context.Context, kit *handoverKit, gen int64, serv
 		return nil, nil, found, err
 	}
 	admin := a.envoy.Admin(adminAddr)
-	kit.relay.BeginHandover(serving)
+	kit.xds.BeginHandover(serving)
 	proc, err := a.envoy.Start(spec)
 	if err != nil {
 		admin.Close()

@@ -11,7 +11,6 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/kuma/bootstrap"
 	"github.com/zoneproxy/zoneproxy/pkg/xds"
-	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
 )
 
 // After a reload the new program keeps the running Envoy, and then hands
@@ -47,10 +46,10 @@ func (a *Agent) refreshAdoptedEnvoy(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		kit := a.hand.kit.Load()
-		if kit == nil || kit.relay == nil {
+		if kit == nil || kit.xds == nil {
 			return // direct mode: nothing feeds a second Envoy
 		}
-		if st := kit.relay.State(); st.Upstream.State == relay.Connected && !st.Cache.InUse && a.maint.serving.Load() {
+		if _, ok := kit.xds.FromControlPlane(); ok && a.maint.serving.Load() {
 			break
 		}
 		select {
@@ -107,7 +106,7 @@ func (a *Agent) changedBootstrap(ctx context.Context, ev envoy.Version) ([]byte,
 	r.hmu.Lock()
 	feature, refetch := r.feature, r.refetch
 	r.hmu.Unlock()
-	if refetch == nil || kit == nil || feature == nil || feature.Resume == nil {
+	if refetch == nil || kit == nil || feature == nil || feature.Resumption() == nil {
 		return nil, ""
 	}
 	cannot := func(err error) ([]byte, string) {
@@ -129,7 +128,7 @@ func (a *Agent) changedBootstrap(ctx context.Context, ev envoy.Version) ([]byte,
 	if len(changed) == 0 {
 		return nil, ""
 	}
-	if !reflect.DeepEqual(up, feature.Resume.Upstream) {
+	if !reflect.DeepEqual(up, feature.Resumption().Upstream) {
 		a.log.Warn("the control plane's bootstrap changed where Envoy's xDS goes; the relay keeps its stream and Envoy its bootstrap: restart to apply it",
 			zap.Strings("changed", changed))
 		return nil, ""
@@ -147,8 +146,8 @@ func (a *Agent) keepBootstrap(kit *handoverKit) error {
 	r.hmu.Lock()
 	cache, feature := r.cache, r.feature
 	r.hmu.Unlock()
-	if cache != nil && feature != nil && feature.Resume != nil {
-		cache.ReplaceBootstrap(kit.bootstrap, feature.Resume.Upstream)
+	if feature != nil {
+		cache.KeepBootstrap(kit.bootstrap, feature.Resumption())
 	}
 	return nil
 }

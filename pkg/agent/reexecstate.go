@@ -12,7 +12,6 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/host/reexec"
 	"github.com/zoneproxy/zoneproxy/pkg/xds"
-	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
 )
 
 // HandoverVersion changes when handoverState's meaning does. The check
@@ -104,8 +103,8 @@ type reloader struct {
 	listeners map[string]net.Listener
 	relayLn   net.Listener
 	obs       *observability
-	feature   *xds.Feature
-	cache     *lkgcache.Cache
+	feature   XDSFeature
+	cache     *xds.Cache
 	envoyPath string
 	envoyVer  envoy.Version
 	// envoyLaunch is envoyLaunch of the running Envoy's launch.
@@ -174,7 +173,7 @@ func (r *reloader) keepObservability(o *observability) {
 	r.hmu.Unlock()
 }
 
-func (r *reloader) keepFeature(f *xds.Feature) {
+func (r *reloader) keepFeature(f XDSFeature) {
 	r.hmu.Lock()
 	r.feature = f
 	r.hmu.Unlock()

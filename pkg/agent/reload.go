@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -215,8 +214,8 @@ func (a *Agent) handoverOf(withEnvoy bool) (*handoverState, map[string]handedFil
 	}
 	files[fileEnvoyOutput] = handedFile{f: out}
 	eh := &envoyHandover{PID: proc.PID(), Path: r.envoyPath, Version: r.envoyVer, HandoverGeneration: a.hand.generation.Load(), Launch: r.envoyLaunch}
-	if r.feature != nil && r.feature.Relay() != nil {
-		eh.Relayed, eh.Resume = true, r.feature.Resume
+	if r.feature != nil && r.feature.Relayed() {
+		eh.Relayed, eh.Resume = true, r.feature.Resumption()
 		f, err := listenerFile(r.relayLn)
 		if err != nil {
 			return fail(fmt.Errorf("cannot hand over the relay's socket: %w", err))
@@ -233,9 +232,7 @@ func (a *Agent) handoverOf(withEnvoy bool) (*handoverState, map[string]handedFil
 	}
 	st.Envoy = eh
 	if r.cache != nil && eh.Relayed {
-		ctx, cancel := context.WithTimeout(context.Background(), cacheFlushTimeout)
-		defer cancel()
-		if err := r.cache.Flush(ctx); err != nil {
+		if err := r.cache.Flush(); err != nil {
 			return fail(fmt.Errorf("the last-known-good configuration the new program would serve Envoy cannot be written: %w", err))
 		}
 	}

@@ -12,28 +12,28 @@ import (
 
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
-	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
+	"github.com/zoneproxy/zoneproxy/pkg/xds"
 )
 
 // ErrEnvoyExited is wrapped when Envoy stops by itself.
 var ErrEnvoyExited = errors.New("Envoy exited unexpectedly")
 
 // runEnvoy launches Envoy on what prep made ready meanwhile.
-func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, envoyVersion envoy.Version, doc []byte, cached *lkgcache.Snapshot, cache *lkgcache.Cache, prep *launchPrep) error {
+func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, envoyVersion envoy.Version, doc []byte, cached *xds.Cached, cache *xds.Cache, prep *launchPrep) error {
 	f, err := a.startXDS(wd, doc, cached, cache, prep)
 	if err != nil {
 		return err
 	}
 	defer f.Close() // after Envoy is gone
-	a.warnIfEnvoyReadsUntrimmedToken(f.Bootstrap)
-	adminAddr := f.Admin
+	a.warnIfEnvoyReadsUntrimmedToken(f.Bootstrap())
+	adminAddr := f.Admin()
 	// An adopted Envoy of an even handover generation runs on the
 	// handover's bootstrap copy and admin socket (handover.go).
 	handoverGen := a.rl.handoverGeneration()
 	if handoverGen%2 == 0 && adminAddr.Socket != "" {
 		adminAddr = envoy.AdminAddress{Socket: handoverAdminPath(adminAddr)}
 	}
-	cfgPath, err := wd.write(bootstrapFile, f.Bootstrap)
+	cfgPath, err := wd.write(bootstrapFile, f.Bootstrap())
 	if err != nil {
 		return err
 	}
@@ -81,7 +81,7 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 	if _, err := start(); err != nil {
 		return err
 	}
-	kit := &handoverKit{wd: wd, bootstrap: f.Bootstrap, relay: f.Relay(), prep: prep, spec: spec, admin: f.Admin, opts: launch}
+	kit := &handoverKit{wd: wd, bootstrap: f.Bootstrap(), xds: a.relayedXDS(), prep: prep, spec: spec, admin: f.Admin(), opts: launch}
 	a.hand.kit.Store(kit)
 	if handoverGen%2 == 0 {
 		// An undrain restarts the adopted generation on its own files.
@@ -156,7 +156,7 @@ func (a *Agent) awaitLive(ctx context.Context, admin drainAdmin, proc EnvoyProce
 			if err == nil {
 				reason = "it reports " + word + "; it waits for its first configuration from the control plane over ADS (check the control plane's log for this proxy, e.g. a rejected token)"
 				// The control plane's own refusal, when the relay saw one, says more.
-				if refusal := a.xds.lastRefusal(); refusal != "" {
+				if refusal := a.relayedXDS().Stream().Refusal; refusal != "" {
 					reason = "it reports " + word + "; the control plane refused its configuration stream: " + refusal
 				} else {
 					a.tracker.Set(state.WaitingForControlPlane, fmt.Sprintf("Envoy is running but waits for its configuration from the control plane (%s for %s)", word, waited.Round(time.Second)))

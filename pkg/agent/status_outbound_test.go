@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
+	"github.com/zoneproxy/zoneproxy/pkg/xds"
 )
 
 // /status, which `zoneproxy status` prints on a terminal, never carries a
@@ -15,7 +15,7 @@ func TestStatusEscapesTextFromElsewhere(t *testing.T) {
 	in := Status{
 		Phase:        "WAITING_FOR_CONTROL_PLANE",
 		Detail:       cp,
-		ControlPlane: ControlPlaneStatus{State: relay.Refused, Says: controlPlaneWords(relay.Refused, true, cp)},
+		ControlPlane: ControlPlaneStatus{State: xds.Refused, Says: xds.ControlPlaneWords(xds.Refused, true, cp)},
 		Envoy:        &EnvoyStatus{PID: 7, Build: "1.34\x1b]0;title\x07"},
 		Reload:       &ReloadStatus{Result: reloadFailed, Error: cp},
 	}
