@@ -14,6 +14,7 @@ type fakeXDS struct {
 	admin     envoy.AdminAddress
 	stream    xds.StreamState
 	withdrawn bool
+	direct    bool // Envoy talks to the control plane itself
 }
 
 var _ XDSFeature = (*fakeXDS)(nil)
@@ -21,7 +22,7 @@ var _ XDSFeature = (*fakeXDS)(nil)
 func (f *fakeXDS) Bootstrap() []byte                    { return f.bootstrap }
 func (f *fakeXDS) Admin() envoy.AdminAddress            { return f.admin }
 func (f *fakeXDS) Resumption() *xds.Resumption          { return &xds.Resumption{} }
-func (f *fakeXDS) Relayed() bool                        { return true }
+func (f *fakeXDS) Relayed() bool                        { return !f.direct }
 func (f *fakeXDS) Stream() xds.StreamState              { return f.stream }
 func (f *fakeXDS) Live() (xds.Upstream, xds.CacheState) { return f.stream.Upstream, f.stream.Cached }
 func (f *fakeXDS) FromControlPlane() (xds.UpstreamState, bool) {
