@@ -110,7 +110,7 @@ func (a *Agent) bootstrapOrResume(ctx context.Context, wd *workDir, ev envoy.Ver
 	}
 	// The token Envoy's output is redacted of; the relay reads it again
 	// for each stream.
-	if _, err := a.readToken(); err != nil {
+	if _, err := a.token.Read(); err != nil {
 		a.log.Warn("cannot read the dataplane token; Envoy's output is not redacted of it until the relay reads it", zap.Error(err))
 	}
 	r.hmu.Lock()

@@ -76,8 +76,7 @@ type Agent struct {
 	skipDrain chan struct{}
 	running   atomic.Pointer[runningEnvoy] // nil until Envoy starts
 
-	tokenMu sync.Mutex
-	token   string // the last one sent, redacted from Envoy's output
+	token *xds.Token // the last one sent is redacted from Envoy's output
 
 	xds   XDSFeature // relayed, nil in direct mode; set before Envoy starts
 	xdsMu sync.Mutex // guards xds for /status, which may ask before it is set
@@ -118,6 +117,10 @@ func New(o Options) *Agent {
 		o.Metrics = metrics.New(o.Tracker)
 	}
 	a := &Agent{opts: o, cfg: o.Config, log: o.Log, tracker: o.Tracker, envoy: o.Envoy, skipDrain: make(chan struct{})}
+	a.token = &xds.Token{Expiry: o.Metrics.SetTokenExpiry}
+	if c := o.Config; c != nil {
+		a.token.Inline, a.token.File = c.DataplaneToken, c.DataplaneTokenFile
+	}
 	a.maint.kick = make(chan struct{}, 1)
 	a.hand.init(a)
 	if c := o.Config; c != nil {

@@ -96,7 +96,7 @@ func (a *Agent) bootstrap(ctx context.Context, wd *workDir, ev envoy.Version, ca
 	doc, err := loop.Run(loopCtx)
 	switch {
 	case err == nil:
-		a.setToken(f.Token())
+		a.token.Set(f.Token())
 		a.log.Info("received bootstrap", zap.Duration("after", time.Since(start).Round(time.Millisecond)))
 		a.tracker.Set(state.Bootstrapped, "bootstrap received")
 		return doc, nil, nil
@@ -104,7 +104,7 @@ func (a *Agent) bootstrap(ctx context.Context, wd *workDir, ev envoy.Version, ca
 		a.log.Info("stopped while waiting for the control plane")
 		return nil, nil, nil
 	case cached != nil:
-		a.setToken(f.Token())
+		a.token.Set(f.Token())
 		a.log.Warn("the control plane is unreachable: starting Envoy on the last-known-good configuration; the agent keeps trying the control plane",
 			zap.Time("configuration from", cached.WrittenAt))
 		a.tracker.Set(state.Bootstrapped, "starting on the cached configuration")

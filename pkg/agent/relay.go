@@ -2,18 +2,12 @@ package agent
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"strings"
-	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/zoneproxy/zoneproxy/pkg/backoff"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
-	"github.com/zoneproxy/zoneproxy/pkg/errtext"
 	"github.com/zoneproxy/zoneproxy/pkg/kuma/bootstrap"
-	"github.com/zoneproxy/zoneproxy/pkg/kuma/token"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 	"github.com/zoneproxy/zoneproxy/pkg/xds"
 )
@@ -91,7 +85,7 @@ func (a *Agent) startXDS(wd *workDir, doc []byte, cached *xds.Cached, cache *xds
 		SocketPath:   wd.file(xds.SocketName),
 		Listener:     prep.relayListener, // opened while the bootstrap was fetched
 		ControlPlane: xds.ControlPlane{URL: a.cfg.CPAddress, CAPEM: a.caPEM},
-		Token:        a.readToken,
+		Token:        a.token.Read,
 		// kuma-cp shows the agent that runs now, also after a reload.
 		AgentMetadata: bootstrap.SetAgentBuild,
 		Cache:         cache,
@@ -141,46 +135,6 @@ func (a *Agent) waitingForControlPlane(why string) {
 	if p := a.tracker.Current().Phase; p == state.EnvoyStarting || p == state.WaitingForControlPlane {
 		a.tracker.Set(state.WaitingForControlPlane, why)
 	}
-}
-
-// readToken reads the token for each new upstream stream, so a rotated
-// file applies at the next reconnect whatever the control plane's setting.
-// The file is read as at start (token.ReadFile: a regular file of a
-// token's size only, never blocking on a pipe nor reading a device); what
-// goes wrong while it runs is a rotation under way, retried by the relay,
-// which reports it as local: the control plane was not asked.
-func (a *Agent) readToken() (string, error) {
-	tok := strings.TrimSpace(a.cfg.DataplaneToken)
-	if path := a.cfg.DataplaneTokenFile; path != "" {
-		var err error
-		if tok, err = token.ReadFile(path); err != nil {
-			if errors.Is(err, token.ErrEmpty) {
-				return "", fmt.Errorf("--dataplane-token-file %s is empty (is it being rotated?)", errtext.Value(path))
-			}
-			return "", fmt.Errorf("--dataplane-token-file: cannot read %s (is it being rotated?): %w", errtext.Value(path), errtext.PathCause(err))
-		}
-	}
-	a.setToken(tok)
-	return tok, nil
-}
-
-// setToken keeps the token last sent, and its expiry for the metrics
-// (none for a token that is not a JWT or has no expiry).
-func (a *Agent) setToken(tok string) {
-	a.tokenMu.Lock()
-	a.token = tok
-	a.tokenMu.Unlock()
-	var exp time.Time
-	if c, err := token.Parse(tok); err == nil && c.ExpiresAt != nil {
-		exp = c.ExpiresAt.Time
-	}
-	a.opts.Metrics.SetTokenExpiry(exp)
-}
-
-func (a *Agent) currentToken() string {
-	a.tokenMu.Lock()
-	defer a.tokenMu.Unlock()
-	return a.token
 }
 
 // refreshServing restates READY when what it says changed (the cached

@@ -62,7 +62,7 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 	envoyLog := a.log.Named("envoy")
 	spec := envoy.Spec{
 		Path: envoyPath, Args: args, Env: envoy.ChildEnv(), Dir: wd.path,
-		Output: func(line string) { logEnvoyLine(envoyLog, redact(line, a.currentToken())) },
+		Output: func(line string) { logEnvoyLine(envoyLog, redact(line, a.token.Last())) },
 	}
 	// start runs Envoy: here, and again from the same bootstrap on an undrain.
 	var proc EnvoyProcess
