@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -78,9 +77,8 @@ type Agent struct {
 
 	token *xds.Token // the last one sent is redacted from Envoy's output
 
-	xds   XDSFeature // relayed, nil in direct mode; set before Envoy starts
-	xdsMu sync.Mutex // guards xds for /status, which may ask before it is set
-	caPEM []byte     // --ca-cert-file as read at start; nil for none
+	xds   xdsSlot // the relayed feature, set before Envoy starts
+	caPEM []byte  // --ca-cert-file as read at start; nil for none
 
 	maint        maintenance // `zoneproxy drain`/`undrain`, SIGUSR2
 	failingSince time.Time   // Envoy's health checks fail since: a maintenance drain

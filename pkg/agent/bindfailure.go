@@ -408,7 +408,7 @@ func (w *listenerWatch) checkBindFailures(missing []zoneListener) {
 			}
 			continue
 		}
-		if x := w.a.xds; x != nil && !x.Stream().NewEnvoyConfigured() {
+		if !w.a.xds.newEnvoyConfigured() {
 			if !w.unconfiguredLogged {
 				w.unconfiguredLogged = true
 				w.a.log.Warn("the port of a rejected zone listener is free again, but a new Envoy would get no configuration now (the control plane does not answer and no cached configuration is served): restarting it once one of them is there",

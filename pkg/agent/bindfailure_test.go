@@ -369,7 +369,7 @@ func TestFreedPortWaitsForConfigurationToRestartEnvoy(t *testing.T) {
 			ln, port := holdPort(t)
 			ln.Close() // free
 			a, logs, _ := egressAgent(t, port)
-			a.xds = &fakeXDS{stream: xds.StreamState{Upstream: xds.Upstream{State: tt.upstream}, Cached: xds.CacheState{InUse: tt.cached}}}
+			a.xds.set(&fakeXDS{stream: xds.StreamState{Upstream: xds.Upstream{State: tt.upstream}, Cached: xds.CacheState{InUse: tt.cached}}})
 			w := &listenerWatch{a: a, admin: &scriptedListeners{answers: [][]string{{}}}, want: expectedListeners(a.cfg)}
 			a.envoyRejected(envoyBindNACK(egressListener, fmt.Sprintf("127.0.0.1:%d", port), "Address already in use"))
 			w.check(context.Background())

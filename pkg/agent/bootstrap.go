@@ -87,7 +87,7 @@ func (a *Agent) bootstrap(ctx context.Context, wd *workDir, ev envoy.Version, ca
 		// configuration serves meanwhile. Exactly Retryable, not "not
 		// Permanent".
 		if w.Err.Kind == bootstrap.Retryable {
-			if cached = a.usableCache(cache, wd, &said); cached != nil {
+			if cached = usableCache(cache, wd, a.log, &said); cached != nil {
 				stopLoop()
 			}
 		}

@@ -93,7 +93,7 @@ func (w *listenerWatch) check(ctx context.Context) {
 	if err != nil {
 		w.a.log.Debug("cannot list Envoy's listeners", zap.Error(err))
 		if !w.checked {
-			w.a.tracker.Set(state.Ready, w.a.generationWords(servingDetail(w.a.xds)))
+			w.a.tracker.Set(state.Ready, w.a.generationWords(w.a.xds.servingDetail()))
 		}
 		return
 	}
@@ -129,7 +129,7 @@ func (w *listenerWatch) check(ctx context.Context) {
 	}
 	w.checked, w.missing, w.detail = true, names, b.String()
 	if len(missing) == 0 {
-		w.a.tracker.Set(state.Ready, w.a.generationWords(servingDetail(w.a.xds)))
+		w.a.tracker.Set(state.Ready, w.a.generationWords(w.a.xds.servingDetail()))
 		if len(w.want) > 0 {
 			w.a.log.Info("zone listeners present", zap.Strings("listeners", listenerNames(w.want)))
 		}

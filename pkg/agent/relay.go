@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"sync"
 
 	"go.uber.org/zap"
 
@@ -58,7 +59,7 @@ func (a *Agent) openCache(sd *stateDir) (*xds.Cache, error) {
 
 // usableCache is the cached configuration the agent may start Envoy on, nil
 // when there is none it may serve (logged once per reason).
-func (a *Agent) usableCache(c *xds.Cache, wd *workDir, said *string) *xds.Cached {
+func usableCache(c *xds.Cache, wd *workDir, log *zap.Logger, said *string) *xds.Cached {
 	if c == nil {
 		return nil
 	}
@@ -66,7 +67,7 @@ func (a *Agent) usableCache(c *xds.Cache, wd *workDir, said *string) *xds.Cached
 	if err != nil {
 		if err.Error() != *said {
 			*said = err.Error()
-			a.log.Info("no cached configuration to serve while the control plane is unreachable", zap.String("reason", *said))
+			log.Info("no cached configuration to serve while the control plane is unreachable", zap.String("reason", *said))
 		}
 		return nil
 	}
@@ -94,7 +95,7 @@ func (a *Agent) startXDS(wd *workDir, doc []byte, cached *xds.Cached, cache *xds
 		Notes:         a.log,
 		Register:      a.opts.Metrics.Register,
 		Hooks: xds.Hooks{
-			Waiting:        a.waitingForControlPlane,
+			Waiting:        waitingFor(a.tracker),
 			ServingChanged: a.refreshServing,
 			// The relay logs and counts rejections; a zone listener Envoy
 			// could not bind is the listener check's to explain and retry.
@@ -106,39 +107,66 @@ func (a *Agent) startXDS(wd *workDir, doc []byte, cached *xds.Cached, cache *xds
 	}
 	a.rl.keepFeature(f)
 	if f.Relayed() {
-		a.xdsMu.Lock()
-		a.xds = f
-		a.xdsMu.Unlock()
+		a.xds.set(f)
 	}
 	return f, nil
 }
 
-// relayedXDS is the relayed feature, nil in direct mode or before Envoy
-// starts.
-func (a *Agent) relayedXDS() XDSFeature {
-	a.xdsMu.Lock()
-	defer a.xdsMu.Unlock()
-	return a.xds
+// xdsSlot holds the relayed feature once Envoy starts; it stays empty in
+// direct mode. /status may ask before it is set.
+type xdsSlot struct {
+	mu sync.Mutex
+	f  XDSFeature
 }
 
-// servingDetail is the READY detail of x, nil in direct mode.
-func servingDetail(x XDSFeature) string {
-	if x == nil {
-		return "Envoy ready"
+func (s *xdsSlot) set(f XDSFeature) {
+	s.mu.Lock()
+	s.f = f
+	s.mu.Unlock()
+}
+
+// get is the relayed feature, nil if none.
+func (s *xdsSlot) get() XDSFeature {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.f
+}
+
+// stream is what the relay's events said; zero if none.
+func (s *xdsSlot) stream() xds.StreamState {
+	if f := s.get(); f != nil {
+		return f.Stream()
 	}
-	return x.Stream().ServingDetail()
+	return xds.StreamState{}
 }
 
-// waitingForControlPlane says why Envoy waits, while it starts; a later
-// phase is left alone.
-func (a *Agent) waitingForControlPlane(why string) {
-	if p := a.tracker.Current().Phase; p == state.EnvoyStarting || p == state.WaitingForControlPlane {
-		a.tracker.Set(state.WaitingForControlPlane, why)
+// servingDetail is the READY detail: plain, or saying the configuration is
+// the cached one, since when and why.
+func (s *xdsSlot) servingDetail() string { return s.stream().ServingDetail() }
+
+// lastRefusal is the control plane's last refusal, "" if none.
+func (s *xdsSlot) lastRefusal() string { return s.stream().Refusal }
+
+// newEnvoyConfigured says whether an Envoy started now gets its
+// configuration at once (xds.StreamState.NewEnvoyConfigured). In direct
+// mode Envoy asks the control plane itself.
+func (s *xdsSlot) newEnvoyConfigured() bool {
+	f := s.get()
+	return f == nil || f.Stream().NewEnvoyConfigured()
+}
+
+// waitingFor says why Envoy waits for the control plane, while it starts; a
+// later phase is left alone.
+func waitingFor(tracker *state.Tracker) func(why string) {
+	return func(why string) {
+		if p := tracker.Current().Phase; p == state.EnvoyStarting || p == state.WaitingForControlPlane {
+			tracker.Set(state.WaitingForControlPlane, why)
+		}
 	}
 }
 
 // refreshServing restates READY when what it says changed (the cached
 // configuration in use or not); any other phase is left alone.
 func (a *Agent) refreshServing() {
-	a.tracker.Restate(state.Ready, a.generationWords(servingDetail(a.xds)))
+	a.tracker.Restate(state.Ready, a.generationWords(a.xds.servingDetail()))
 }

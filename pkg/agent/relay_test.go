@@ -61,8 +61,8 @@ func TestAgentOnAFakeXDSFeature(t *testing.T) {
 			if !bytes.Equal(got.ControlPlane.CAPEM, a.caPEM) || got.ControlPlane.URL != cfg.CPAddress || !got.Relay {
 				t.Errorf("the feature is not given the agent's control plane and CA: %+v", got.ControlPlane)
 			}
-			if (a.relayedXDS() != nil) == tt.fake.direct {
-				t.Errorf("relayed feature kept: %v", a.relayedXDS() != nil)
+			if (a.xds.get() != nil) == tt.fake.direct {
+				t.Errorf("relayed feature kept: %v", a.xds.get() != nil)
 			}
 			a.tracker.Set(tt.phase, "Envoy ready")
 			tt.hook(got.Hooks)
@@ -75,5 +75,25 @@ func TestAgentOnAFakeXDSFeature(t *testing.T) {
 				t.Errorf("/status: %+v, cache %+v", st.ControlPlane, st.Cache)
 			}
 		})
+	}
+}
+
+// In direct mode, and before Envoy starts, no relay tells the agent
+// anything: READY is plain, no refusal is quoted, and a new Envoy asks
+// the control plane itself.
+func TestNoRelayedFeature(t *testing.T) {
+	var none xdsSlot
+	if got := none.servingDetail(); got != "Envoy ready" {
+		t.Errorf("READY says %q", got)
+	}
+	if got := none.lastRefusal(); got != "" {
+		t.Errorf("refusal %q", got)
+	}
+	if !none.newEnvoyConfigured() {
+		t.Error("a new Envoy in direct mode is said to get no configuration")
+	}
+	relayed := xdsSlot{f: &fakeXDS{stream: xds.StreamState{Upstream: xds.Upstream{State: xds.Refused}, Refusal: "token expired"}}}
+	if relayed.lastRefusal() != "token expired" || relayed.newEnvoyConfigured() {
+		t.Errorf("relayed: refusal %q, new Envoy configured %v", relayed.lastRefusal(), relayed.newEnvoyConfigured())
 	}
 }

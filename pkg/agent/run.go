@@ -81,7 +81,7 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 	if _, err := start(); err != nil {
 		return err
 	}
-	kit := &handoverKit{wd: wd, bootstrap: f.Bootstrap(), xds: a.relayedXDS(), prep: prep, spec: spec, admin: f.Admin(), opts: launch}
+	kit := &handoverKit{wd: wd, bootstrap: f.Bootstrap(), xds: a.xds.get(), prep: prep, spec: spec, admin: f.Admin(), opts: launch}
 	a.hand.kit.Store(kit)
 	if handoverGen%2 == 0 {
 		// An undrain restarts the adopted generation on its own files.
@@ -156,7 +156,7 @@ func (a *Agent) awaitLive(ctx context.Context, admin drainAdmin, proc EnvoyProce
 			if err == nil {
 				reason = "it reports " + word + "; it waits for its first configuration from the control plane over ADS (check the control plane's log for this proxy, e.g. a rejected token)"
 				// The control plane's own refusal, when the relay saw one, says more.
-				if refusal := a.relayedXDS().Stream().Refusal; refusal != "" {
+				if refusal := a.xds.lastRefusal(); refusal != "" {
 					reason = "it reports " + word + "; the control plane refused its configuration stream: " + refusal
 				} else {
 					a.tracker.Set(state.WaitingForControlPlane, fmt.Sprintf("Envoy is running but waits for its configuration from the control plane (%s for %s)", word, waited.Round(time.Second)))

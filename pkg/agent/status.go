@@ -61,7 +61,7 @@ func (a *Agent) Status() Status {
 	snap := a.tracker.Current()
 	v := snap.Verdict() // /ready's word and reason: ENVOY_UNREACHABLE while a hung Envoy is READY
 	st := Status{Phase: v.Word, Detail: v.Detail, Since: snap.Since}
-	x := a.relayedXDS()
+	x := a.xds.get()
 	var s xds.StreamState
 	if x != nil {
 		s = x.Stream()

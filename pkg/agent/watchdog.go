@@ -51,7 +51,7 @@ func (a *Agent) notifySystemd() <-chan struct{} {
 // stuckWithdrawn: the relay parks Envoy's streams for a withdrawal while
 // the agent neither drains nor stops, a state nothing ends but a restart.
 func (a *Agent) stuckWithdrawn() bool {
-	x := a.relayedXDS()
+	x := a.xds.get()
 	if x == nil {
 		return false
 	}

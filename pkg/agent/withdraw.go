@@ -17,7 +17,7 @@ var withdrawingWords = xds.WithdrawingWords
 // stop during a maintenance drain) cuts it short.
 // It reports whether the proxy was withdrawn.
 func (a *Agent) withdrawEgress(skip <-chan struct{}) bool {
-	x := a.relayedXDS()
+	x := a.xds.get()
 	if x == nil || !a.cfg.Role.HasEgress() {
 		return false
 	}
@@ -26,7 +26,7 @@ func (a *Agent) withdrawEgress(skip <-chan struct{}) bool {
 
 // rejoin ends a withdrawal: the next Envoy registers Ready again.
 func (a *Agent) rejoin() {
-	if x := a.relayedXDS(); x != nil {
+	if x := a.xds.get(); x != nil {
 		x.Rejoin()
 	}
 }

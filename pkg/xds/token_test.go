@@ -23,16 +23,16 @@ func TestTokenReadForEachStream(t *testing.T) {
 	jwt := enc(exp)
 	tests := []struct {
 		name   string
-		tok    Token
+		tok    *Token
 		want   string
 		expiry time.Time
 		err    string
 	}{
-		{name: "inline, trimmed", tok: Token{Inline: " opaque\n"}, want: "opaque"},
-		{name: "a file, trimmed, its expiry told", tok: Token{File: file("jwt", jwt+"\n")}, want: jwt, expiry: exp},
-		{name: "the file wins over the inline token", tok: Token{Inline: "old", File: file("new", "new")}, want: "new"},
-		{name: "an empty file is being rotated", tok: Token{File: file("empty", "")}, err: "is empty (is it being rotated?)"},
-		{name: "a missing file is being rotated", tok: Token{File: filepath.Join(dir, "gone")}, err: "cannot read"},
+		{name: "inline, trimmed", tok: &Token{Inline: " opaque\n"}, want: "opaque"},
+		{name: "a file, trimmed, its expiry told", tok: &Token{File: file("jwt", jwt+"\n")}, want: jwt, expiry: exp},
+		{name: "the file wins over the inline token", tok: &Token{Inline: "old", File: file("new", "new")}, want: "new"},
+		{name: "an empty file is being rotated", tok: &Token{File: file("empty", "")}, err: "is empty (is it being rotated?)"},
+		{name: "a missing file is being rotated", tok: &Token{File: filepath.Join(dir, "gone")}, err: "cannot read"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
