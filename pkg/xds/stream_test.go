@@ -62,7 +62,7 @@ func TestControlPlaneWordsForEveryState(t *testing.T) {
 	}
 }
 
-// A restart or a bound-failure check asks whether a new Envoy would get a
+// A restart for a bind failure asks whether a new Envoy would get a
 // configuration at once.
 func TestNewEnvoyConfigured(t *testing.T) {
 	tests := []struct {

@@ -47,7 +47,7 @@ type Options struct {
 	Cached *Cached
 	// SocketPath is the relay's socket, SocketName in the work dir.
 	SocketPath string
-	// Listener hands over SocketPath opened ahead (relay.Listen, while the
+	// Listener hands over SocketPath opened ahead (Listen, while the
 	// bootstrap was fetched), or the error opening it. Start calls it once
 	// when Relay is set, and closes what it gives when the relay does not
 	// start. Nil: the relay opens the socket itself.
@@ -67,7 +67,7 @@ type Options struct {
 	Register func(prometheus.Collector)
 	// AgentMetadata is relay.Options.AgentMetadata.
 	AgentMetadata func(md *structpb.Struct)
-	// Resume, when set, is a relayed start's own Feature.Resume, handed
+	// Resume, when set, is a relayed start's own Feature.Resumption(), handed
 	// to the agent's next program: Bootstrap is the bootstrap Envoy runs
 	// with already (pointing at the relay), not the control plane's.
 	Resume *Resumption
