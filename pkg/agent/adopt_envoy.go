@@ -16,8 +16,6 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/observability/meshmetric"
 	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
 	"github.com/zoneproxy/zoneproxy/pkg/xds"
-	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
-	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
 )
 
 // relayListen takes the handed-over relay socket, with Envoy's reconnect
@@ -28,7 +26,7 @@ func (a *Agent) relayListen(wd *workDir) (net.Listener, error) {
 	if f := a.rl.taken.EnvoyFile(upgrade.FileRelay); f != nil {
 		ln, err = upgrade.UnixListener(f)
 	} else {
-		ln, err = relay.Listen(wd.at(xds.SocketName))
+		ln, err = xds.Listen(wd.at(xds.SocketName))
 	}
 	if err == nil {
 		a.rl.hmu.Lock()
@@ -63,7 +61,7 @@ func (a *Agent) serveMeshMetric(o meshmetric.Options) (*meshmetric.Server, error
 // runs on: the cached configuration the relay serves it at once (as after
 // a restart, while kuma-cp holds the previous program's stream), else the
 // bootstrap it was started with (xds.Options.Resume).
-func (a *Agent) bootstrapOrResume(ctx context.Context, wd *workDir, ev envoy.Version, cache *lkgcache.Cache, client *bootstrap.Client) ([]byte, *lkgcache.Snapshot, error) {
+func (a *Agent) bootstrapOrResume(ctx context.Context, wd *workDir, ev envoy.Version, cache *xds.Cache, client *bootstrap.Client) ([]byte, *xds.Cached, error) {
 	r := &a.rl
 	r.hmu.Lock()
 	r.cache, r.envoyVer = cache, ev
@@ -74,7 +72,7 @@ func (a *Agent) bootstrapOrResume(ctx context.Context, wd *workDir, ev envoy.Ver
 	}
 	// The token Envoy's output is redacted of; the relay reads it again
 	// for each stream.
-	if _, err := a.readToken(); err != nil {
+	if _, err := a.token.Read(); err != nil {
 		a.log.Warn("cannot read the dataplane token; Envoy's output is not redacted of it until the relay reads it", zap.Error(err))
 	}
 	r.hmu.Lock()
@@ -90,7 +88,7 @@ func (a *Agent) bootstrapOrResume(ctx context.Context, wd *workDir, ev envoy.Ver
 		return nil, nil, fmt.Errorf("cannot read the running Envoy's bootstrap: %w", err)
 	}
 	if r.taken.Envoy().Relayed && cache != nil {
-		snap, err := xds.Servable(cache, wd.file(xds.SocketName))
+		snap, err := cache.Servable(wd.file(xds.SocketName))
 		if err == nil {
 			return nil, snap, nil
 		}

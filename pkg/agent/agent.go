@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,18 +26,15 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
 	"github.com/zoneproxy/zoneproxy/pkg/version"
+	"github.com/zoneproxy/zoneproxy/pkg/xds"
 )
 
 // StopGrace is how long Envoy gets between SIGTERM and SIGKILL.
 const StopGrace = 5 * time.Second
 
-// cacheFlushTimeout bounds the last write of the last-known-good cache
-// once Envoy has stopped.
-const cacheFlushTimeout = 5 * time.Second
-
 // AfterDrain is the most a stop may take past the drain deadline: Envoy's
 // stop, then the cache's last write. systemd's stop timeout must cover it.
-const AfterDrain = StopGrace + cacheFlushTimeout
+const AfterDrain = StopGrace + xds.CacheFlushTimeout
 
 // Options wire the agent to its surroundings.
 type Options struct {
@@ -63,6 +59,8 @@ type Options struct {
 	// Handover is what the agent's previous program in this process handed
 	// over (a reload, reload.go); nil on a fresh start.
 	Handover *reexec.Handover
+	// StartXDS starts Envoy's configuration stream; nil is xds.Start.
+	StartXDS StartXDS
 }
 
 // Agent runs one zone proxy.
@@ -79,11 +77,10 @@ type Agent struct {
 	skipDrain chan struct{}
 	running   atomic.Pointer[runningEnvoy] // nil until Envoy starts
 
-	tokenMu sync.Mutex
-	token   string // the last one sent, redacted from Envoy's output
+	token *xds.Token // the last one sent is redacted from Envoy's output
 
-	xds   *relayWatch // the relay, nil in direct mode; set before Envoy starts
-	xdsMu sync.Mutex  // guards xds for /status, which may ask before it is set
+	xds   xdsSlot // the relayed feature, set before Envoy starts
+	caPEM []byte  // --ca-cert-file as read at start; nil for none
 
 	maint        maintenance // `zoneproxy drain`/`undrain`, SIGUSR2
 	failingSince time.Time   // Envoy's health checks fail since: a maintenance drain
@@ -110,6 +107,9 @@ func New(o Options) *Agent {
 	if o.Envoy == nil {
 		o.Envoy = binaryEnvoy{}
 	}
+	if o.StartXDS == nil {
+		o.StartXDS = startRealXDS
+	}
 	if o.Tracker == nil {
 		o.Tracker = state.NewTracker()
 	}
@@ -117,6 +117,10 @@ func New(o Options) *Agent {
 		o.Metrics = metrics.New(o.Tracker)
 	}
 	a := &Agent{opts: o, cfg: o.Config, log: o.Log, tracker: o.Tracker, envoy: o.Envoy, skipDrain: make(chan struct{})}
+	a.token = &xds.Token{Expiry: o.Metrics.SetTokenExpiry}
+	if c := o.Config; c != nil {
+		a.token.Inline, a.token.File = c.DataplaneToken, c.DataplaneTokenFile
+	}
 	a.maint.kick = make(chan struct{}, 1)
 	a.listeners = newListenWatch(a)
 	a.hand.init(a)
@@ -216,6 +220,7 @@ func (a *Agent) run(ctx context.Context) (err error) {
 		return err
 	}
 	defer client.Close()
+	a.caPEM = client.CAPEM()
 	wd, err := a.openWorkDir()
 	if err != nil {
 		return err
@@ -305,7 +310,7 @@ func (a *Agent) run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	defer closeCache(cache)
+	defer cache.Close()
 	// The sockets and the FIFO Envoy needs are made while the request is
 	// in flight; what Envoy's launch does not take is removed on return.
 	prep := a.prepareLaunch(wd)

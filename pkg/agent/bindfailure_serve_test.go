@@ -17,7 +17,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy/listenwatch"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
-	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
+	"github.com/zoneproxy/zoneproxy/pkg/xds"
 )
 
 // bindAdmin is an Envoy admin API whose Envoy has the egress listener
@@ -138,22 +138,22 @@ func TestRestartForBindReplacesEnvoy(t *testing.T) {
 func TestFreedPortWaitsForConfigurationToRestartEnvoy(t *testing.T) {
 	tests := []struct {
 		name     string
-		upstream relay.UpstreamState
+		upstream xds.UpstreamState
 		cached   bool
 		restart  bool
 	}{
-		{name: "control plane connected", upstream: relay.Connected, restart: true},
-		{name: "unreachable, cache served", upstream: relay.Unreachable, cached: true, restart: true},
-		{name: "kuma-cp holds the stream, cache served", upstream: relay.Held, cached: true, restart: true},
-		{name: "unreachable, no cache", upstream: relay.Unreachable},
-		{name: "refused, no cache", upstream: relay.Refused},
+		{name: "control plane connected", upstream: xds.Connected, restart: true},
+		{name: "unreachable, cache served", upstream: xds.Unreachable, cached: true, restart: true},
+		{name: "kuma-cp holds the stream, cache served", upstream: xds.Held, cached: true, restart: true},
+		{name: "unreachable, no cache", upstream: xds.Unreachable},
+		{name: "refused, no cache", upstream: xds.Refused},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ln, port := testutil.HoldPort(t)
 			ln.Close() // free
 			a, logs, _ := egressAgent(t, port)
-			a.xds = &relayWatch{a: a, upstream: relay.Upstream{State: tt.upstream}, cached: relay.CacheState{InUse: tt.cached}}
+			a.xds.set(&fakeXDS{stream: xds.StreamState{Upstream: xds.Upstream{State: tt.upstream}, Cached: xds.CacheState{InUse: tt.cached}}})
 			w := a.listeners.Serving(&bindAdmin{}, 0)
 			rejectBind(a, fmt.Sprintf("127.0.0.1:%d", port))
 			w.Check(context.Background())

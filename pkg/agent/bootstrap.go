@@ -13,7 +13,6 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/kuma/bootstrap"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 	"github.com/zoneproxy/zoneproxy/pkg/xds"
-	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
 )
 
 // fetcher makes the bootstrap requests of Envoy version ev, with the
@@ -36,7 +35,7 @@ func (a *Agent) fetcher(wd *workDir, client *bootstrap.Client, ev envoy.Version)
 // returned as the snapshot. Nil results with a nil error mean the agent was
 // stopped while waiting. The first attempt takes the client's connection
 // dialled while the preflight ran, if it is usable.
-func (a *Agent) bootstrap(ctx context.Context, wd *workDir, ev envoy.Version, cache *lkgcache.Cache, client *bootstrap.Client) ([]byte, *lkgcache.Snapshot, error) {
+func (a *Agent) bootstrap(ctx context.Context, wd *workDir, ev envoy.Version, cache *xds.Cache, client *bootstrap.Client) ([]byte, *xds.Cached, error) {
 	f, err := a.fetcher(wd, client, ev)
 	if err != nil {
 		return nil, nil, err
@@ -79,7 +78,7 @@ func (a *Agent) bootstrap(ctx context.Context, wd *workDir, ev envoy.Version, ca
 	}
 	loopCtx, stopLoop := context.WithCancel(ctx)
 	defer stopLoop()
-	var cached *lkgcache.Snapshot
+	var cached *xds.Cached
 	var said string
 	loop.OnWait = func(w bootstrap.Wait) {
 		a.logWait(w)
@@ -88,7 +87,7 @@ func (a *Agent) bootstrap(ctx context.Context, wd *workDir, ev envoy.Version, ca
 		// configuration serves meanwhile. Exactly Retryable, not "not
 		// Permanent".
 		if w.Err.Kind == bootstrap.Retryable {
-			if cached = a.usableCache(cache, wd, &said); cached != nil {
+			if cached = usableCache(cache, wd, a.log, &said); cached != nil {
 				stopLoop()
 			}
 		}
@@ -97,7 +96,7 @@ func (a *Agent) bootstrap(ctx context.Context, wd *workDir, ev envoy.Version, ca
 	doc, err := loop.Run(loopCtx)
 	switch {
 	case err == nil:
-		a.setToken(f.Token())
+		a.token.Set(f.Token())
 		a.log.Info("received bootstrap", zap.Duration("after", time.Since(start).Round(time.Millisecond)))
 		a.tracker.Set(state.Bootstrapped, "bootstrap received")
 		return doc, nil, nil
@@ -105,7 +104,7 @@ func (a *Agent) bootstrap(ctx context.Context, wd *workDir, ev envoy.Version, ca
 		a.log.Info("stopped while waiting for the control plane")
 		return nil, nil, nil
 	case cached != nil:
-		a.setToken(f.Token())
+		a.token.Set(f.Token())
 		a.log.Warn("the control plane is unreachable: starting Envoy on the last-known-good configuration; the agent keeps trying the control plane",
 			zap.Time("configuration from", cached.WrittenAt))
 		a.tracker.Set(state.Bootstrapped, "starting on the cached configuration")
@@ -122,11 +121,8 @@ const cachedFallbackAfter = 2500 * time.Millisecond
 
 // hasUsableCache says, without logging, whether a cached configuration
 // could be served if the control plane does not answer.
-func (a *Agent) hasUsableCache(c *lkgcache.Cache, wd *workDir) bool {
-	if c == nil {
-		return false
-	}
-	_, err := xds.Servable(c, wd.file(xds.SocketName))
+func (a *Agent) hasUsableCache(c *xds.Cache, wd *workDir) bool {
+	_, err := c.Servable(wd.file(xds.SocketName))
 	return err == nil
 }
 

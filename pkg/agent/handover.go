@@ -15,7 +15,6 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy/listenwatch"
 	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
-	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
 )
 
 // An Envoy handover replaces the running Envoy without dropping a
@@ -41,7 +40,7 @@ var (
 // handoverKit is what a handover needs of runEnvoy's launch.
 type handoverKit struct {
 	wd     *workDir
-	relay  *relay.Relay
+	xds    XDSFeature // nil in direct mode
 	prep   *launchPrep
 	launch *upgrade.Launch
 }
@@ -112,11 +111,11 @@ func (a *Agent) handoverHandler() http.Handler {
 }
 
 // relayMove is the relay as a handover moves the control plane's stream.
-type relayMove struct{ *relay.Relay }
+type relayMove struct{ XDSFeature }
 
 func (r relayMove) Takeable() (string, bool) {
-	st := r.State()
-	return string(st.Upstream.State), st.Upstream.State == relay.Connected && !st.Cache.InUse
+	up, ok := r.FromControlPlane()
+	return string(up), ok
 }
 
 // swap is how this agent starts a new Envoy for a handover.
@@ -130,8 +129,8 @@ func (a *Agent) swap(log *zap.Logger) upgrade.Swap[EnvoyProcess, EnvoyAdmin] {
 func (a *Agent) handover(ctx context.Context, e *supervised, req upgrade.Request) error {
 	kit := a.hand.kit.Load()
 	var mover upgrade.Relay // nil: none, which the handover refuses
-	if kit != nil && kit.relay != nil {
-		mover = relayMove{kit.relay}
+	if kit != nil && kit.xds != nil {
+		mover = relayMove{kit.xds}
 		if req.Bootstrap != nil {
 			next := *kit
 			next.launch = kit.launch.WithBootstrap(req.Bootstrap)

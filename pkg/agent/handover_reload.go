@@ -38,8 +38,8 @@ func (a *Agent) refetcher(wd *workDir, client *bootstrap.Client) func(ctx contex
 func (a *Agent) refreshAdoptedEnvoy(ctx context.Context) {
 	upgrade.Refresh{Log: a.log, Wait: adoptedEnvoyCheckWait, Serving: a.maint.serving.Load, Changes: a.adoptedEnvoyChanges, Replace: a.replaceEnvoy,
 		Relay: func() upgrade.Relay {
-			if kit := a.hand.kit.Load(); kit != nil && kit.relay != nil {
-				return relayMove{kit.relay}
+			if kit := a.hand.kit.Load(); kit != nil && kit.xds != nil {
+				return relayMove{kit.xds}
 			}
 			return nil
 		}}.Run(ctx)
@@ -74,7 +74,7 @@ func (a *Agent) changedBootstrap(ctx context.Context, ev envoy.Version) ([]byte,
 	r.hmu.Lock()
 	feature, refetch := r.feature, r.refetch
 	r.hmu.Unlock()
-	if refetch == nil || kit == nil || feature == nil || feature.Resume == nil {
+	if refetch == nil || kit == nil || feature == nil || feature.Resumption() == nil {
 		return nil, ""
 	}
 	cannot := func(err error) ([]byte, string) {
@@ -96,7 +96,7 @@ func (a *Agent) changedBootstrap(ctx context.Context, ev envoy.Version) ([]byte,
 	if len(changed) == 0 {
 		return nil, ""
 	}
-	if !reflect.DeepEqual(up, feature.Resume.Upstream) {
+	if !reflect.DeepEqual(up, feature.Resumption().Upstream) {
 		a.log.Warn("the control plane's bootstrap changed where Envoy's xDS goes; the relay keeps its stream and Envoy its bootstrap: restart to apply it",
 			zap.Strings("changed", changed))
 		return nil, ""
@@ -114,8 +114,8 @@ func (a *Agent) keepBootstrap(kit *handoverKit) error {
 	r.hmu.Lock()
 	cache, feature := r.cache, r.feature
 	r.hmu.Unlock()
-	if cache != nil && feature != nil && feature.Resume != nil {
-		cache.ReplaceBootstrap(kit.launch.Bootstrap, feature.Resume.Upstream)
+	if feature != nil {
+		cache.KeepBootstrap(kit.launch.Bootstrap, feature.Resumption())
 	}
 	return nil
 }

@@ -45,7 +45,7 @@ func TestReadTokenRefusesWhatIsNoTokenFile(t *testing.T) {
 			var err error
 			go func() {
 				defer close(done)
-				tok, err = a.readToken()
+				tok, err = a.token.Read()
 			}()
 			select {
 			case <-done:
@@ -53,7 +53,7 @@ func TestReadTokenRefusesWhatIsNoTokenFile(t *testing.T) {
 				t.Fatal("readToken blocks")
 			}
 			if tc.says == "" {
-				if err != nil || tok != tc.tok || a.currentToken() != tc.tok {
+				if err != nil || tok != tc.tok || a.token.Last() != tc.tok {
 					t.Fatalf("%q %v", tok, err)
 				}
 				return

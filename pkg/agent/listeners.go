@@ -7,7 +7,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zoneproxy/zoneproxy/pkg/envoy/listenwatch"
-	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
 )
 
 // The zone listeners' watch (listenwatch) says what READY means and asks
@@ -30,21 +29,6 @@ func newListenWatch(a *Agent) *listenwatch.Watch {
 		ReadyWords: func() string { return a.generationWords(a.xds.servingDetail()) },
 		Configured: func() bool { return a.xds.newEnvoyConfigured() },
 	})
-}
-
-// newEnvoyConfigured says whether an Envoy started now gets its
-// configuration at once: the control plane has this proxy's stream, or the
-// relay serves the cache (a new stream is served it too until kuma-cp
-// takes it). Otherwise a restart would leave Envoy with nothing, and cut
-// what its other listeners serve, until the control plane answers. In
-// direct mode Envoy asks the control plane itself.
-func (x *relayWatch) newEnvoyConfigured() bool {
-	if x == nil {
-		return true
-	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return x.upstream.State == relay.Connected || x.cached.InUse
 }
 
 // restartForBind replaces Envoy with a new one from the same bootstrap, so

@@ -154,7 +154,7 @@ func (a *Agent) watchListeners(ctx context.Context, e *supervised) serveEnd {
 // maintenanceDrain drains like a stop does, then closes the listeners and
 // stays DRAINED until a stop, Envoy's exit or an undrain.
 func (a *Agent) maintenanceDrain(ctx context.Context, e *supervised) serveEnd {
-	if a.cfg.Role.HasEgress() && a.xds != nil {
+	if a.cfg.Role.HasEgress() && a.xds.get() != nil {
 		a.tracker.Set(state.Draining, withdrawingWords("draining for maintenance"))
 		a.egressWithdrawn = a.withdrawEgress(ctx.Done())
 	}

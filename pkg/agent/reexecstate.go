@@ -9,7 +9,6 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
 	"github.com/zoneproxy/zoneproxy/pkg/xds"
-	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
 )
 
 // reloader is the agent's side of reloads: what it holds that must
@@ -37,8 +36,8 @@ type reloader struct {
 	listeners map[string]net.Listener
 	relayLn   net.Listener
 	obs       *observability
-	feature   *xds.Feature
-	cache     *lkgcache.Cache
+	feature   XDSFeature
+	cache     *xds.Cache
 	envoyPath string
 	envoyVer  envoy.Version
 	// envoyLaunch is envoyLaunch of the running Envoy's launch.
@@ -76,7 +75,7 @@ func (r *reloader) keepObservability(o *observability) {
 	r.hmu.Unlock()
 }
 
-func (r *reloader) keepFeature(f *xds.Feature) {
+func (r *reloader) keepFeature(f XDSFeature) {
 	r.hmu.Lock()
 	r.feature = f
 	r.hmu.Unlock()

@@ -142,8 +142,8 @@ func (a *Agent) holdings(withEnvoy bool) upgrade.Holdings {
 	place := a.hand.serving()
 	e := &upgrade.HeldEnvoy{Output: proc.Output(), State: upgrade.EnvoyState{PID: proc.PID(), Path: r.envoyPath, Version: r.envoyVer,
 		HandoverGeneration: place.Generation, Slot: place.Slot, Launch: r.envoyLaunch}}
-	if r.feature != nil && r.feature.Relay() != nil {
-		e.State.Relayed, e.State.Resume, e.Relay = true, r.feature.Resume, r.relayLn
+	if r.feature != nil && r.feature.Relayed() {
+		e.State.Relayed, e.State.Resume, e.Relay = true, r.feature.Resumption(), r.relayLn
 	}
 	if o := r.obs; o != nil {
 		e.AccessLog, e.MeshMetric = o.accessLog.FIFO(), o.hijacker.File

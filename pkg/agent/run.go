@@ -13,29 +13,29 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
-	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
+	"github.com/zoneproxy/zoneproxy/pkg/xds"
 )
 
 // ErrEnvoyExited is wrapped when Envoy stops by itself.
 var ErrEnvoyExited = errors.New("Envoy exited unexpectedly")
 
 // runEnvoy launches Envoy on what prep made ready meanwhile.
-func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, envoyVersion envoy.Version, doc []byte, cached *lkgcache.Snapshot, cache *lkgcache.Cache, prep *launchPrep) error {
+func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, envoyVersion envoy.Version, doc []byte, cached *xds.Cached, cache *xds.Cache, prep *launchPrep) error {
 	f, err := a.startXDS(wd, doc, cached, cache, prep)
 	if err != nil {
 		return err
 	}
 	defer f.Close() // after Envoy is gone
-	a.warnIfEnvoyReadsUntrimmedToken(f.Bootstrap)
+	a.warnIfEnvoyReadsUntrimmedToken(f.Bootstrap())
 	// An adopted Envoy runs in the slot it was handed over in: slot B's
 	// admin socket and bootstrap copy after an odd number of handovers.
 	place := a.rl.taken.Place()
-	own := upgrade.Files{Bootstrap: bootstrapFile, Admin: f.Admin}
-	adminAddr := f.Admin
+	own := upgrade.Files{Bootstrap: bootstrapFile, Admin: f.Admin()}
+	adminAddr := f.Admin()
 	if files, err := place.Slot.FilesOf(own); err == nil {
 		adminAddr = files.Admin
 	}
-	cfgPath, err := wd.write(bootstrapFile, f.Bootstrap)
+	cfgPath, err := wd.write(bootstrapFile, f.Bootstrap())
 	if err != nil {
 		return err
 	}
@@ -69,7 +69,7 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 	envoyLog := a.log.Named("envoy")
 	spec := envoy.Spec{
 		Path: envoyPath, Args: args, Env: envoy.ChildEnv(), Dir: wd.path,
-		Output: func(line string) { logEnvoyLine(envoyLog, redact(line, a.currentToken())) },
+		Output: func(line string) { logEnvoyLine(envoyLog, redact(line, a.token.Last())) },
 	}
 	// start runs Envoy: here, and again from the same bootstrap on an undrain.
 	var proc EnvoyProcess
@@ -88,8 +88,8 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 	if _, err := start(); err != nil {
 		return err
 	}
-	kit := &handoverKit{wd: wd, relay: f.Relay(), prep: prep,
-		launch: &upgrade.Launch{Write: wd.write, Bootstrap: f.Bootstrap, A: own, Opts: launch, Spec: spec}}
+	kit := &handoverKit{wd: wd, xds: a.xds.get(), prep: prep,
+		launch: &upgrade.Launch{Write: wd.write, Bootstrap: f.Bootstrap(), A: own, Opts: launch, Spec: spec}}
 	a.hand.kit.Store(kit)
 	if place.Slot != upgrade.SlotA {
 		// An undrain restarts the adopted Envoy on its slot's files.

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/zoneproxy/zoneproxy/pkg/errtext"
-	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
+	"github.com/zoneproxy/zoneproxy/pkg/xds"
 )
 
 // Status is what GET /status answers: the agent's phase, and what the
@@ -16,7 +16,7 @@ type Status struct {
 	Detail       string             `json:"detail"`
 	Since        time.Time          `json:"since"`
 	ControlPlane ControlPlaneStatus `json:"controlPlane"`
-	Cache        *relay.CacheState  `json:"cache,omitempty"`
+	Cache        *xds.CacheState    `json:"cache,omitempty"`
 	// Envoy is the Envoy the agent supervises; nil before the first starts.
 	Envoy *EnvoyStatus `json:"envoy,omitempty"`
 	// Drain is "" in rotation, "maintenance" while `zoneproxy drain` or
@@ -51,9 +51,9 @@ type envoyRecord struct {
 // streams told the relay. State is "" in direct mode or before the first
 // stream.
 type ControlPlaneStatus struct {
-	State relay.UpstreamState `json:"state"`
-	Since time.Time           `json:"since,omitzero"`
-	Says  string              `json:"says"`
+	State xds.UpstreamState `json:"state"`
+	Since time.Time         `json:"since,omitzero"`
+	Says  string            `json:"says"`
 }
 
 // Status is the agent's status now.
@@ -61,11 +61,13 @@ func (a *Agent) Status() Status {
 	snap := a.tracker.Current()
 	v := snap.Verdict() // /ready's word and reason: ENVOY_UNREACHABLE while a hung Envoy is READY
 	st := Status{Phase: v.Word, Detail: v.Detail, Since: snap.Since}
-	a.xdsMu.Lock()
-	x := a.xds
-	a.xdsMu.Unlock()
-	u := x.upstreamState()
-	st.ControlPlane = ControlPlaneStatus{State: u.State, Since: u.Since, Says: controlPlaneWords(u.State, x != nil || a.cfg.XDSRelay, x.lastRefusal())}
+	x := a.xds.get()
+	var s xds.StreamState
+	if x != nil {
+		s = x.Stream()
+	}
+	u := s.Upstream
+	st.ControlPlane = ControlPlaneStatus{State: u.State, Since: u.Since, Says: xds.ControlPlaneWords(u.State, x != nil || a.cfg.XDSRelay, s.Refusal)}
 	if e := a.envoyNow.Load(); e != nil {
 		st.Envoy = &EnvoyStatus{Build: e.build, Generation: e.generation}
 		if !e.proc.Exited() {
@@ -76,9 +78,8 @@ func (a *Agent) Status() Status {
 		st.Drain = "maintenance"
 	}
 	st.Generation, st.EnvoyGeneration, st.Reload = a.rl.record.Generations()
-	if x != nil && x.relay != nil {
-		c := x.relay.State().Cache
-		if c.InUse {
+	if x != nil {
+		if _, c := x.Live(); c.InUse {
 			st.Cache = &c
 		}
 	}
@@ -103,31 +104,6 @@ func (st Status) outbound() Status {
 		st.Reload = &r
 	}
 	return st
-}
-
-// controlPlaneWords says in plain words what kuma-cp makes of the proxy.
-func controlPlaneWords(s relay.UpstreamState, relayed bool, refusal string) string {
-	switch s {
-	case relay.Connected:
-		return "kuma-cp has this proxy's stream: its Dataplane is registered, and configuration flows"
-	case relay.Held:
-		return heldWords
-	case relay.AnotherProxy:
-		return anotherProxyWords
-	case relay.Unreachable:
-		return "the control plane does not answer; it keeps the Dataplane it has until it sees the stream close, then deletes it after its deregistration delay"
-	case relay.Refused:
-		if refusal == "" {
-			return "the control plane refused this proxy's stream"
-		}
-		return "the control plane refused this proxy's stream: " + refusal
-	case relay.Withdrawn:
-		return withdrawnWords
-	}
-	if !relayed {
-		return "unknown: Envoy talks to the control plane directly (--xds-relay=false)"
-	}
-	return "no stream yet"
 }
 
 // statusHandler serves Status as JSON.

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
-	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
+	"github.com/zoneproxy/zoneproxy/pkg/xds"
 )
 
 // /status, which `zoneproxy status` prints on a terminal, never carries a
@@ -16,7 +16,7 @@ func TestStatusEscapesTextFromElsewhere(t *testing.T) {
 	in := Status{
 		Phase:        "WAITING_FOR_CONTROL_PLANE",
 		Detail:       cp,
-		ControlPlane: ControlPlaneStatus{State: relay.Refused, Says: controlPlaneWords(relay.Refused, true, cp)},
+		ControlPlane: ControlPlaneStatus{State: xds.Refused, Says: xds.ControlPlaneWords(xds.Refused, true, cp)},
 		Envoy:        &EnvoyStatus{PID: 7, Build: "1.34\x1b]0;title\x07"},
 		Reload:       &ReloadStatus{Result: upgrade.ResultFailed, Error: cp},
 	}

@@ -18,7 +18,7 @@ var fileCredential = []byte("envoy.grpc_credentials.file_based_metadata")
 // sends itself, so only direct mode with reloadable tokens is exposed.
 func (a *Agent) warnIfEnvoyReadsUntrimmedToken(doc []byte) {
 	path := a.cfg.DataplaneTokenFile
-	if a.xds != nil || path == "" || !bytes.Contains(doc, fileCredential) {
+	if a.xds.get() != nil || path == "" || !bytes.Contains(doc, fileCredential) {
 		return
 	}
 	raw, err := token.ReadRaw(path) // bounded, and never blocks on a pipe

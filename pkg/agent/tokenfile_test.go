@@ -32,7 +32,7 @@ func TestWarnIfEnvoyReadsUntrimmedToken(t *testing.T) {
 			}
 			a, logs := testAgent(t, &config.Config{DataplaneTokenFile: path})
 			if tc.relay {
-				a.xds = &relayWatch{}
+				a.xds.set(&fakeXDS{})
 			}
 			a.warnIfEnvoyReadsUntrimmedToken([]byte(tc.bootstrap))
 			got := logs.FilterMessageSnippet("reads the dataplane token file itself").Len() == 1

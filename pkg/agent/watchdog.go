@@ -51,13 +51,11 @@ func (a *Agent) notifySystemd() <-chan struct{} {
 // stuckWithdrawn: the relay parks Envoy's streams for a withdrawal while
 // the agent neither drains nor stops, a state nothing ends but a restart.
 func (a *Agent) stuckWithdrawn() bool {
-	a.xdsMu.Lock()
-	x := a.xds
-	a.xdsMu.Unlock()
-	if x == nil || x.relay == nil {
+	x := a.xds.get()
+	if x == nil {
 		return false
 	}
-	return withdrawnOutsideADrain(x.relay.Withdrawn(), a.tracker.Current().Phase)
+	return withdrawnOutsideADrain(x.Withdrawn(), a.tracker.Current().Phase)
 }
 
 // withdrawnOutsideADrain is the rule: waiting for the mesh or for an

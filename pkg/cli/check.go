@@ -25,7 +25,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/kuma/bootstrap"
 	"github.com/zoneproxy/zoneproxy/pkg/kuma/token"
 	"github.com/zoneproxy/zoneproxy/pkg/version"
-	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
+	"github.com/zoneproxy/zoneproxy/pkg/xds"
 )
 
 func newCheckCommand() *cobra.Command {
@@ -351,9 +351,8 @@ func (c *checklist) checkCache(cfg *config.Config, now time.Time) {
 		c.note(`no configuration is cached: %s is ""`, config.KeyStateDir.Flag())
 		return
 	}
-	// As the agent keys its cache (pkg/agent cacheIdentity).
-	id := agent.CacheIdentity(cfg)
-	st := lkgcache.Inspect(cfg.StateDir, id, cfg.CacheMaxAge, now)
+	// As the agent keys its cache.
+	st := xds.InspectCache(cfg, now)
 	if !st.Present {
 		if _, err := os.Stat(st.Path); !errors.Is(err, fs.ErrNotExist) {
 			c.note("cannot read the cached configuration: %s", st.Problem)

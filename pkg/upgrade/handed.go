@@ -1,12 +1,10 @@
 package upgrade
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
-	"time"
 )
 
 // HandedFile is a file to hand over; Dup marks one made for the handover,
@@ -71,12 +69,10 @@ type HeldEnvoy struct {
 	AccessLog  *os.File
 	MeshMetric func() (*os.File, error)
 	// Flush writes the last-known-good cache out, so that the new program
-	// serves Envoy the configuration it holds; nil for no cache.
-	Flush func(ctx context.Context) error
+	// serves Envoy the configuration it holds, bounded in time; nil for no
+	// cache.
+	Flush func() error
 }
-
-// FlushTimeout bounds the cache's write before a reload.
-const FlushTimeout = 5 * time.Second
 
 // Gather is the state and the files a reload hands over.
 func Gather(h Holdings) (*State, HandedFiles, error) {
@@ -127,9 +123,7 @@ func Gather(h Holdings) (*State, HandedFiles, error) {
 	}
 	st.Envoy = &es
 	if e.Flush != nil && es.Relayed {
-		ctx, cancel := context.WithTimeout(context.Background(), FlushTimeout)
-		defer cancel()
-		if err := e.Flush(ctx); err != nil {
+		if err := e.Flush(); err != nil {
 			return fail(fmt.Errorf("the last-known-good configuration the new program would serve Envoy cannot be written: %w", err))
 		}
 	}

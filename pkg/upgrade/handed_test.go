@@ -1,7 +1,6 @@
 package upgrade
 
 import (
-	"context"
 	"errors"
 	"net"
 	"os"
@@ -44,7 +43,7 @@ func newHeldRig(t *testing.T) *heldRig {
 		Envoy: &HeldEnvoy{State: EnvoyState{PID: 42, Path: "/usr/bin/envoy", HandoverGeneration: 2, Slot: SlotB, Relayed: true},
 			Output: r.output, Relay: listen("unix", t.TempDir()+"/relay.sock"), AccessLog: open(),
 			MeshMetric: func() (*os.File, error) { return ListenerFile(listen("unix", t.TempDir()+"/mm.sock")) },
-			Flush:      func(context.Context) error { r.flushed = true; return r.flushErr }},
+			Flush:      func() error { r.flushed = true; return r.flushErr }},
 	}
 	return r
 }

@@ -4,14 +4,21 @@
 // dir's socket with the cache behind it, and says where Envoy's admin API
 // listens; Close stops the relay. With the relay off, or a bootstrap it
 // cannot rewrite, Envoy talks to the control plane itself and the feature
-// only reads the admin address. It knows nothing of the agent's phases or
-// readiness: what happens on the stream is reported through relay.Events.
+// only reads the admin address. It is the agent's only door to xDS: the
+// cache, the stream's state, the egress's withdrawal and the handover's
+// switch go through it. It knows nothing of the agent's phases or
+// readiness: what happens on the stream is reported through Hooks.
 package xds
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net"
+	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -20,7 +27,6 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/bootstraprewrite"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/cpdial"
-	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
 )
 
@@ -38,10 +44,10 @@ type Options struct {
 	Bootstrap []byte
 	// Cached is the last-known-good configuration Envoy starts on because
 	// the control plane did not answer; nil otherwise.
-	Cached *lkgcache.Snapshot
+	Cached *Cached
 	// SocketPath is the relay's socket, SocketName in the work dir.
 	SocketPath string
-	// Listener hands over SocketPath opened ahead (relay.Listen, while the
+	// Listener hands over SocketPath opened ahead (Listen, while the
 	// bootstrap was fetched), or the error opening it. Start calls it once
 	// when Relay is set, and closes what it gives when the relay does not
 	// start. Nil: the relay opens the socket itself.
@@ -50,13 +56,18 @@ type Options struct {
 	ControlPlane ControlPlane
 	// Token returns the dataplane token for each new upstream stream.
 	Token   func() (string, error)
-	Cache   *lkgcache.Cache // nil: no last-known-good configuration is kept
+	Cache   *Cache // nil: no last-known-good configuration is kept
 	Backoff backoff.Backoff
 	Log     *zap.Logger
-	Events  relay.Events
+	// Notes is where what the stream means for the proxy is said (the
+	// agent's log); Log if nil.
+	Notes *zap.Logger
+	Hooks Hooks
+	// Register, if set, is given the relay's metrics once it runs.
+	Register func(prometheus.Collector)
 	// AgentMetadata is relay.Options.AgentMetadata.
 	AgentMetadata func(md *structpb.Struct)
-	// Resume, when set, is a relayed start's own Feature.Resume, handed
+	// Resume, when set, is a relayed start's own Feature.Resumption(), handed
 	// to the agent's next program: Bootstrap is the bootstrap Envoy runs
 	// with already (pointing at the relay), not the control plane's.
 	Resume *Resumption
@@ -64,16 +75,26 @@ type Options struct {
 
 // Feature is the started xDS feature.
 type Feature struct {
-	// Bootstrap is what Envoy is started with: when relayed, the rewritten
-	// bootstrap, JSON (which Envoy reads as YAML) with no token in it;
-	// otherwise the control plane's document as it came.
-	Bootstrap []byte
-	// Admin is where Envoy's admin API listens, read from Bootstrap once.
-	Admin envoy.AdminAddress
-	relay *relay.Relay
-	// Resume is what another relay needs to serve the running Envoy: nil
-	// in direct mode.
-	Resume *Resumption
+	bootstrap []byte
+	admin     envoy.AdminAddress
+	resume    *Resumption
+	relay     relayer // nil in direct mode
+	watch     *watch
+	notes     *zap.Logger
+	// egressPropagation is how long WithdrawEgress waits for the sidecars.
+	egressPropagation time.Duration
+}
+
+// relayer is what the feature drives of the relay (*relay.Relay).
+type relayer interface {
+	State() relay.State
+	Withdraw(ctx context.Context, mark func(*corev3.Node) error) error
+	Withdrawn() bool
+	Rejoin()
+	BeginHandover(serving int)
+	CompleteHandover(ctx context.Context) error
+	EndHandover()
+	Close()
 }
 
 // Start starts the feature. A control plane's bootstrap the relay cannot
@@ -85,6 +106,9 @@ type Feature struct {
 func Start(o Options) (*Feature, error) {
 	if o.Log == nil {
 		o.Log = zap.NewNop()
+	}
+	if o.Notes == nil {
+		o.Notes = o.Log
 	}
 	switch {
 	case !o.Relay:
@@ -124,23 +148,24 @@ func direct(doc []byte) (*Feature, error) {
 	if err != nil {
 		return nil, unusable("the control plane's", err)
 	}
-	return &Feature{Bootstrap: doc, Admin: admin}, nil
+	return &Feature{bootstrap: doc, admin: admin}, nil
 }
 
 // startOnCache relays to the configured control plane, never to the one
 // the cache file names (ControlPlane.dialFor).
 func startOnCache(o Options) (*Feature, error) {
-	up, err := o.ControlPlane.dialFor(o.Cached.Upstream)
+	snap := o.Cached.snap
+	up, err := o.ControlPlane.dialFor(snap.Upstream)
 	if err != nil {
 		o.dropListener()
 		return nil, err
 	}
-	admin, err := envoy.AdminFromBootstrap(o.Cached.Bootstrap)
+	admin, err := envoy.AdminFromBootstrap(snap.Bootstrap)
 	if err != nil {
 		o.dropListener()
 		return nil, unusable("the cached", err)
 	}
-	return start(o, o.Cached.Bootstrap, admin, up)
+	return start(o, snap.Bootstrap, admin, up)
 }
 
 func unusable(whose string, err error) error {
@@ -149,9 +174,11 @@ func unusable(whose string, err error) error {
 
 // start starts the relay for bootstrap, which points Envoy at it.
 func start(o Options, bootstrap []byte, admin envoy.AdminAddress, up cpdial.Target) (*Feature, error) {
-	if o.Cache != nil { // stored with every snapshot, so that the next start can serve it
-		o.Cache.SetBootstrap(bootstrap, up)
+	cache := o.Cache.lkg()
+	if cache != nil { // stored with every snapshot, so that the next start can serve it
+		cache.SetBootstrap(bootstrap, up)
 	}
+	w := &watch{hooks: o.Hooks, log: o.Notes}
 	var ln net.Listener
 	var listenErr error
 	if o.Listener != nil {
@@ -162,14 +189,14 @@ func start(o Options, bootstrap []byte, admin envoy.AdminAddress, up cpdial.Targ
 		Listener:   ln,
 		Upstream:   up,
 		Token:      o.Token,
-		Cache:      o.Cache,
+		Cache:      cache,
 		Backoff:    o.Backoff,
 		Log:        o.Log,
 		// Started on the cache: the control plane did not answer.
 		CacheFirst:     o.Cached != nil,
 		CacheFirstHeld: o.Cached != nil && o.Resume != nil, // a reload
 		AgentMetadata:  o.AgentMetadata,
-		Events:         o.Events,
+		Events:         w.events(),
 	})
 	if err != nil {
 		if ln != nil {
@@ -183,7 +210,11 @@ func start(o Options, bootstrap []byte, admin envoy.AdminAddress, up cpdial.Targ
 	if listenErr != nil {
 		return nil, exitcode.FromIO(fmt.Errorf("cannot serve Envoy's xDS on %s: %w", o.SocketPath, listenErr))
 	}
-	return &Feature{Bootstrap: bootstrap, Admin: admin, relay: r, Resume: &Resumption{Upstream: up}}, nil
+	if o.Register != nil {
+		o.Register(r.Metrics())
+	}
+	return &Feature{bootstrap: bootstrap, admin: admin, relay: r, resume: &Resumption{Upstream: up},
+		watch: w, notes: o.Notes, egressPropagation: defaultEgressPropagation}, nil
 }
 
 // dropListener closes the socket opened ahead: the relay does not start.
@@ -196,12 +227,47 @@ func (o Options) dropListener() {
 	}
 }
 
-// Relay is the running relay, nil in direct mode.
-func (f *Feature) Relay() *relay.Relay {
+// Listen opens the relay's socket at path ahead of Start
+// (Options.Listener).
+func Listen(path string) (net.Listener, error) { return relay.Listen(path) }
+
+// Bootstrap is what Envoy is started with: when relayed, the rewritten
+// bootstrap, JSON (which Envoy reads as YAML) with no token in it;
+// otherwise the control plane's document as it came.
+func (f *Feature) Bootstrap() []byte { return f.bootstrap }
+
+// Admin is where Envoy's admin API listens, read from Bootstrap once.
+func (f *Feature) Admin() envoy.AdminAddress { return f.admin }
+
+// Resumption is what another relay needs to serve the running Envoy: nil
+// in direct mode.
+func (f *Feature) Resumption() *Resumption {
 	if f == nil {
 		return nil
 	}
-	return f.relay
+	return f.resume
+}
+
+// Relayed says whether Envoy's xDS goes through the relay.
+func (f *Feature) Relayed() bool { return f != nil && f.relay != nil }
+
+// Stream is what the relay's events said of the stream; zero in direct
+// mode.
+func (f *Feature) Stream() StreamState {
+	if f == nil || f.watch == nil {
+		return StreamState{}
+	}
+	return f.watch.state()
+}
+
+// Live is the relay's state now, rather than as its events said; zero in
+// direct mode.
+func (f *Feature) Live() (Upstream, CacheState) {
+	if !f.Relayed() {
+		return Upstream{}, CacheState{}
+	}
+	st := f.relay.State()
+	return st.Upstream, st.Cache
 }
 
 // Close stops the relay, once Envoy is gone; it may be called again. The
@@ -211,3 +277,5 @@ func (f *Feature) Close() {
 		f.relay.Close()
 	}
 }
+
+var errNotRelayed = errors.New("Envoy's xDS does not go through the relay (--xds-relay)")

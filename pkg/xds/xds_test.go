@@ -89,15 +89,6 @@ func caPEM(t *testing.T, name string) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
 
-func writeFile(t *testing.T, data []byte) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // storedUpstream is what the cache keeps with the next snapshot: the
 // bootstrap Envoy got and where the relay dials.
 func storedUpstream(t *testing.T, c *lkgcache.Cache) *lkgcache.Snapshot {
@@ -112,14 +103,13 @@ func storedUpstream(t *testing.T, c *lkgcache.Cache) *lkgcache.Snapshot {
 
 func TestStart(t *testing.T) {
 	cpCA, configuredCA, thiefCA := caPEM(t, "cp"), caPEM(t, "configured"), caPEM(t, "thief")
-	configuredCAFile := writeFile(t, configuredCA)
 	adminSocket := envoy.AdminAddress{Socket: "/run/zp/kuma-envoy-admin.sock"}
 	// A cache file names a control plane of its own; it is not dialled.
-	cachedOn := func(sock string) *lkgcache.Snapshot {
-		return &lkgcache.Snapshot{WrittenAt: time.Now(),
+	cachedOn := func(sock string) *Cached {
+		return &Cached{snap: &lkgcache.Snapshot{WrittenAt: time.Now(),
 			Bootstrap: []byte(`{"admin":{"address":{"pipe":{"path":"/run/zp/kuma-envoy-admin.sock"}}},"static":"` + sock + `"}`),
 			Upstream: cpdial.Target{Address: "thief.example:443", ServerName: "thief.example", CAPEM: thiefCA,
-				Metadata: []cpdial.Header{{Key: "x-zone", Value: "east"}}, MaxReceiveMessageLength: 4 << 20}}
+				Metadata: []cpdial.Header{{Key: "x-zone", Value: "east"}}, MaxReceiveMessageLength: 4 << 20}}}
 	}
 	tests := []struct {
 		name    string
@@ -137,15 +127,13 @@ func TestStart(t *testing.T) {
 			dialled: cpdial.Target{Address: "cp.example:5678", ServerName: "cp.example", CAPEM: cpCA, HadToken: true,
 				Metadata: []cpdial.Header{{Key: "x-zone", Value: "east"}}}},
 		{name: "from the cache: the configured control plane and CA", relay: true, cached: true,
-			cp: ControlPlane{URL: "https://cp.example:5678", CACertFile: configuredCAFile}, relayed: true, admin: adminSocket,
+			cp: ControlPlane{URL: "https://cp.example:5678", CAPEM: configuredCA}, relayed: true, admin: adminSocket,
 			dialled: cpdial.Target{Address: "cp.example:5678", ServerName: "cp.example", CAPEM: configuredCA,
 				Metadata: []cpdial.Header{{Key: "x-zone", Value: "east"}}, MaxReceiveMessageLength: 4 << 20}},
 		{name: "from the cache without --ca-cert-file: the system's roots, port 443", relay: true, cached: true,
 			cp: ControlPlane{URL: "https://cp.example"}, relayed: true, admin: adminSocket,
 			dialled: cpdial.Target{Address: "cp.example:443", ServerName: "cp.example",
 				Metadata: []cpdial.Header{{Key: "x-zone", Value: "east"}}, MaxReceiveMessageLength: 4 << 20}},
-		{name: "from the cache, --ca-cert-file unreadable", relay: true, cached: true,
-			cp: ControlPlane{URL: "https://cp.example:5678", CACertFile: filepath.Join(t.TempDir(), "missing.pem")}, err: "--ca-cert-file"},
 		{name: "from the cache, --cp-address not a URL", relay: true, cached: true, cp: ControlPlane{URL: "cp.example:5678"}, err: "--cp-address"},
 		{name: "no ADS: direct, with a warning", relay: true, doc: []byte(noADS), admin: envoy.AdminAddress{TCP: "127.0.0.1:9901"},
 			warned: "cannot relay Envoy's xDS"},
@@ -171,7 +159,7 @@ func TestStart(t *testing.T) {
 			defer ln.Close()
 			handedOver := false
 			core, logs := observer.New(zapcore.WarnLevel)
-			o := Options{Relay: tt.relay, Bootstrap: tt.doc, SocketPath: sock, ControlPlane: tt.cp, Cache: cache,
+			o := Options{Relay: tt.relay, Bootstrap: tt.doc, SocketPath: sock, ControlPlane: tt.cp, Cache: &Cache{c: cache},
 				Listener: func() (net.Listener, error) { handedOver = true; return ln, nil },
 				Token:    func() (string, error) { return token, nil }, Log: zap.New(core)}
 			if tt.cached {
@@ -200,23 +188,23 @@ func TestStart(t *testing.T) {
 			if err != nil {
 				return
 			}
-			if f.Admin != tt.admin {
-				t.Errorf("admin = %+v, want %+v", f.Admin, tt.admin)
+			if f.Admin() != tt.admin {
+				t.Errorf("admin = %+v, want %+v", f.Admin(), tt.admin)
 			}
-			if (f.Relay() != nil) != tt.relayed {
-				t.Fatalf("relayed: %v, want %v", f.Relay() != nil, tt.relayed)
+			if f.Relayed() != tt.relayed {
+				t.Fatalf("relayed: %v, want %v", f.Relayed(), tt.relayed)
 			}
 			if !tt.relayed {
-				if !bytes.Equal(f.Bootstrap, tt.doc) {
-					t.Errorf("direct mode changed the bootstrap:\n%s", f.Bootstrap)
+				if !bytes.Equal(f.Bootstrap(), tt.doc) {
+					t.Errorf("direct mode changed the bootstrap:\n%s", f.Bootstrap())
 				}
 				return
 			}
-			if bytes.Contains(f.Bootstrap, []byte(token)) || !bytes.Contains(f.Bootstrap, []byte(sock)) || f.Bootstrap[0] != '{' {
-				t.Errorf("Envoy's bootstrap is not JSON pointing at the relay without the token:\n%s", f.Bootstrap)
+			if b := f.Bootstrap(); bytes.Contains(b, []byte(token)) || !bytes.Contains(b, []byte(sock)) || b[0] != '{' {
+				t.Errorf("Envoy's bootstrap is not JSON pointing at the relay without the token:\n%s", b)
 			}
 			snap := storedUpstream(t, cache)
-			if !bytes.Equal(snap.Bootstrap, f.Bootstrap) {
+			if !bytes.Equal(snap.Bootstrap, f.Bootstrap()) {
 				t.Errorf("the cache keeps another bootstrap than Envoy's:\n%s", snap.Bootstrap)
 			}
 			if !reflect.DeepEqual(snap.Upstream, tt.dialled) {
@@ -269,7 +257,7 @@ func TestServableOnlyInTheWorkDirItWasMadeIn(t *testing.T) {
 		{here, ""},
 		{filepath.Join(dir, "other", SocketName), "made in another work dir than " + filepath.Join(dir, "other")},
 	} {
-		_, err := Servable(cache, tt.sock)
+		_, err := (&Cache{c: cache}).Servable(tt.sock)
 		if (tt.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.want)) {
 			t.Errorf("%s: %v, want %q", tt.sock, err, tt.want)
 		}

@@ -171,3 +171,7 @@ func DecodeResponse(data []byte) ([]byte, error) {
 	}
 	return yaml, nil
 }
+
+// CAPEM is what --ca-cert-file held when the client was made; nil for the
+// system's roots.
+func (c *Client) CAPEM() []byte { return c.caPEM }

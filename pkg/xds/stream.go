@@ -1,0 +1,198 @@
+package xds
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
+)
+
+// The relay's vocabulary, as the agent sees it through this package.
+type (
+	Upstream      = relay.Upstream
+	UpstreamState = relay.UpstreamState
+	CacheState    = relay.CacheState
+	Rejection     = relay.Rejection
+)
+
+// The states of Upstream.State (relay.UpstreamState).
+const (
+	Connected    = relay.Connected
+	Held         = relay.Held
+	AnotherProxy = relay.AnotherProxy
+	Unreachable  = relay.Unreachable
+	Refused      = relay.Refused
+	Withdrawn    = relay.Withdrawn
+)
+
+// Hooks are what the agent does with what happens on the stream. They are
+// called from the relay's goroutines, so they must not block; any may be
+// nil.
+type Hooks struct {
+	// Waiting: Envoy waits for the control plane, for why. The agent says
+	// so while Envoy starts; later phases are left alone.
+	Waiting func(why string)
+	// ServingChanged: what StreamState.ServingDetail says may have changed.
+	ServingChanged func()
+	// Rejected: Envoy NACKed a configuration (the relay logs and counts it).
+	Rejected func(Rejection)
+}
+
+// StreamState is what the relay's events said of the stream.
+type StreamState struct {
+	Upstream Upstream
+	Cached   CacheState
+	// Refusal is the control plane's last refusal while Envoy is not
+	// served from it, "" if none.
+	Refusal string
+}
+
+// ServingDetail is the READY detail: plain, or saying the configuration is
+// the cached one, since when and why.
+func (s StreamState) ServingDetail() string {
+	if !s.Cached.InUse {
+		return "Envoy ready"
+	}
+	why := "the control plane is unreachable"
+	switch {
+	case s.Upstream.State == AnotherProxy:
+		why = AnotherProxyWords
+	case s.Cached.Held:
+		why = HeldWords
+	case s.Refusal != "":
+		why = "the control plane refuses the configuration stream: " + s.Refusal
+	}
+	return fmt.Sprintf("serving the cached configuration of %s since %s: %s",
+		s.Cached.WrittenAt.UTC().Format(time.RFC3339), s.Cached.Since.UTC().Format(time.RFC3339), why)
+}
+
+// NewEnvoyConfigured says whether an Envoy started now gets its
+// configuration at once: the control plane has this proxy's stream, or the
+// relay serves the cache (a new stream is served it too until kuma-cp
+// takes it). Otherwise a restart would leave Envoy with nothing until the
+// control plane answers.
+func (s StreamState) NewEnvoyConfigured() bool {
+	return s.Upstream.State == Connected || s.Cached.InUse
+}
+
+// HeldWords says what kuma-cp does while it holds the stream of this
+// proxy's previous run.
+const HeldWords = "kuma-cp still holds the stream of this proxy's previous run (expected after a restart) and refuses new ones until its deregistration delay (10 s by default) is over; it keeps the previous Dataplane until then, deletes it, and registers it anew from this proxy's next stream, which the agent opens within a few hundred milliseconds"
+
+// AnotherProxyWords says why refusals that go on look like a duplicate.
+const AnotherProxyWords = "kuma-cp has refused this proxy's streams for longer than any deregistration delay, saying another stream of this name is active: another zone proxy runs with this --name (check the other hosts), or kuma-cp is stuck deregistering it"
+
+// ControlPlaneWords says in plain words what kuma-cp makes of the proxy;
+// relayed is false when Envoy talks to the control plane itself.
+func ControlPlaneWords(s UpstreamState, relayed bool, refusal string) string {
+	switch s {
+	case Connected:
+		return "kuma-cp has this proxy's stream: its Dataplane is registered, and configuration flows"
+	case Held:
+		return HeldWords
+	case AnotherProxy:
+		return AnotherProxyWords
+	case Unreachable:
+		return "the control plane does not answer; it keeps the Dataplane it has until it sees the stream close, then deletes it after its deregistration delay"
+	case Refused:
+		if refusal == "" {
+			return "the control plane refused this proxy's stream"
+		}
+		return "the control plane refused this proxy's stream: " + refusal
+	case Withdrawn:
+		return WithdrawnWords
+	}
+	if !relayed {
+		return "unknown: Envoy talks to the control plane directly (--xds-relay=false)"
+	}
+	return "no stream yet"
+}
+
+// watch turns the relay's events into StreamState and the agent's hooks.
+type watch struct {
+	hooks Hooks
+	log   *zap.Logger
+
+	mu sync.Mutex
+	st StreamState
+}
+
+func (w *watch) events() relay.Events {
+	return relay.Events{
+		StreamError:  w.streamError,
+		CachedConfig: w.cachedConfig,
+		Upstream:     w.upstreamChanged,
+		Rejected:     w.hooks.Rejected,
+	}
+}
+
+func (w *watch) state() StreamState {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.st
+}
+
+func (w *watch) streamError(e relay.StreamError) {
+	if e.Held {
+		// Without a cache to serve, Envoy waits for kuma-cp to let go.
+		why := "no cached configuration to serve meanwhile: " + HeldWords
+		if w.state().Upstream.State == AnotherProxy {
+			why = AnotherProxyWords
+		}
+		w.waiting(why)
+		return
+	}
+	// Local and unreachable ones the relay logs and retries (the cache may
+	// be serving); retried refusals it has logged in the control plane's
+	// words.
+	if e.Local || e.Unreachable || e.Retrying {
+		return
+	}
+	w.mu.Lock()
+	w.st.Refusal = e.Message
+	w.mu.Unlock()
+	// Before Envoy serves, the control plane's own words are the reason;
+	// while it serves the cached configuration, they say why it still does.
+	w.waiting("the control plane refused Envoy's configuration stream: " + e.Message)
+	w.servingChanged()
+}
+
+func (w *watch) cachedConfig(c CacheState) {
+	w.mu.Lock()
+	w.st.Cached = c
+	if !c.InUse {
+		w.st.Refusal = ""
+	}
+	w.mu.Unlock()
+	switch {
+	case c.InUse && c.Held: // expected after a restart: the relay said so
+	case c.InUse:
+		w.log.Warn("the control plane is unreachable: Envoy serves the last-known-good configuration",
+			zap.Time("configuration from", c.WrittenAt), zap.Time("since", c.Since))
+	default:
+		w.log.Info("the control plane is back: Envoy's configuration comes from it again")
+	}
+	w.servingChanged()
+}
+
+func (w *watch) upstreamChanged(u Upstream) {
+	w.mu.Lock()
+	w.st.Upstream = u
+	w.mu.Unlock()
+	w.servingChanged()
+}
+
+func (w *watch) waiting(why string) {
+	if w.hooks.Waiting != nil {
+		w.hooks.Waiting(why)
+	}
+}
+
+func (w *watch) servingChanged() {
+	if w.hooks.ServingChanged != nil {
+		w.hooks.ServingChanged()
+	}
+}
