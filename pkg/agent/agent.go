@@ -298,7 +298,9 @@ func (a *Agent) run(ctx context.Context) (err error) {
 		}
 	}
 	envoyPath, envoyVersion, err := a.findEnvoy(ctx)
-	if ctx.Err() != nil {
+	// An adopted Envoy serves already: a stop right after the reload drains
+	// it (runEnvoy), as the previous program would have.
+	if ctx.Err() != nil && !a.rl.taken.AdoptsEnvoy() {
 		a.log.Info("stopped while checking Envoy's version")
 		return nil // a stop signal is not a broken --envoy-binary
 	}
