@@ -30,7 +30,7 @@ func (m MeshZoneAddress) Validate() Errors {
 		errs = append(errs, FieldError{`labels["kuma.io/zone"]`, "required: the zone this ingress serves"})
 	}
 	if m.Address == "" {
-		errs = append(errs, FieldError{"spec.address", "required: the address other zones reach this ingress on"})
+		errs = append(errs, FieldError{"spec.address", "required: the address at which other zones reach this ingress"})
 	} else if m.Address == "0.0.0.0" || m.Address == "::" {
 		errs = append(errs, FieldError{"spec.address", "must not be 0.0.0.0 or ::"})
 	}
