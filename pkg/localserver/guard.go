@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/host/preflight/procnet"
 )
 
@@ -49,7 +50,7 @@ func (p hostPolicy) allows(host string) bool {
 }
 
 var (
-	loopbackHosts = hostPolicy{answers: "localhost or a loopback address", hint: "ask by 127.0.0.1 or localhost, e.g. curl http://127.0.0.1:<readiness-port>/ready"}
+	loopbackHosts = hostPolicy{answers: "localhost or a loopback address", hint: "ask by 127.0.0.1 or localhost, e.g. curl http://127.0.0.1:<" + string(config.KeyReadinessPort) + ">/ready"}
 	metricsHosts  = hostPolicy{anyIP: true, answers: "localhost or an IP address", hint: "scrape it by IP address (a Prometheus target such as 10.0.0.5:9903)"}
 	healthHosts   = hostPolicy{anyIP: true, answers: "localhost or an IP address", hint: "probe it by IP address (a load balancer target such as 10.0.0.5:9904)"}
 )

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/zoneproxy/zoneproxy/pkg/config"
 )
 
 // After a reload the new program keeps the running Envoy, and then hands
@@ -52,7 +54,7 @@ func (r Refresh) Run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-			r.Log.Warn("after the reload, kuma-cp's stream did not come back in time to check whether Envoy must be replaced (another build, launch or bootstrap); `curl -X POST http://127.0.0.1:<readiness-port>/envoy/handover` starts a new Envoy by hand",
+			r.Log.Warn("after the reload, kuma-cp's stream did not come back in time to check whether Envoy must be replaced (another build, launch or bootstrap); `curl -X POST http://127.0.0.1:<"+string(config.KeyReadinessPort)+">/envoy/handover` starts a new Envoy by hand",
 				zap.Duration("waited", r.Wait))
 			return
 		case <-tick.C:

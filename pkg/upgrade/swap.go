@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/host/reuseport"
 )
@@ -137,7 +138,7 @@ type Taking[P Process, A Admin] struct {
 // Envoy is ended and the old one serves on.
 func (s Swap[P, A]) Run(ctx context.Context, l *Launch, relay Relay, serving int, from Place, commit func() error) (*Taking[P, A], error) {
 	if relay == nil {
-		return nil, fmt.Errorf("%w: it needs the xDS relay (--xds-relay), which feeds the new Envoy while kuma-cp keeps one stream", ErrHandoverRefused)
+		return nil, fmt.Errorf("%w: it needs the xDS relay (%s), which feeds the new Envoy while kuma-cp keeps one stream", ErrHandoverRefused, config.KeyXDSRelay.Flag())
 	}
 	if pid := s.Retiring.Draining(); pid != 0 {
 		return nil, fmt.Errorf("%w: the previous handover's old Envoy (pid %d) still drains; try again once it exited", ErrHandoverRefused, pid)

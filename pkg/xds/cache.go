@@ -53,7 +53,7 @@ func OpenCache(stateDir *securedir.Dir, cfg *config.Config, log *zap.Logger) (*C
 		return nil, exitcode.AsConfig(err)
 	}
 	if err != nil {
-		log.Warn("cannot keep a last-known-good configuration; running without one", zap.String("state-dir", cfg.StateDir), zap.Error(err))
+		log.Warn("cannot keep a last-known-good configuration; running without one", zap.String(string(config.KeyStateDir), cfg.StateDir), zap.Error(err))
 		return nil, nil
 	}
 	return &Cache{c: c}, nil
@@ -74,7 +74,7 @@ func (c *Cache) Servable(socketPath string) (*Cached, error) {
 	}
 	snap, err := c.c.Usable()
 	if err == nil && !bytes.Contains(snap.Bootstrap, []byte(socketPath)) {
-		err = fmt.Errorf("it was made in another work dir than %s (give the zone proxy a fixed --work-dir)", filepath.Dir(socketPath))
+		err = fmt.Errorf("it was made in another work dir than %s (give the zone proxy a fixed %s)", filepath.Dir(socketPath), config.KeyWorkDir.Flag())
 	}
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/url"
 
+	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/cpdial"
 )
@@ -25,7 +26,7 @@ type ControlPlane struct {
 func (cp ControlPlane) dialFor(cached cpdial.Target) (cpdial.Target, error) {
 	u, err := url.Parse(cp.URL)
 	if err != nil || u.Hostname() == "" {
-		return cached, exitcode.AsConfig(fmt.Errorf("--cp-address %q: not a URL with a host", cp.URL))
+		return cached, exitcode.AsConfig(fmt.Errorf("%s %q: not a URL with a host", config.KeyCPAddress.Flag(), cp.URL))
 	}
 	port := u.Port()
 	if port == "" {

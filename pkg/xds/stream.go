@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
 )
 
@@ -83,7 +84,7 @@ func (s StreamState) NewEnvoyConfigured() bool {
 const HeldWords = "kuma-cp still holds the stream of this proxy's previous run (expected after a restart) and refuses new ones until its deregistration delay (10 s by default) is over; it keeps the previous Dataplane until then, deletes it, and registers it anew from this proxy's next stream, which the agent opens within a few hundred milliseconds"
 
 // AnotherProxyWords says why refusals that go on look like a duplicate.
-const AnotherProxyWords = "kuma-cp has refused this proxy's streams for longer than any deregistration delay, saying another stream of this name is active: another zone proxy runs with this --name (check the other hosts), or kuma-cp is stuck deregistering it"
+var AnotherProxyWords = "kuma-cp has refused this proxy's streams for longer than any deregistration delay, saying another stream of this name is active: another zone proxy runs with this " + config.KeyName.Flag() + " (check the other hosts), or kuma-cp is stuck deregistering it"
 
 // ControlPlaneWords says in plain words what kuma-cp makes of the proxy;
 // relayed is false when Envoy talks to the control plane itself.
@@ -106,7 +107,7 @@ func ControlPlaneWords(s UpstreamState, relayed bool, refusal string) string {
 		return WithdrawnWords
 	}
 	if !relayed {
-		return "unknown: Envoy talks to the control plane directly (--xds-relay=false)"
+		return "unknown: Envoy talks to the control plane directly (" + config.KeyXDSRelay.Flag() + "=false)"
 	}
 	return "no stream yet"
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/errtext"
 	kumatoken "github.com/zoneproxy/zoneproxy/pkg/kuma/token"
 )
@@ -37,9 +38,9 @@ func (t *Token) Read() (string, error) {
 		var err error
 		if tok, err = kumatoken.ReadFile(path); err != nil {
 			if errors.Is(err, kumatoken.ErrEmpty) {
-				return "", fmt.Errorf("--dataplane-token-file %s is empty (is it being rotated?)", errtext.Value(path))
+				return "", fmt.Errorf("%s %s is empty (is it being rotated?)", config.KeyDataplaneTokenFile.Flag(), errtext.Value(path))
 			}
-			return "", fmt.Errorf("--dataplane-token-file: cannot read %s (is it being rotated?): %w", errtext.Value(path), errtext.PathCause(err))
+			return "", fmt.Errorf("%s: cannot read %s (is it being rotated?): %w", config.KeyDataplaneTokenFile.Flag(), errtext.Value(path), errtext.PathCause(err))
 		}
 	}
 	t.Set(tok)

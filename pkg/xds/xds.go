@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/zoneproxy/zoneproxy/pkg/backoff"
+	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/bootstraprewrite"
@@ -278,4 +279,4 @@ func (f *Feature) Close() {
 	}
 }
 
-var errNotRelayed = errors.New("Envoy's xDS does not go through the relay (--xds-relay)")
+var errNotRelayed = errors.New("Envoy's xDS does not go through the relay (" + config.KeyXDSRelay.Flag() + ")")

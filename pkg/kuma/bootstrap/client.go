@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/errtext"
 	"github.com/zoneproxy/zoneproxy/pkg/host/timesync"
 )
@@ -107,7 +108,7 @@ func (c *Client) Fetch(ctx context.Context, req *Request) ([]byte, error) {
 	}
 	if resp.StatusCode/100 == 3 {
 		return nil, &Error{Kind: Retryable, Status: resp.StatusCode, Msg: fmt.Sprintf(
-			"%s answered %d, a redirect to %q: zoneproxy does not follow redirects, which would take the dataplane token elsewhere; point --cp-address at the control plane's DP server",
+			"%s answered %d, a redirect to %q: zoneproxy does not follow redirects, which would take the dataplane token elsewhere; point "+config.KeyCPAddress.Flag()+" at the control plane's DP server",
 			c.cpAddress, resp.StatusCode, errtext.Truncate(resp.Header.Get("Location"), 200))}
 	}
 	if resp.StatusCode != http.StatusOK {
@@ -123,7 +124,7 @@ func (c *Client) Fetch(ctx context.Context, req *Request) ([]byte, error) {
 	}
 	yaml, err := DecodeResponse(data)
 	if err != nil {
-		return nil, &Error{Kind: Permanent, Status: 200, Msg: "the control plane's answer is not a Kuma bootstrap response (is --cp-address a Kuma zone control plane?)", Err: err}
+		return nil, &Error{Kind: Permanent, Status: 200, Msg: "the control plane's answer is not a Kuma bootstrap response (is " + config.KeyCPAddress.Flag() + " a Kuma zone control plane?)", Err: err}
 	}
 	return yaml, nil
 }
@@ -131,7 +132,7 @@ func (c *Client) Fetch(ctx context.Context, req *Request) ([]byte, error) {
 func (c *Client) post(ctx context.Context, body []byte) (*http.Response, error) {
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, bytes.NewReader(body))
 	if err != nil {
-		return nil, &Error{Kind: Permanent, Msg: "invalid --cp-address", Err: err}
+		return nil, &Error{Kind: Permanent, Msg: "invalid " + config.KeyCPAddress.Flag(), Err: err}
 	}
 	hreq.Header.Set("Accept", "application/json")
 	hreq.Header.Set("Content-Type", "application/json")

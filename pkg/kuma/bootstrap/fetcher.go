@@ -59,13 +59,13 @@ func NewClientFor(cfg *config.Config) (*Client, error) {
 	if cfg.CACertFile != "" {
 		f, err := config.ReadCAFile(cfg.CACertFile)
 		if err != nil {
-			return nil, exitcode.AsConfig(fmt.Errorf("--ca-cert-file: cannot read %s: %v", cfg.CACertFile, errtext.PathCause(err)))
+			return nil, exitcode.AsConfig(fmt.Errorf("%s: cannot read %s: %v", config.KeyCACertFile.Flag(), cfg.CACertFile, errtext.PathCause(err)))
 		}
 		caPEM = f.PEM
 	}
 	client, err := NewClient(cfg.CPAddress, caPEM)
 	if err != nil {
-		return nil, exitcode.AsConfig(fmt.Errorf("--ca-cert-file %s: %w", cfg.CACertFile, err))
+		return nil, exitcode.AsConfig(fmt.Errorf("%s %s: %w", config.KeyCACertFile.Flag(), cfg.CACertFile, err))
 	}
 	if cfg.CACertFile != "" {
 		client.trust = trust{caFile: cfg.CACertFile, certs: config.ParseCAFile(caPEM).Certs}
@@ -112,10 +112,10 @@ func (f *Fetcher) readToken() (string, error) {
 	switch {
 	case errors.Is(err, token.ErrEmpty):
 		return "", &Error{Kind: Local,
-			Msg: fmt.Sprintf("--dataplane-token-file: %s is empty (is it being rotated?); retrying once it holds the token", path)}
+			Msg: fmt.Sprintf("%s: %s is empty (is it being rotated?); retrying once it holds the token", config.KeyDataplaneTokenFile.Flag(), path)}
 	case err != nil:
 		return "", &Error{Kind: Local, Err: errtext.PathCause(err),
-			Msg: fmt.Sprintf("--dataplane-token-file: cannot read %s (is it being rotated?); retrying", path)}
+			Msg: fmt.Sprintf("%s: cannot read %s (is it being rotated?); retrying", config.KeyDataplaneTokenFile.Flag(), path)}
 	}
 	return tok, nil
 }

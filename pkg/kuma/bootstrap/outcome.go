@@ -99,17 +99,17 @@ func classifyStatus(status int, body, mesh, cpAddress string) *Error {
 		e.Kind = MeshNotFound
 		e.Msg = fmt.Sprintf("mesh %q does not exist on the control plane yet: create it (kumactl apply or the API); zoneproxy keeps waiting", mesh)
 	case status == 422 && strings.HasPrefix(b, tokenRequired):
-		e.Msg = "the control plane requires a dataplane token: generate one with `kumactl generate dataplane-token --mesh " + mesh + "` and pass it with --dataplane-token-file"
+		e.Msg = "the control plane requires a dataplane token: generate one with `kumactl generate dataplane-token --mesh " + mesh + "` and pass it with " + config.KeyDataplaneTokenFile.Flag()
 	case status == 422 && validationBody.MatchString(b):
 		e.Msg = "the control plane rejected this zone proxy's Dataplane (422): " + b
 	case status == 400 && strings.HasPrefix(b, sanMismatch):
-		e.Msg = "the control plane's certificate does not cover the host in --cp-address; use a host it lists or reissue its certificate. The control plane says: " + b
+		e.Msg = "the control plane's certificate does not cover the host in " + config.KeyCPAddress.Flag() + "; use a host it lists or reissue its certificate. The control plane says: " + b
 	case status == 400 && strings.HasPrefix(b, caNotCA):
-		e.Msg = "--ca-cert-file is not a CA certificate (basic constraint CA:false): give the CA that signed the control plane's certificate"
+		e.Msg = config.KeyCACertFile.Flag() + " is not a CA certificate (basic constraint CA:false): give the CA that signed the control plane's certificate"
 	case status == 400 && b == "":
 		e.Msg = "the control plane could not parse the bootstrap request (400): the agent and control plane versions may not match"
 	case status == 404 && b == apiServer404:
-		e.Msg = fmt.Sprintf("%s has no /bootstrap endpoint: this is the Kuma API server port (5681/5682); point --cp-address at the DP server port, 5678 by default", cpAddress)
+		e.Msg = fmt.Sprintf("%s has no /bootstrap endpoint: this is the Kuma API server port (5681/5682); point %s at the DP server port, 5678 by default", cpAddress, config.KeyCPAddress.Flag())
 	case status == 404 && b == "":
 		e.Kind = Retryable
 		e.Msg = "the control plane does not know this Dataplane yet (404)"
@@ -170,9 +170,9 @@ func classifyTransport(err error, cpAddress string, tr trust, now time.Time, clo
 	switch {
 	case errors.As(err, &hostErr):
 		return &Error{Kind: Permanent, Err: err, Msg: fmt.Sprintf(
-			"the control plane's certificate is not valid for the host in --cp-address %s (%s): use a host name or IP in its SANs", cpAddress, sanList(hostErr.Certificate))}
+			"the control plane's certificate is not valid for the host in %s %s (%s): use a host name or IP in its SANs", config.KeyCPAddress.Flag(), cpAddress, sanList(hostErr.Certificate))}
 	case errors.As(err, &unknownCA):
-		return &Error{Kind: Permanent, Err: err, Msg: "the control plane's certificate is not signed by a trusted CA: set --ca-cert-file to the control plane's CA certificate"}
+		return &Error{Kind: Permanent, Err: err, Msg: "the control plane's certificate is not signed by a trusted CA: set " + config.KeyCACertFile.Flag() + " to the control plane's CA certificate"}
 	case errors.As(err, &invalid) && invalid.Reason == x509.Expired && tr.inCAFile(invalid.Cert):
 		// Go checks the validity of the root it chains to: this is the
 		// configured CA certificate's, not the control plane's.
@@ -180,11 +180,11 @@ func classifyTransport(err error, cpAddress string, tr trust, now time.Time, clo
 	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
 		return certTime(err, invalid.Cert, now, clock)
 	case errors.As(err, &invalid):
-		return &Error{Kind: Permanent, Err: err, Msg: "the control plane's certificate is not acceptable (not valid for serving): check the control plane's TLS certificate and --ca-cert-file"}
+		return &Error{Kind: Permanent, Err: err, Msg: "the control plane's certificate is not acceptable (not valid for serving): check the control plane's TLS certificate and " + config.KeyCACertFile.Flag()}
 	case errors.As(err, &verifyErr):
-		return &Error{Kind: Permanent, Err: err, Msg: "the control plane's certificate could not be verified: check --ca-cert-file"}
+		return &Error{Kind: Permanent, Err: err, Msg: "the control plane's certificate could not be verified: check " + config.KeyCACertFile.Flag()}
 	case errors.As(err, &recHeader) || strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
-		return &Error{Kind: Permanent, Err: err, Msg: fmt.Sprintf("%s does not speak TLS (is it the Kuma API's plain-HTTP port 5681?): point --cp-address at the DP server port, 5678 by default", cpAddress)}
+		return &Error{Kind: Permanent, Err: err, Msg: fmt.Sprintf("%s does not speak TLS (is it the Kuma API's plain-HTTP port 5681?): point %s at the DP server port, 5678 by default", cpAddress, config.KeyCPAddress.Flag())}
 	}
 	return &Error{Kind: Retryable, Err: err, Msg: "cannot reach the control plane at " + cpAddress}
 }
@@ -217,7 +217,7 @@ func caTime(err error, path string, ca *x509.Certificate, now time.Time, clock t
 	if te == nil { // expired by Go's clock, not quite by ours
 		te = &config.CATimeError{Cert: ca, Now: now}
 	}
-	msg := fmt.Sprintf("--ca-cert-file %s: %v", errtext.Value(path), te)
+	msg := fmt.Sprintf("%s %s: %v", config.KeyCACertFile.Flag(), errtext.Value(path), te)
 	p := clock().Problem()
 	switch {
 	case te.NotYetValid && p != "":

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/zoneproxy/zoneproxy/pkg/backoff"
+	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 )
 
@@ -86,7 +87,7 @@ type TimeoutError struct {
 }
 
 func (e *TimeoutError) Error() string {
-	return fmt.Sprintf("no bootstrap after %s and %d attempts (--bootstrap-timeout); last error: %v", e.After, e.Attempts, e.Last)
+	return fmt.Sprintf("no bootstrap after %s and %d attempts (%s); last error: %v", e.After, e.Attempts, config.KeyBootstrapTimeout.Flag(), e.Last)
 }
 
 func (e *TimeoutError) Unwrap() error { return e.Last }

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/cpdial"
 )
 
@@ -43,7 +44,7 @@ func Rewrite(doc []byte, socketPath string) (*Result, error) {
 		return nil, fmt.Errorf("relay socket path %q must be absolute", socketPath)
 	}
 	if len(socketPath) > maxSocketPath {
-		return nil, fmt.Errorf("relay socket path %s is %d bytes, longer than a Unix socket allows (%d): use a shorter --work-dir", socketPath, len(socketPath), maxSocketPath)
+		return nil, fmt.Errorf("relay socket path %s is %d bytes, longer than a Unix socket allows (%d): use a shorter %s", socketPath, len(socketPath), maxSocketPath, config.KeyWorkDir.Flag())
 	}
 	root, err := parse(doc)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/host/securedir"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/cpdial"
 )
@@ -82,7 +83,7 @@ func Open(opts Options) (*Cache, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("lkgcache: no state dir")
 	}
-	d, err := securedir.Open(opts.Dir, "--state-dir", true)
+	d, err := securedir.Open(opts.Dir, config.KeyStateDir.Flag(), true)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +109,7 @@ func OpenIn(stateDir *securedir.Dir, opts Options) (*Cache, error) {
 	// SubDir is made 0700: the cache holds the proxy's TLS keys, and what
 	// it holds is served to Envoy. The state dir itself is the operator's
 	// and keeps its mode.
-	sub, err := stateDir.Sub(SubDir, "--state-dir", true, true)
+	sub, err := stateDir.Sub(SubDir, config.KeyStateDir.Flag(), true, true)
 	if err != nil {
 		return nil, err
 	}
@@ -299,7 +300,7 @@ func Judge(s *Snapshot, now time.Time, maxAge time.Duration) error {
 	case age > maxAge:
 		// No age in the text: it is the reason the agent logs once, and
 		// says again only when it changes.
-		return fmt.Errorf("the cached configuration is older than --cache-max-age %s (it was written at %s)", maxAge, s.WrittenAt.UTC().Format(time.RFC3339))
+		return fmt.Errorf("the cached configuration is older than %s %s (it was written at %s)", config.KeyCacheMaxAge.Flag(), maxAge, s.WrittenAt.UTC().Format(time.RFC3339))
 	}
 	na, err := s.EarliestNotAfter()
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/host/securedir"
 )
 
@@ -35,7 +36,7 @@ func Inspect(dir string, id Identity, maxAge time.Duration, now time.Time) Statu
 	}
 	st := Status{Path: filepath.Join(dir, SubDir, FileName)}
 	// What run would refuse to serve from is not judged further.
-	if _, err := securedir.Check(dir, "--state-dir"); err != nil {
+	if _, err := securedir.Check(dir, config.KeyStateDir.Flag()); err != nil {
 		st.Problem = err.Error()
 		return st
 	}

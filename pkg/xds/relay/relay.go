@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/experimental"
 
+	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/throttle"
 )
 
@@ -72,7 +73,7 @@ func New(opts Options) (*Relay, error) {
 	roots := x509.NewCertPool()
 	if len(opts.Upstream.CAPEM) > 0 {
 		if !roots.AppendCertsFromPEM(opts.Upstream.CAPEM) {
-			return nil, errors.New("relay: no CA certificate in what the bootstrap's validation context or --ca-cert-file gave")
+			return nil, errors.New("relay: no CA certificate in what the bootstrap's validation context or " + config.KeyCACertFile.Flag() + " gave")
 		}
 	} else {
 		var err error

@@ -5,6 +5,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
 )
 
@@ -93,7 +94,7 @@ func (r *Relay) reportHeld(se StreamError) {
 	switch {
 	case long:
 		r.setUpstream(AnotherProxy)
-		r.log.Warn("another proxy holds this name's stream: kuma-cp has refused every stream of this proxy for longer than any deregistration delay; check that no other zone proxy runs with this --name",
+		r.log.Warn("another proxy holds this name's stream: kuma-cp has refused every stream of this proxy for longer than any deregistration delay; check that no other zone proxy runs with this "+config.KeyName.Flag(),
 			zap.Duration("refused for", now.Sub(since).Round(time.Second)), zap.String("message", se.Message))
 	case first:
 		r.setUpstream(Held)
