@@ -16,6 +16,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy/listenwatch"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy/supervise"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 	"github.com/zoneproxy/zoneproxy/pkg/host/preflight"
 	"github.com/zoneproxy/zoneproxy/pkg/host/reexec"
@@ -30,7 +31,7 @@ import (
 )
 
 // StopGrace is how long Envoy gets between SIGTERM and SIGKILL.
-const StopGrace = 5 * time.Second
+const StopGrace = supervise.StopGrace
 
 // AfterDrain is the most a stop may take past the drain deadline: Envoy's
 // stop, then the cache's last write. systemd's stop timeout must cover it.
@@ -70,6 +71,7 @@ type Agent struct {
 	log     *zap.Logger
 	tracker *state.Tracker
 	envoy   Envoy
+	sup     *supervise.Supervisor // starts, drains and stops Envoy
 	ready   *localserver.Server
 
 	// skipDrain is closed on a second stop signal: skip the rest of the
@@ -105,7 +107,7 @@ func New(o Options) *Agent {
 		o.LogLevel = zap.NewAtomicLevel()
 	}
 	if o.Envoy == nil {
-		o.Envoy = binaryEnvoy{}
+		o.Envoy = supervise.Binary{}
 	}
 	if o.StartXDS == nil {
 		o.StartXDS = startRealXDS
@@ -117,6 +119,7 @@ func New(o Options) *Agent {
 		o.Metrics = metrics.New(o.Tracker)
 	}
 	a := &Agent{opts: o, cfg: o.Config, log: o.Log, tracker: o.Tracker, envoy: o.Envoy, skipDrain: make(chan struct{})}
+	a.sup = &supervise.Supervisor{Envoy: o.Envoy, Log: o.Log, Grace: StopGrace, Skip: a.skipDrain}
 	a.token = &xds.Token{Expiry: o.Metrics.SetTokenExpiry}
 	if c := o.Config; c != nil {
 		a.token.Inline, a.token.File = c.DataplaneToken, c.DataplaneTokenFile

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/zoneproxy/zoneproxy/pkg/config"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy/supervise"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 )
 
@@ -86,19 +87,19 @@ func TestDrainDecisions(t *testing.T) {
 		failErr   error
 		skipDrain bool // a second stop signal came
 		exit      bool
-		want      drainEnd
+		want      supervise.DrainEnd
 		atLeast   time.Duration // the drain may not end sooner
 	}{
-		{name: "idle listeners end the drain after the quiet period", drainTime: time.Minute, counts: idle, want: drainIdle, atLeast: drainQuiet},
-		{name: "but not before --drain-min", drainTime: time.Minute, drainMin: 3 * time.Second, counts: idle, want: drainIdle, atLeast: 3 * time.Second},
-		{name: "--drain-min is capped at --drain-time", drainTime: 1500 * time.Millisecond, drainMin: time.Hour, counts: never, want: drainTimeUp, atLeast: 1500 * time.Millisecond},
-		{name: "a connection keeps it open until the drain time is over", drainTime: 2 * time.Second, counts: never, want: drainTimeUp, atLeast: 2 * time.Second},
-		{name: "a single zero between connections is not idle", drainTime: 2 * time.Second, counts: func(c int) (int, error) { return c % 2, nil }, want: drainTimeUp, atLeast: 2 * time.Second},
-		{name: "an unreadable count is not idle", drainTime: 2 * time.Second, counts: func(int) (int, error) { return 0, errors.New("admin gone") }, want: drainTimeUp, atLeast: 2 * time.Second},
-		{name: "connections that close end it once quiet", drainTime: time.Minute, counts: func(c int) (int, error) { return max(0, 3-c), nil }, want: drainIdle, atLeast: drainQuiet},
-		{name: "a second signal skips the rest", drainTime: time.Minute, counts: never, skipDrain: true, want: drainSkipped},
-		{name: "Envoy exiting ends it", drainTime: time.Minute, counts: never, exit: true, want: drainEnvoyExited},
-		{name: "no admin API: stop now", drainTime: time.Minute, counts: never, failErr: errors.New("refused"), want: drainNoAdmin},
+		{name: "idle listeners end the drain after the quiet period", drainTime: time.Minute, counts: idle, want: supervise.DrainIdle, atLeast: supervise.DrainQuiet},
+		{name: "but not before --drain-min", drainTime: time.Minute, drainMin: 3 * time.Second, counts: idle, want: supervise.DrainIdle, atLeast: 3 * time.Second},
+		{name: "--drain-min is capped at --drain-time", drainTime: 1500 * time.Millisecond, drainMin: time.Hour, counts: never, want: supervise.DrainTimeUp, atLeast: 1500 * time.Millisecond},
+		{name: "a connection keeps it open until the drain time is over", drainTime: 2 * time.Second, counts: never, want: supervise.DrainTimeUp, atLeast: 2 * time.Second},
+		{name: "a single zero between connections is not idle", drainTime: 2 * time.Second, counts: func(c int) (int, error) { return c % 2, nil }, want: supervise.DrainTimeUp, atLeast: 2 * time.Second},
+		{name: "an unreadable count is not idle", drainTime: 2 * time.Second, counts: func(int) (int, error) { return 0, errors.New("admin gone") }, want: supervise.DrainTimeUp, atLeast: 2 * time.Second},
+		{name: "connections that close end it once quiet", drainTime: time.Minute, counts: func(c int) (int, error) { return max(0, 3-c), nil }, want: supervise.DrainIdle, atLeast: supervise.DrainQuiet},
+		{name: "a second signal skips the rest", drainTime: time.Minute, counts: never, skipDrain: true, want: supervise.DrainSkipped},
+		{name: "Envoy exiting ends it", drainTime: time.Minute, counts: never, exit: true, want: supervise.DrainEnvoyExited},
+		{name: "no admin API: stop now", drainTime: time.Minute, counts: never, failErr: errors.New("refused"), want: supervise.DrainNoAdmin},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

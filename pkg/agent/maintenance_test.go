@@ -11,6 +11,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy/listenwatch"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy/supervise"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 )
 
@@ -89,7 +90,7 @@ func TestMaintenanceDrainUndrainAndStop(t *testing.T) {
 	admin := &maintAdmin{fakeAdmin: fakeAdmin{counts: func(int) (int, error) { return 0, nil }}}
 	first := newFakeProc()
 	restarts := make(chan *fakeProc, 4)
-	e := &supervised{admin: admin, proc: first, start: func() (EnvoyProcess, error) {
+	e := &supervised{Admin: admin, Proc: first, Start: func() (EnvoyProcess, error) {
 		p := newFakeProc()
 		restarts <- p
 		return p, nil
@@ -158,7 +159,7 @@ func TestEnvoyExitWhileDrainedFails(t *testing.T) {
 	a, _ := testAgent(t, maintConfig())
 	admin := &maintAdmin{fakeAdmin: fakeAdmin{counts: func(int) (int, error) { return 0, nil }}}
 	proc := newFakeProc()
-	e := &supervised{admin: admin, proc: proc, start: func() (EnvoyProcess, error) { t.Fatal("restarted"); return nil, nil }}
+	e := &supervised{Admin: admin, Proc: proc, Start: func() (EnvoyProcess, error) { t.Fatal("restarted"); return nil, nil }}
 	served := make(chan error, 1)
 	go func() { served <- a.serve(context.Background(), e) }()
 	awaitPhase(t, a.tracker, state.Ready)
@@ -183,7 +184,7 @@ func TestUndrainCutsTheDrainShort(t *testing.T) {
 	admin := &maintAdmin{fakeAdmin: fakeAdmin{counts: func(int) (int, error) { return 1, nil }}}
 	proc := newFakeProc()
 	started := make(chan struct{}, 1)
-	e := &supervised{admin: admin, proc: proc, start: func() (EnvoyProcess, error) { started <- struct{}{}; return newFakeProc(), nil }}
+	e := &supervised{Admin: admin, Proc: proc, Start: func() (EnvoyProcess, error) { started <- struct{}{}; return newFakeProc(), nil }}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = a.serve(ctx, e) }()
@@ -208,7 +209,7 @@ func TestStopWhileDrainedSkipsDrainMin(t *testing.T) {
 	a.failingSince = time.Now().Add(-time.Hour)
 	admin := &fakeAdmin{counts: func(int) (int, error) { return 0, nil }}
 	start := time.Now()
-	if got := a.drain(admin, newFakeProc()); got != drainIdle {
+	if got := a.drain(admin, newFakeProc()); got != supervise.DrainIdle {
 		t.Fatalf("drain ended with %q, want idle", got)
 	}
 	if took := time.Since(start); took >= cfg.DrainMin/2 {
