@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -77,7 +76,6 @@ type Agent struct {
 	// skipDrain is closed on a second stop signal: skip the rest of the
 	// drain (and of an egress's withdrawal).
 	skipDrain chan struct{}
-	running   atomic.Pointer[runningEnvoy] // nil until Envoy starts
 
 	token *xds.Token // the last one sent is redacted from Envoy's output
 
@@ -90,9 +88,8 @@ type Agent struct {
 	egressWithdrawn bool
 	// stateDirPath is --state-dir once opened and locked; "" for none.
 	stateDirPath string
-	listeners    *listenwatch.Watch          // Envoy's zone listeners, and the binds it rejected
-	envoyNow     atomic.Pointer[envoyRecord] // the Envoy started last, for /status
-	hand         handovers                   // Envoy handovers (handover.go)
+	listeners    *listenwatch.Watch // Envoy's zone listeners, and the binds it rejected
+	hand         handovers          // Envoy handovers (handover.go)
 	// pendingHandover is the request the serve loop takes up.
 	pendingHandover upgrade.Request
 	rl              reloader // reloads in place (reload.go, adopt.go)
@@ -278,7 +275,7 @@ func (a *Agent) run(ctx context.Context) (err error) {
 	a.ready = rs
 	rs.Handle("/status", a.statusHandler())
 	rs.HandleMetrics(a.opts.Metrics)
-	rs.Handle("/logging", loggingHandler(a.opts.LogLevel, &a.running, a.log))
+	rs.Handle("/logging", loggingHandler(a.opts.LogLevel, a.sup.Now, a.log))
 	rs.HandleMaintenance(localserver.Maintenance{Drain: a.Drain, Undrain: a.Undrain})
 	rs.Handle("/envoy/handover", a.handoverHandler())
 	rs.HandleReload(a.Reload)
@@ -376,8 +373,8 @@ func (a *Agent) checkEnvoyBuild(ctx context.Context, admin EnvoyAdmin, path stri
 	if err != nil || build == told.Build {
 		return // nothing learnt: a busy admin
 	}
-	if e := a.envoyNow.Load(); e != nil {
-		a.envoyNow.CompareAndSwap(e, &envoyRecord{proc: e.proc, build: build, generation: e.generation})
+	if e := a.sup.Now(); e != nil {
+		a.sup.Rebuilt(e, build)
 	}
 	err = envoy.VersionCache{Dir: a.stateDirPath}.Correct(path, build)
 	if errors.Is(err, envoy.ErrNotABuild) {

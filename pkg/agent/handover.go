@@ -107,7 +107,7 @@ func (a *Agent) handoverHandler() http.Handler {
 	return upgrade.Handler(handoverAnswerWithin(),
 		func(ctx context.Context) error { return a.replaceEnvoy(ctx, "asked on /envoy/handover", nil) },
 		func() string {
-			return fmt.Sprintf("Envoy generation %d serves (pid %d); the old one drains", a.hand.serving().Generation, a.running.Load().proc.PID())
+			return fmt.Sprintf("Envoy generation %d serves (pid %d); the old one drains", a.hand.serving().Generation, a.sup.Now().Proc.PID())
 		})
 }
 
@@ -171,8 +171,7 @@ func (a *Agent) handover(ctx context.Context, e *supervised, req upgrade.Request
 	a.hand.place.Store(&took.Place)
 	a.hand.kit.Store(kit)
 	a.rl.launched(envoyLaunch(a.cfg))
-	a.envoyNow.Store(&envoyRecord{proc: took.Proc, build: build, generation: took.Place.Generation})
-	a.running.Store(&runningEnvoy{admin: took.Admin, proc: took.Proc})
+	a.sup.Started(supervise.Current{Admin: took.Admin, Proc: took.Proc, Build: build, Generation: took.Place.Generation})
 	a.ready.SetEnvoyProbe(took.Admin.Ready)
 	a.opts.Metrics.EnvoyStarted(took.Admin.PrometheusStats)
 	if client, ok := took.Admin.(*envoy.Admin); ok {
@@ -214,8 +213,7 @@ func (a *Agent) restartFrom(kit *handoverKit, at upgrade.Place, build string) fu
 		if err != nil {
 			return nil, err
 		}
-		a.envoyNow.Store(&envoyRecord{proc: p, build: build, generation: at.Generation})
-		a.running.Store(&runningEnvoy{admin: a.running.Load().admin, proc: p})
+		a.sup.Started(supervise.Current{Admin: a.sup.Now().Admin, Proc: p, Build: build, Generation: at.Generation})
 		a.log.Info("started Envoy", zap.Int("pid", p.PID()), zap.Int64("generation", at.Generation), zap.Strings("args", spec.Args))
 		return p, nil
 	}

@@ -79,9 +79,8 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 		}
 		proc = p
 		a.hand.place.Store(&place)
-		a.envoyNow.Store(&envoyRecord{proc: p, build: envoyVersion.Build, generation: place.Generation})
 		a.log.Info(startedWords, zap.Int("pid", p.PID()), zap.Strings("args", args), zap.String("admin", adminAddr.String()))
-		a.running.Store(&runningEnvoy{admin: admin, proc: p})
+		a.sup.Started(supervise.Current{Admin: admin, Proc: p, Build: envoyVersion.Build, Generation: place.Generation})
 		return p, nil
 	}
 	if _, err := start(); err != nil {

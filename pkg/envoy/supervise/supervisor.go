@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -21,6 +22,32 @@ type Supervisor struct {
 	Grace time.Duration
 	// Skip is closed on a second stop signal: a stop's drain ends at once.
 	Skip <-chan struct{}
+
+	now atomic.Pointer[Current] // nil until an Envoy starts
+}
+
+// Current is the Envoy started last, as /status, /logging and the
+// watchdog see it from other goroutines than the serve loop's.
+type Current struct {
+	Admin Admin
+	Proc  Process
+	// Build is the build it reports (or, until it answers, `envoy
+	// --version`'s); Generation counts the Envoys of handovers, from 1.
+	Build      string
+	Generation int64
+}
+
+// Started records c as the Envoy started last.
+func (s *Supervisor) Started(c Current) { s.now.Store(&c) }
+
+// Now is the Envoy started last; nil before the first.
+func (s *Supervisor) Now() *Current { return s.now.Load() }
+
+// Rebuilt records the build c reports, unless another Envoy started since.
+func (s *Supervisor) Rebuilt(c *Current, build string) {
+	next := *c
+	next.Build = build
+	s.now.CompareAndSwap(c, &next)
 }
 
 // Serving is the Envoy supervised now, in its slot; a restart in place
