@@ -114,10 +114,10 @@ func (a *Agent) relayed() bool {
 	return a.cfg.XDSRelay
 }
 
-// startEnvoy starts Envoy, or adopts the handed-over one the first time.
-// It holds the reload lock: a reload never execs while Envoy is forked.
-func (a *Agent) startEnvoy(spec envoy.Spec) (EnvoyProcess, error) {
-	r := &a.rl
+// startEnvoy starts Envoy through sup, or adopts the handed-over one the
+// first time; launch is how this program launches Envoy (envoyLaunch). It
+// holds the reload lock: a reload never execs while Envoy is forked.
+func (r *reloader) startEnvoy(sup *supervise.Supervisor, spec envoy.Spec, launch map[string]string) (EnvoyProcess, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.hmu.Lock()
@@ -127,20 +127,19 @@ func (a *Agent) startEnvoy(spec envoy.Spec) (EnvoyProcess, error) {
 		r.adopted = true
 		defer r.taken.CloseUnclaimed()
 		e := r.taken.Envoy()
-		p, err := a.sup.Start(spec, &supervise.Adoption{PID: e.PID, Output: r.taken.File(upgrade.FileEnvoyOutput)})
+		p, err := sup.Start(spec, &supervise.Adoption{PID: e.PID, Output: r.taken.File(upgrade.FileEnvoyOutput)})
 		if err != nil {
 			return nil, err
 		}
-		launch := e.Launch
-		if launch == nil {
-			launch = envoyLaunch(a.cfg) // the previous program refused another
+		if e.Launch != nil {
+			launch = e.Launch // else the previous program refused another
 		}
 		r.launched(launch)
 		return p, nil
 	}
-	p, err := a.sup.Start(spec, nil)
+	p, err := sup.Start(spec, nil)
 	if err == nil {
-		r.launched(envoyLaunch(a.cfg))
+		r.launched(launch)
 		r.record.EnvoyStarted()
 	}
 	return p, err

@@ -106,7 +106,10 @@ func (a *Agent) serve(ctx context.Context, e *supervised) error {
 		// next Envoy from its stream (Rejoin is a no-op otherwise).
 		a.rejoin()
 		a.egressWithdrawn = false
-		if err := a.restartEnvoy(ctx, e); err != nil || ctx.Err() != nil {
+		// An undrain: a drained Envoy never accepts connections again.
+		a.log.Info("undrain: restarting Envoy, since a drained Envoy never accepts connections again", zap.Int("pid", e.Proc.PID()))
+		a.failingSince = time.Time{}
+		if err := a.restartInPlace(ctx, e, "undraining: restarting Envoy", "after the undrain", func() { a.listeners.Restarted(time.Now()) }); err != nil || ctx.Err() != nil {
 			return err
 		}
 	}
@@ -225,19 +228,13 @@ func maintenanceDetail(deadline time.Time) string {
 	return fmt.Sprintf("draining for maintenance (at most %s left); run `zoneproxy undrain` to serve again", max(0, time.Until(deadline)).Round(time.Second))
 }
 
-// restartEnvoy replaces a drained Envoy with a new one from the same
-// bootstrap; its configuration comes through the relay (the control plane,
-// or the cache while it is away) or, in direct mode, from the control
-// plane. It returns once the new one is LIVE, or nil on a stop meanwhile.
-func (a *Agent) restartEnvoy(ctx context.Context, e *supervised) error {
-	a.log.Info("undrain: restarting Envoy, since a drained Envoy never accepts connections again", zap.Int("pid", e.Proc.PID()))
-	a.failingSince = time.Time{}
-	return a.restartInPlace(ctx, e, "undraining: restarting Envoy", "after the undrain", func() { a.listeners.Restarted(time.Now()) })
-}
-
-// restartInPlace stops Envoy and starts a new one from the same bootstrap
-// (detail says why, in the tracker), then awaits it LIVE; between the two,
-// stopped runs. done names the reason in the ready line.
+// restartInPlace replaces the serving Envoy with a new one from the same
+// bootstrap (after an undrain, or for a port free again; detail says why,
+// in the tracker); its configuration comes through the relay (the control
+// plane, or the cache while it is away) or, in direct mode, from the
+// control plane. Between the stop and the start, stopped runs. It returns
+// once the new one is LIVE (done names the reason in the ready line), or
+// nil on a stop meanwhile.
 func (a *Agent) restartInPlace(ctx context.Context, e *supervised, detail, done string, stopped func()) error {
 	a.tracker.Set(state.EnvoyStarting, detail)
 	if err := a.sup.Restart(e, stopped); err != nil {

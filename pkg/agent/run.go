@@ -73,7 +73,7 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 	// start runs Envoy: here, and again from the same bootstrap on an undrain.
 	var proc EnvoyProcess
 	start := func() (EnvoyProcess, error) {
-		p, err := a.startEnvoy(spec) // or adopt the one a reload handed over
+		p, err := a.rl.startEnvoy(a.sup, spec, envoyLaunch(a.cfg)) // or adopt the one a reload handed over
 		if err != nil {
 			return nil, err
 		}
