@@ -39,7 +39,7 @@ func (b *bindAdmin) Listeners(context.Context) ([]envoy.Listener, error) {
 func TestServeRestartsEnvoyOnceARejectedPortIsFree(t *testing.T) {
 	holder, port := testutil.HoldPort(t)
 	a, _, tracker := egressAgent(t, port)
-	admin := &bindAdmin{fakeAdmin: fakeAdmin{counts: func(int) (int, error) { return 0, nil }}}
+	admin := &bindAdmin{fakeAdmin: fakeAdmin{Counts: func(int) (int, error) { return 0, nil }}}
 	first := newFakeProc()
 	started := make(chan *fakeProc, 4)
 	e := &supervised{Admin: admin, Proc: first, Start: func() (EnvoyProcess, error) {
@@ -113,7 +113,7 @@ func TestRestartForBindReplacesEnvoy(t *testing.T) {
 
 	old := newFakeProc()
 	var started []*fakeProc
-	e := &supervised{Admin: &maintAdmin{fakeAdmin: fakeAdmin{counts: func(int) (int, error) { return 0, nil }}}, Proc: old,
+	e := &supervised{Admin: &maintAdmin{fakeAdmin: fakeAdmin{Counts: func(int) (int, error) { return 0, nil }}}, Proc: old,
 		Start: func() (EnvoyProcess, error) { p := newFakeProc(); started = append(started, p); return p, nil }}
 	if err := a.restartForBind(context.Background(), e); err != nil {
 		t.Fatal(err)

@@ -87,7 +87,7 @@ func TestDrainIsRefusedBeforeEnvoyServes(t *testing.T) {
 // undrain → a new Envoy → READY, stop → the stop's drain, Envoy stopped.
 func TestMaintenanceDrainUndrainAndStop(t *testing.T) {
 	a, logs := testAgent(t, maintConfig())
-	admin := &maintAdmin{fakeAdmin: fakeAdmin{counts: func(int) (int, error) { return 0, nil }}}
+	admin := &maintAdmin{fakeAdmin: fakeAdmin{Counts: func(int) (int, error) { return 0, nil }}}
 	first := newFakeProc()
 	restarts := make(chan *fakeProc, 4)
 	e := &supervised{Admin: admin, Proc: first, Start: func() (EnvoyProcess, error) {
@@ -109,9 +109,7 @@ func TestMaintenanceDrainUndrainAndStop(t *testing.T) {
 		t.Errorf("DRAINED detail %q does not say since when and how to undo", snap.Detail)
 	}
 	drained, stopped, listened := admin.counts()
-	admin.mu.Lock()
-	failed := admin.failed
-	admin.mu.Unlock()
+	failed := admin.FailedAt()
 	if failed.IsZero() || drained != 1 || stopped != 1 {
 		t.Fatalf("health checks failed: %v, graceful drains %d, listener stops %d; want a failed health check, 1, 1", !failed.IsZero(), drained, stopped)
 	}
@@ -157,7 +155,7 @@ func TestMaintenanceDrainUndrainAndStop(t *testing.T) {
 // Envoy exiting by itself while drained is still a crash.
 func TestEnvoyExitWhileDrainedFails(t *testing.T) {
 	a, _ := testAgent(t, maintConfig())
-	admin := &maintAdmin{fakeAdmin: fakeAdmin{counts: func(int) (int, error) { return 0, nil }}}
+	admin := &maintAdmin{fakeAdmin: fakeAdmin{Counts: func(int) (int, error) { return 0, nil }}}
 	proc := newFakeProc()
 	e := &supervised{Admin: admin, Proc: proc, Start: func() (EnvoyProcess, error) { t.Fatal("restarted"); return nil, nil }}
 	served := make(chan error, 1)
@@ -165,7 +163,7 @@ func TestEnvoyExitWhileDrainedFails(t *testing.T) {
 	awaitPhase(t, a.tracker, state.Ready)
 	_ = a.Drain()
 	awaitPhase(t, a.tracker, state.Drained)
-	proc.exit()
+	proc.Exit()
 	select {
 	case err := <-served:
 		if !errors.Is(err, ErrEnvoyExited) {
@@ -181,7 +179,7 @@ func TestUndrainCutsTheDrainShort(t *testing.T) {
 	cfg := maintConfig()
 	cfg.DrainTime = time.Hour
 	a, _ := testAgent(t, cfg)
-	admin := &maintAdmin{fakeAdmin: fakeAdmin{counts: func(int) (int, error) { return 1, nil }}}
+	admin := &maintAdmin{fakeAdmin: fakeAdmin{Counts: func(int) (int, error) { return 1, nil }}}
 	proc := newFakeProc()
 	started := make(chan struct{}, 1)
 	e := &supervised{Admin: admin, Proc: proc, Start: func() (EnvoyProcess, error) { started <- struct{}{}; return newFakeProc(), nil }}
@@ -207,7 +205,7 @@ func TestStopWhileDrainedSkipsDrainMin(t *testing.T) {
 	cfg.DrainMin, cfg.DrainTime = time.Minute, 2*time.Minute
 	a, _ := testAgent(t, cfg)
 	a.failingSince = time.Now().Add(-time.Hour)
-	admin := &fakeAdmin{counts: func(int) (int, error) { return 0, nil }}
+	admin := &fakeAdmin{Counts: func(int) (int, error) { return 0, nil }}
 	start := time.Now()
 	if got := a.drain(admin, newFakeProc()); got != supervise.DrainIdle {
 		t.Fatalf("drain ended with %q, want idle", got)

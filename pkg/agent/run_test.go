@@ -55,7 +55,7 @@ func TestRunEndsAsItsDocSays(t *testing.T) {
 		},
 		{
 			name: "Envoy exiting by itself while serving fails the agent", live: true,
-			drive:    func(_ *testing.T, _ *agentRun, proc *fakeProc) { proc.exit() },
+			drive:    func(_ *testing.T, _ *agentRun, proc *fakeProc) { proc.Exit() },
 			wantExit: 1, wantLog: "Envoy exited unexpectedly",
 		},
 		{

@@ -125,7 +125,7 @@ func TestRunEndsBeforeServing(t *testing.T) {
 			drive: func(t *testing.T, r *agentRun) {
 				proc := r.envoy.awaitStart(t)
 				awaitPhase(t, r.a.tracker, state.EnvoyStarting)
-				proc.exit()
+				proc.Exit()
 			},
 			wantExit: 1, wantErr: ErrEnvoyExited.Error(), wantLog: "Envoy exited unexpectedly", started: true,
 		},

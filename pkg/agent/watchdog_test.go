@@ -30,7 +30,7 @@ func TestWatchdogHealthyRule(t *testing.T) {
 			if tt.envoy {
 				proc := newFakeProc()
 				if tt.exited {
-					proc.exit()
+					proc.Exit()
 				}
 				a.sup.Started(supervise.Current{Admin: &fakeEnvoyAdmin{unreachable: tt.adminDown}, Proc: proc})
 			}

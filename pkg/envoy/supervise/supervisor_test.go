@@ -7,8 +7,19 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy/supervise/supervisetest"
 )
+
+func testSupervisor(t *testing.T) (*Supervisor, *observer.ObservedLogs) {
+	t.Helper()
+	core, logs := observer.New(zap.DebugLevel)
+	return &Supervisor{Log: zap.New(core)}, logs
+}
 
 func TestDrainEnds(t *testing.T) {
 	never := func(int) (int, error) { return 1, nil }
@@ -42,9 +53,9 @@ func TestDrainEnds(t *testing.T) {
 				close(skip)
 			}
 			s.Skip = skip
-			proc := newFakeProc()
+			proc := supervisetest.NewProc()
 			if tt.exit {
-				proc.exit()
+				proc.Exit()
 			}
 			var failingSince time.Time
 			if tt.failingFor > 0 {
@@ -52,7 +63,7 @@ func TestDrainEnds(t *testing.T) {
 			}
 			start := time.Now()
 			w := NewWindow(failingSince, tt.drainMin, tt.drainTime)
-			got := s.Drain(&fakeAdmin{counts: tt.counts, failErr: tt.failErr}, proc, w, func() {})
+			got := s.Drain(&supervisetest.Admin{Counts: tt.counts, FailErr: tt.failErr}, proc, w, func() {})
 			if got != tt.want {
 				t.Fatalf("drain ended with %q, want %q", got, tt.want)
 			}
@@ -88,9 +99,9 @@ func TestStoppingSaysWhetherAnExitBelongsToAStop(t *testing.T) {
 			if tt.lateStop {
 				time.AfterFunc(50*time.Millisecond, cancel)
 			}
-			proc := newFakeProc()
-			proc.bySignal = tt.bySignal
-			proc.exit()
+			proc := supervisetest.NewProc()
+			proc.BySignal = tt.bySignal
+			proc.Exit()
 			start := time.Now()
 			if got := Stopping(ctx, proc); got != tt.wantStop {
 				t.Fatalf("Stopping = %v, want %v", got, tt.wantStop)
@@ -152,14 +163,14 @@ func TestStopAndRestart(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s, logs := testSupervisor(t)
-			proc := newFakeProc()
-			proc.ignores = tt.ignores
+			proc := supervisetest.NewProc()
+			proc.Ignores = tt.ignores
 			if tt.exited {
-				proc.exit()
+				proc.Exit()
 			}
 			s.Stop(proc, "stopped")
-			if proc.stops != tt.stops {
-				t.Fatalf("%d stops, want %d", proc.stops, tt.stops)
+			if proc.Stops != tt.stops {
+				t.Fatalf("%d stops, want %d", proc.Stops, tt.stops)
 			}
 			var got []string
 			for _, e := range logs.All() {
@@ -177,7 +188,7 @@ func TestStopAndRestart(t *testing.T) {
 	}
 	t.Run("a restart replaces the serving Envoy in its slot", func(t *testing.T) {
 		s, _ := testSupervisor(t)
-		old, next := newFakeProc(), newFakeProc()
+		old, next := supervisetest.NewProc(), supervisetest.NewProc()
 		var between bool
 		e := &Serving{Proc: old, Start: func() (Process, error) {
 			if !old.Exited() {
@@ -215,14 +226,14 @@ func TestAwaitLive(t *testing.T) {
 			s, _ := testSupervisor(t)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			proc := newFakeProc()
+			proc := supervisetest.NewProc()
 			if tt.exit {
-				proc.exit()
+				proc.Exit()
 			}
 			if tt.stop {
 				cancel()
 			}
-			got := s.AwaitLive(ctx, &fakeAdmin{live: tt.live}, proc, func(time.Duration, string, error) {})
+			got := s.AwaitLive(ctx, &supervisetest.Admin{Live: tt.live}, proc, func(time.Duration, string, error) {})
 			if got != tt.want {
 				t.Fatalf("exited = %v, want %v", got, tt.want)
 			}
@@ -244,4 +255,51 @@ func TestStartAdoptsOnlyWhatCanBeAdopted(t *testing.T) {
 
 type startOnly struct{ Envoy }
 
-func (startOnly) Start(envoy.Spec) (Process, error) { return newFakeProc(), nil }
+func (startOnly) Start(envoy.Spec) (Process, error) { return supervisetest.NewProc(), nil }
+
+// Envoy's own lines keep their words and land at their level in the
+// agent's log: a warning of Envoy's is a warning for the operator.
+func TestEnvoyLinesKeepTheirLevel(t *testing.T) {
+	tests := []struct {
+		line string
+		want zapcore.Level
+	}{
+		{"[2026-01-01 00:00:00.000][42][info][main] starting main dispatch loop", zapcore.InfoLevel},
+		{"[2026-01-01 00:00:00.000][42][warning][config] gRPC config stream closed", zapcore.WarnLevel},
+		{"[2026-01-01 00:00:00.000][42][error][upstream] cannot bind", zapcore.ErrorLevel},
+		{"[2026-01-01 00:00:00.000][42][critical][main] error initializing", zapcore.ErrorLevel},
+		{"[2026-01-01 00:00:00.000][42][debug][conn] new connection", zapcore.DebugLevel},
+		{"[2026-01-01 00:00:00.000][42][trace][conn] bytes", zapcore.DebugLevel},
+		{"a line in no format Envoy writes", zapcore.InfoLevel},
+	}
+	for _, tt := range tests {
+		core, logs := observer.New(zap.DebugLevel)
+		LogLine(zap.New(core), tt.line)
+		all := logs.All()
+		if len(all) != 1 || all[0].Level != tt.want || all[0].Message != tt.line {
+			t.Errorf("%q logged as %+v, want one %s line with Envoy's words", tt.line, all, tt.want)
+		}
+	}
+}
+
+func TestRedact(t *testing.T) {
+	const tok = "eyJhbGciOiJSUzI1NiIsImtpZCI6IjEifQ.eyJNZXNoIjoicGF5bWVudHMifQ.c2lnbmF0dXJl"
+	tests := []struct {
+		name, line, secret, want string
+	}{
+		{"Envoy's router header dump", "'authorization', '" + tok + "'", tok, "'authorization', '[redacted]'"},
+		{"bearer value", "authorization: Bearer " + tok, tok, "authorization: Bearer [redacted]"},
+		{"every occurrence", tok + " and again " + tok, tok, "[redacted] and again [redacted]"},
+		{"the whole line", tok, tok, "[redacted]"},
+		{"line without the token", "[info][main] starting main dispatch loop", tok, "[info][main] starting main dispatch loop"},
+		{"a token prefix is not the token", "'authorization', '" + tok[:20] + "'", tok, "'authorization', '" + tok[:20] + "'"},
+		{"no token known", "'authorization', 'x'", "", "'authorization', 'x'"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Redact(tt.line, tt.secret); got != tt.want {
+				t.Fatalf("Redact(%q) = %q, want %q", tt.line, got, tt.want)
+			}
+		})
+	}
+}
