@@ -5,7 +5,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"net"
 	"time"
 
@@ -361,30 +360,6 @@ func (a *Agent) findEnvoyBinary(ctx context.Context) (string, envoy.Version, err
 			zap.String("path", path))
 	}
 	return path, v, nil
-}
-
-// checkEnvoyBuild compares the build the running Envoy reports with the
-// one the control plane was told. They differ when --envoy-binary is a
-// wrapper whose Envoy was upgraded: the version cache is keyed on the
-// wrapper's file and kept the old answer. It takes the new one, for the
-// next start.
-func (a *Agent) checkEnvoyBuild(ctx context.Context, admin EnvoyAdmin, path string, told envoy.Version) {
-	build, err := admin.Build(ctx)
-	if err != nil || build == told.Build {
-		return // nothing learnt: a busy admin
-	}
-	if e := a.sup.Now(); e != nil {
-		a.sup.Rebuilt(e, build)
-	}
-	err = envoy.VersionCache{Dir: a.stateDirPath}.Correct(path, build)
-	if errors.Is(err, envoy.ErrNotABuild) {
-		return // a build the agent could not report either
-	}
-	a.log.Warn("the running Envoy reports another build than the control plane was told at start-up (is --envoy-binary a wrapper whose Envoy was upgraded?); the next start reports the running one",
-		zap.String("told", told.Build), zap.String("running", build), zap.String("path", path))
-	if err != nil {
-		a.log.Warn("cannot correct Envoy's version in the state dir", zap.Error(err))
-	}
 }
 
 // portFailure: a port in use may be freed (its holder, named in err, may

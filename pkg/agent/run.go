@@ -120,7 +120,7 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 		return nil
 	}
 	a.log.Info("Envoy ready", zap.Duration("after", time.Since(started).Round(time.Millisecond)))
-	go a.checkEnvoyBuild(ctx, admin, envoyPath, envoyVersion) // off READY's path
+	go a.sup.CheckBuild(ctx, admin, envoyPath, a.stateDirPath, envoyVersion) // off READY's path
 	if a.rl.taken.AdoptsEnvoy() {
 		go a.refreshAdoptedEnvoy(ctx)
 	}
