@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy/supervise"
 	"github.com/zoneproxy/zoneproxy/pkg/kuma/bootstrap"
 	"github.com/zoneproxy/zoneproxy/pkg/observability/accesslog"
 	"github.com/zoneproxy/zoneproxy/pkg/observability/meshmetric"
@@ -114,23 +114,10 @@ func (a *Agent) relayed() bool {
 	return a.cfg.XDSRelay
 }
 
-// envoyAdopter is an Envoy that can take over a running one.
-type envoyAdopter interface {
-	Adopt(pid int, output *os.File, spec envoy.Spec) (EnvoyProcess, error)
-}
-
-func (binaryEnvoy) Adopt(pid int, output *os.File, spec envoy.Spec) (EnvoyProcess, error) {
-	p, err := envoy.Adopt(pid, output, spec.Output)
-	if err != nil {
-		return nil, err
-	}
-	return p, nil
-}
-
-// startEnvoy starts Envoy, or adopts the handed-over one the first time.
-// It holds the reload lock: a reload never execs while Envoy is forked.
-func (a *Agent) startEnvoy(spec envoy.Spec) (EnvoyProcess, error) {
-	r := &a.rl
+// startEnvoy starts Envoy through sup, or adopts the handed-over one the
+// first time; launch is how this program launches Envoy (envoyLaunch). It
+// holds the reload lock: a reload never execs while Envoy is forked.
+func (r *reloader) startEnvoy(sup *supervise.Supervisor, spec envoy.Spec, launch map[string]string) (EnvoyProcess, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.hmu.Lock()
@@ -139,25 +126,20 @@ func (a *Agent) startEnvoy(spec envoy.Spec) (EnvoyProcess, error) {
 	if r.taken.AdoptsEnvoy() && !r.adopted {
 		r.adopted = true
 		defer r.taken.CloseUnclaimed()
-		ad, ok := a.envoy.(envoyAdopter)
-		if !ok {
-			return nil, errors.New("this Envoy cannot be taken over")
-		}
 		e := r.taken.Envoy()
-		p, err := ad.Adopt(e.PID, r.taken.File(upgrade.FileEnvoyOutput), spec)
+		p, err := sup.Start(spec, &supervise.Adoption{PID: e.PID, Output: r.taken.File(upgrade.FileEnvoyOutput)})
 		if err != nil {
-			return nil, fmt.Errorf("cannot take over the running Envoy: %w", err)
+			return nil, err
 		}
-		launch := e.Launch
-		if launch == nil {
-			launch = envoyLaunch(a.cfg) // the previous program refused another
+		if e.Launch != nil {
+			launch = e.Launch // else the previous program refused another
 		}
 		r.launched(launch)
 		return p, nil
 	}
-	p, err := a.envoy.Start(spec)
+	p, err := sup.Start(spec, nil)
 	if err == nil {
-		r.launched(envoyLaunch(a.cfg))
+		r.launched(launch)
 		r.record.EnvoyStarted()
 	}
 	return p, err

@@ -5,9 +5,7 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"net"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -16,6 +14,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy/listenwatch"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy/supervise"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 	"github.com/zoneproxy/zoneproxy/pkg/host/preflight"
 	"github.com/zoneproxy/zoneproxy/pkg/host/reexec"
@@ -30,7 +29,7 @@ import (
 )
 
 // StopGrace is how long Envoy gets between SIGTERM and SIGKILL.
-const StopGrace = 5 * time.Second
+const StopGrace = supervise.StopGrace
 
 // AfterDrain is the most a stop may take past the drain deadline: Envoy's
 // stop, then the cache's last write. systemd's stop timeout must cover it.
@@ -70,12 +69,12 @@ type Agent struct {
 	log     *zap.Logger
 	tracker *state.Tracker
 	envoy   Envoy
+	sup     *supervise.Supervisor // starts, drains and stops Envoy
 	ready   *localserver.Server
 
 	// skipDrain is closed on a second stop signal: skip the rest of the
 	// drain (and of an egress's withdrawal).
 	skipDrain chan struct{}
-	running   atomic.Pointer[runningEnvoy] // nil until Envoy starts
 
 	token *xds.Token // the last one sent is redacted from Envoy's output
 
@@ -88,9 +87,8 @@ type Agent struct {
 	egressWithdrawn bool
 	// stateDirPath is --state-dir once opened and locked; "" for none.
 	stateDirPath string
-	listeners    *listenwatch.Watch          // Envoy's zone listeners, and the binds it rejected
-	envoyNow     atomic.Pointer[envoyRecord] // the Envoy started last, for /status
-	hand         handovers                   // Envoy handovers (handover.go)
+	listeners    *listenwatch.Watch // Envoy's zone listeners, and the binds it rejected
+	hand         handovers          // Envoy handovers (handover.go)
 	// pendingHandover is the request the serve loop takes up.
 	pendingHandover upgrade.Request
 	rl              reloader // reloads in place (reload.go, adopt.go)
@@ -105,7 +103,7 @@ func New(o Options) *Agent {
 		o.LogLevel = zap.NewAtomicLevel()
 	}
 	if o.Envoy == nil {
-		o.Envoy = binaryEnvoy{}
+		o.Envoy = supervise.Binary{}
 	}
 	if o.StartXDS == nil {
 		o.StartXDS = startRealXDS
@@ -117,6 +115,7 @@ func New(o Options) *Agent {
 		o.Metrics = metrics.New(o.Tracker)
 	}
 	a := &Agent{opts: o, cfg: o.Config, log: o.Log, tracker: o.Tracker, envoy: o.Envoy, skipDrain: make(chan struct{})}
+	a.sup = &supervise.Supervisor{Envoy: o.Envoy, Log: o.Log, Grace: StopGrace, Skip: a.skipDrain}
 	a.token = &xds.Token{Expiry: o.Metrics.SetTokenExpiry}
 	if c := o.Config; c != nil {
 		a.token.Inline, a.token.File = c.DataplaneToken, c.DataplaneTokenFile
@@ -275,7 +274,7 @@ func (a *Agent) run(ctx context.Context) (err error) {
 	a.ready = rs
 	rs.Handle("/status", a.statusHandler())
 	rs.HandleMetrics(a.opts.Metrics)
-	rs.Handle("/logging", loggingHandler(a.opts.LogLevel, &a.running, a.log))
+	rs.Handle("/logging", loggingHandler(a.opts.LogLevel, a.sup.Now, a.log))
 	rs.HandleMaintenance(localserver.Maintenance{Drain: a.Drain, Undrain: a.Undrain})
 	rs.Handle("/envoy/handover", a.handoverHandler())
 	rs.HandleReload(a.Reload)
@@ -361,30 +360,6 @@ func (a *Agent) findEnvoyBinary(ctx context.Context) (string, envoy.Version, err
 			zap.String("path", path))
 	}
 	return path, v, nil
-}
-
-// checkEnvoyBuild compares the build the running Envoy reports with the
-// one the control plane was told. They differ when --envoy-binary is a
-// wrapper whose Envoy was upgraded: the version cache is keyed on the
-// wrapper's file and kept the old answer. It takes the new one, for the
-// next start.
-func (a *Agent) checkEnvoyBuild(ctx context.Context, admin EnvoyAdmin, path string, told envoy.Version) {
-	build, err := admin.Build(ctx)
-	if err != nil || build == told.Build {
-		return // nothing learnt: a busy admin
-	}
-	if e := a.envoyNow.Load(); e != nil {
-		a.envoyNow.CompareAndSwap(e, &envoyRecord{proc: e.proc, build: build, generation: e.generation})
-	}
-	err = envoy.VersionCache{Dir: a.stateDirPath}.Correct(path, build)
-	if errors.Is(err, envoy.ErrNotABuild) {
-		return // a build the agent could not report either
-	}
-	a.log.Warn("the running Envoy reports another build than the control plane was told at start-up (is --envoy-binary a wrapper whose Envoy was upgraded?); the next start reports the running one",
-		zap.String("told", told.Build), zap.String("running", build), zap.String("path", path))
-	if err != nil {
-		a.log.Warn("cannot correct Envoy's version in the state dir", zap.Error(err))
-	}
 }
 
 // portFailure: a port in use may be freed (its holder, named in err, may

@@ -39,10 +39,10 @@ func (b *bindAdmin) Listeners(context.Context) ([]envoy.Listener, error) {
 func TestServeRestartsEnvoyOnceARejectedPortIsFree(t *testing.T) {
 	holder, port := testutil.HoldPort(t)
 	a, _, tracker := egressAgent(t, port)
-	admin := &bindAdmin{fakeAdmin: fakeAdmin{counts: func(int) (int, error) { return 0, nil }}}
+	admin := &bindAdmin{fakeAdmin: fakeAdmin{Counts: func(int) (int, error) { return 0, nil }}}
 	first := newFakeProc()
 	started := make(chan *fakeProc, 4)
-	e := &supervised{admin: admin, proc: first, start: func() (EnvoyProcess, error) {
+	e := &supervised{Admin: admin, Proc: first, Start: func() (EnvoyProcess, error) {
 		p := newFakeProc()
 		admin.bound.Store(true) // the port is free: the new Envoy binds it
 		started <- p
@@ -113,12 +113,12 @@ func TestRestartForBindReplacesEnvoy(t *testing.T) {
 
 	old := newFakeProc()
 	var started []*fakeProc
-	e := &supervised{admin: &maintAdmin{fakeAdmin: fakeAdmin{counts: func(int) (int, error) { return 0, nil }}}, proc: old,
-		start: func() (EnvoyProcess, error) { p := newFakeProc(); started = append(started, p); return p, nil }}
+	e := &supervised{Admin: &maintAdmin{fakeAdmin: fakeAdmin{Counts: func(int) (int, error) { return 0, nil }}}, Proc: old,
+		Start: func() (EnvoyProcess, error) { p := newFakeProc(); started = append(started, p); return p, nil }}
 	if err := a.restartForBind(context.Background(), e); err != nil {
 		t.Fatal(err)
 	}
-	if !old.Exited() || len(started) != 1 || e.proc != started[0] || started[0].Exited() {
+	if !old.Exited() || len(started) != 1 || e.Proc != started[0] || started[0].Exited() {
 		t.Fatalf("old Envoy exited %v, %d started; want the old one stopped and the new one supervised", old.Exited(), len(started))
 	}
 	if logs.FilterMessageSnippet("restarting Envoy so that it binds listener "+egressListener+" on port "+strconv.Itoa(int(port))).Len() != 1 {

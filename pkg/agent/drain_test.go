@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,64 +10,19 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/zoneproxy/zoneproxy/pkg/config"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy/supervise"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy/supervise/supervisetest"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 )
 
-// fakeAdmin answers the drain's questions from a script of counts.
-type fakeAdmin struct {
-	mu      sync.Mutex
-	counts  func(call int) (int, error)
-	calls   int
-	failErr error
-	failed  time.Time
-}
+// The fake admin API answers the drain's questions from a script of
+// counts; the fake Envoy exits when told to.
+type (
+	fakeAdmin = supervisetest.Admin
+	fakeProc  = supervisetest.Proc
+)
 
-func (f *fakeAdmin) Ready(context.Context) (string, bool, error) { return "LIVE", true, nil }
-func (f *fakeAdmin) FailHealthChecks(context.Context) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.failed = time.Now()
-	return f.failErr
-}
-func (f *fakeAdmin) DrainListeners(context.Context) error { return nil }
-func (f *fakeAdmin) StopListeners(context.Context) error  { return nil }
-func (f *fakeAdmin) DownstreamConnections(context.Context) (int, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.calls++
-	return f.counts(f.calls)
-}
-
-// fakeProc is an Envoy that exits when told to.
-type fakeProc struct {
-	done     chan struct{}
-	once     sync.Once
-	bySignal bool
-	stops    int
-	onAsked  func() // called when the agent asks how Envoy ended
-}
-
-func newFakeProc() *fakeProc { return &fakeProc{done: make(chan struct{})} }
-
-func (p *fakeProc) PID() int                { return 4242 }
-func (p *fakeProc) Done() <-chan struct{}   { return p.done }
-func (p *fakeProc) ExitDescription() string { return "exit status 0" }
-func (p *fakeProc) StoppedBySignal() bool {
-	if p.onAsked != nil {
-		go p.onAsked()
-	}
-	return p.bySignal
-}
-func (p *fakeProc) exit() { p.once.Do(func() { close(p.done) }) }
-func (p *fakeProc) Exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-func (p *fakeProc) Stop(time.Duration) bool { p.stops++; p.exit(); return false }
+func newFakeProc() *fakeProc { return supervisetest.NewProc() }
 
 func testAgent(t *testing.T, cfg *config.Config) (*Agent, *observer.ObservedLogs) {
 	core, logs := observer.New(zap.DebugLevel)
@@ -86,19 +40,19 @@ func TestDrainDecisions(t *testing.T) {
 		failErr   error
 		skipDrain bool // a second stop signal came
 		exit      bool
-		want      drainEnd
+		want      supervise.DrainEnd
 		atLeast   time.Duration // the drain may not end sooner
 	}{
-		{name: "idle listeners end the drain after the quiet period", drainTime: time.Minute, counts: idle, want: drainIdle, atLeast: drainQuiet},
-		{name: "but not before --drain-min", drainTime: time.Minute, drainMin: 3 * time.Second, counts: idle, want: drainIdle, atLeast: 3 * time.Second},
-		{name: "--drain-min is capped at --drain-time", drainTime: 1500 * time.Millisecond, drainMin: time.Hour, counts: never, want: drainTimeUp, atLeast: 1500 * time.Millisecond},
-		{name: "a connection keeps it open until the drain time is over", drainTime: 2 * time.Second, counts: never, want: drainTimeUp, atLeast: 2 * time.Second},
-		{name: "a single zero between connections is not idle", drainTime: 2 * time.Second, counts: func(c int) (int, error) { return c % 2, nil }, want: drainTimeUp, atLeast: 2 * time.Second},
-		{name: "an unreadable count is not idle", drainTime: 2 * time.Second, counts: func(int) (int, error) { return 0, errors.New("admin gone") }, want: drainTimeUp, atLeast: 2 * time.Second},
-		{name: "connections that close end it once quiet", drainTime: time.Minute, counts: func(c int) (int, error) { return max(0, 3-c), nil }, want: drainIdle, atLeast: drainQuiet},
-		{name: "a second signal skips the rest", drainTime: time.Minute, counts: never, skipDrain: true, want: drainSkipped},
-		{name: "Envoy exiting ends it", drainTime: time.Minute, counts: never, exit: true, want: drainEnvoyExited},
-		{name: "no admin API: stop now", drainTime: time.Minute, counts: never, failErr: errors.New("refused"), want: drainNoAdmin},
+		{name: "idle listeners end the drain after the quiet period", drainTime: time.Minute, counts: idle, want: supervise.DrainIdle, atLeast: supervise.DrainQuiet},
+		{name: "but not before --drain-min", drainTime: time.Minute, drainMin: 3 * time.Second, counts: idle, want: supervise.DrainIdle, atLeast: 3 * time.Second},
+		{name: "--drain-min is capped at --drain-time", drainTime: 1500 * time.Millisecond, drainMin: time.Hour, counts: never, want: supervise.DrainTimeUp, atLeast: 1500 * time.Millisecond},
+		{name: "a connection keeps it open until the drain time is over", drainTime: 2 * time.Second, counts: never, want: supervise.DrainTimeUp, atLeast: 2 * time.Second},
+		{name: "a single zero between connections is not idle", drainTime: 2 * time.Second, counts: func(c int) (int, error) { return c % 2, nil }, want: supervise.DrainTimeUp, atLeast: 2 * time.Second},
+		{name: "an unreadable count is not idle", drainTime: 2 * time.Second, counts: func(int) (int, error) { return 0, errors.New("admin gone") }, want: supervise.DrainTimeUp, atLeast: 2 * time.Second},
+		{name: "connections that close end it once quiet", drainTime: time.Minute, counts: func(c int) (int, error) { return max(0, 3-c), nil }, want: supervise.DrainIdle, atLeast: supervise.DrainQuiet},
+		{name: "a second signal skips the rest", drainTime: time.Minute, counts: never, skipDrain: true, want: supervise.DrainSkipped},
+		{name: "Envoy exiting ends it", drainTime: time.Minute, counts: never, exit: true, want: supervise.DrainEnvoyExited},
+		{name: "no admin API: stop now", drainTime: time.Minute, counts: never, failErr: errors.New("refused"), want: supervise.DrainNoAdmin},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -107,10 +61,10 @@ func TestDrainDecisions(t *testing.T) {
 			if tt.skipDrain {
 				close(a.skipDrain)
 			}
-			admin := &fakeAdmin{counts: tt.counts, failErr: tt.failErr}
+			admin := &fakeAdmin{Counts: tt.counts, FailErr: tt.failErr}
 			proc := newFakeProc()
 			if tt.exit {
-				proc.exit()
+				proc.Exit()
 			}
 			start := time.Now()
 			got := a.drain(admin, proc)
@@ -130,7 +84,7 @@ func TestDrainDecisions(t *testing.T) {
 
 func TestDrainLogsCountsAtDebugAndErrorsOnceAtWarn(t *testing.T) {
 	a, logs := testAgent(t, &config.Config{DrainTime: 1200 * time.Millisecond})
-	admin := &fakeAdmin{counts: func(c int) (int, error) {
+	admin := &fakeAdmin{Counts: func(c int) (int, error) {
 		if c <= 3 {
 			return 0, errors.New("connection refused")
 		}
@@ -169,10 +123,10 @@ func TestEnvoyExitDuringAStopIsACleanStop(t *testing.T) {
 			}
 			proc := newFakeProc()
 			if tt.lateSignal {
-				proc.onAsked = cancel
+				proc.OnAsked = cancel
 			}
-			proc.bySignal = tt.bySignal
-			proc.exit()
+			proc.BySignal = tt.bySignal
+			proc.Exit()
 			err := a.envoyExited(ctx, proc)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, want error %v", err, tt.wantErr)

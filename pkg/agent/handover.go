@@ -14,6 +14,7 @@ import (
 
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy/listenwatch"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy/supervise"
 	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
 )
 
@@ -106,7 +107,7 @@ func (a *Agent) handoverHandler() http.Handler {
 	return upgrade.Handler(handoverAnswerWithin(),
 		func(ctx context.Context) error { return a.replaceEnvoy(ctx, "asked on /envoy/handover", nil) },
 		func() string {
-			return fmt.Sprintf("Envoy generation %d serves (pid %d); the old one drains", a.hand.serving().Generation, a.running.Load().proc.PID())
+			return fmt.Sprintf("Envoy generation %d serves (pid %d); the old one drains", a.hand.serving().Generation, a.sup.Now().Proc.PID())
 		})
 }
 
@@ -142,13 +143,13 @@ func (a *Agent) handover(ctx context.Context, e *supervised, req upgrade.Request
 		commit = func() error { return a.keepBootstrap(kit) }
 	}
 	from := a.hand.serving()
-	log := a.log.With(zap.Int64("generation", from.Next().Generation), zap.Int("old pid", e.proc.PID()), zap.String("reason", req.Reason))
+	log := a.log.With(zap.Int64("generation", from.Next().Generation), zap.Int("old pid", e.Proc.PID()), zap.String("reason", req.Reason))
 	started := time.Now()
 	var launch *upgrade.Launch
 	if kit != nil {
 		launch = kit.launch
 	}
-	took, err := a.swap(log).Run(ctx, launch, mover, e.proc.PID(), from, commit)
+	took, err := a.swap(log).Run(ctx, launch, mover, e.Proc.PID(), from, commit)
 	switch {
 	case errors.Is(err, ErrHandoverRefused):
 		return err
@@ -158,20 +159,19 @@ func (a *Agent) handover(ctx context.Context, e *supervised, req upgrade.Request
 		}
 		a.hand.results.Add("failed", 1)
 		log.Error("Envoy handover failed; the old Envoy keeps serving", zap.Error(err))
-		return fmt.Errorf("Envoy handover failed; the old Envoy (pid %d) keeps serving: %w", e.proc.PID(), err)
+		return fmt.Errorf("Envoy handover failed; the old Envoy (pid %d) keeps serving: %w", e.Proc.PID(), err)
 	}
 	build := took.Version.Build
 	a.rl.hmu.Lock()
 	a.rl.envoyPath, a.rl.envoyVer = took.Path, took.Version
 	a.rl.hmu.Unlock()
-	oldAdmin, oldProc := e.admin, e.proc
-	e.proc, e.admin = took.Proc, took.Admin
-	e.start = a.restartFrom(kit, took.Place, build)
+	oldAdmin, oldProc := e.Admin, e.Proc
+	e.Proc, e.Admin = took.Proc, took.Admin
+	e.Start = a.restartFrom(kit, took.Place, build)
 	a.hand.place.Store(&took.Place)
 	a.hand.kit.Store(kit)
 	a.rl.launched(envoyLaunch(a.cfg))
-	a.envoyNow.Store(&envoyRecord{proc: took.Proc, build: build, generation: took.Place.Generation})
-	a.running.Store(&runningEnvoy{admin: took.Admin, proc: took.Proc})
+	a.sup.Started(supervise.Current{Admin: took.Admin, Proc: took.Proc, Build: build, Generation: took.Place.Generation})
 	a.ready.SetEnvoyProbe(took.Admin.Ready)
 	a.opts.Metrics.EnvoyStarted(took.Admin.PrometheusStats)
 	if client, ok := took.Admin.(*envoy.Admin); ok {
@@ -190,10 +190,10 @@ func (a *Agent) retire(admin interface {
 	drainAdmin
 	listenerLister
 }, proc EnvoyProcess, log *zap.Logger) {
-	w := a.newDrainWindow(time.Time{})
-	a.hand.retiring.Retire(upgrade.Old{Admin: admin, Proc: proc, Deadline: w.deadline, Grace: StopGrace, Skip: a.skipDrain, Log: log,
+	w := supervise.NewWindow(time.Time{}, a.cfg.DrainMin, a.cfg.DrainTime)
+	a.hand.retiring.Retire(upgrade.Old{Admin: admin, Proc: proc, Deadline: w.Deadline, Grace: StopGrace, Skip: a.skipDrain, Log: log,
 		Await: func(ctx context.Context, cut <-chan struct{}) string {
-			return string(a.awaitDrain(ctx, admin, proc, w, cut, func() {}))
+			return string(a.sup.AwaitDrain(ctx, admin, proc, w, cut, func() {}))
 		}})
 }
 
@@ -213,8 +213,7 @@ func (a *Agent) restartFrom(kit *handoverKit, at upgrade.Place, build string) fu
 		if err != nil {
 			return nil, err
 		}
-		a.envoyNow.Store(&envoyRecord{proc: p, build: build, generation: at.Generation})
-		a.running.Store(&runningEnvoy{admin: a.running.Load().admin, proc: p})
+		a.sup.Started(supervise.Current{Admin: a.sup.Now().Admin, Proc: p, Build: build, Generation: at.Generation})
 		a.log.Info("started Envoy", zap.Int("pid", p.PID()), zap.Int64("generation", at.Generation), zap.Strings("args", spec.Args))
 		return p, nil
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/zoneproxy/zoneproxy/pkg/config"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy/supervise"
 	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
 )
 
@@ -30,7 +31,7 @@ func TestHandoverAnswersAfterTheServersTimeouts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a := New(Options{Config: &config.Config{Role: config.RoleEgress, Address: "127.0.0.1", EgressPort: 10002}})
 			a.maint.serving.Store(true)
-			a.running.Store(&runningEnvoy{proc: newFakeProc()})
+			a.sup.Started(supervise.Current{Proc: newFakeProc()})
 			go func() {
 				req := <-a.hand.requests.C()
 				<-time.After(handoverTakes) // a slow handover, the subject of the test

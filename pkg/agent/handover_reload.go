@@ -52,8 +52,8 @@ func (a *Agent) adoptedEnvoyChanges(ctx context.Context) (reasons []string, doc 
 	if err != nil {
 		return nil, nil, err
 	}
-	if running := a.envoyNow.Load(); running != nil && found.Version.Build != running.build {
-		reasons = append(reasons, "another Envoy build ("+running.build+" -> "+found.Version.Build+")")
+	if running := a.sup.Now(); running != nil && found.Version.Build != running.Build {
+		reasons = append(reasons, "another Envoy build ("+running.Build+" -> "+found.Version.Build+")")
 	}
 	if changed := envoyFixedChanges(a.rl.launch(), envoyLaunch(a.cfg)); len(changed) > 0 {
 		reasons = append(reasons, "the configuration changes Envoy's launch ("+strings.Join(changed, ", ")+")")

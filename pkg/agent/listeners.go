@@ -37,7 +37,7 @@ func newListenWatch(a *Agent) *listenwatch.Watch {
 // meanwhile.
 func (a *Agent) restartForBind(ctx context.Context, e *supervised) error {
 	why := a.listeners.RestartReason()
-	a.log.Info("restarting Envoy so that it binds "+why+", free again: Envoy does not retry a listener it rejected", zap.Int("pid", e.proc.PID()))
+	a.log.Info("restarting Envoy so that it binds "+why+", free again: Envoy does not retry a listener it rejected", zap.Int("pid", e.Proc.PID()))
 	// What the old Envoy rejected is not the new one's.
 	return a.restartInPlace(ctx, e, "restarting Envoy so that it binds "+why+", free again", "after the restart for "+why,
 		func() { a.listeners.Restarted(time.Now()) })

@@ -6,19 +6,19 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/zoneproxy/zoneproxy/pkg/config"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy/supervise"
 )
 
 // loggingHandler reads (GET) or changes (POST ?level=…, ?envoy=…) the
 // agent's and Envoy's log levels at runtime. Both values are checked before
 // either is applied, so a bad request changes nothing.
-func loggingHandler(level zap.AtomicLevel, running *atomic.Pointer[runningEnvoy], log *zap.Logger) http.Handler {
+func loggingHandler(level zap.AtomicLevel, envoyNow func() *supervise.Current, log *zap.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		if r.Method != http.MethodPost {
@@ -49,14 +49,14 @@ func loggingHandler(level zap.AtomicLevel, running *atomic.Pointer[runningEnvoy]
 			}
 		}
 		if envoyLvl != "" {
-			re := running.Load()
+			re := envoyNow()
 			if re == nil {
 				http.Error(w, "Envoy is not running yet", http.StatusServiceUnavailable)
 				return
 			}
 			ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 			defer cancel()
-			if err := re.admin.SetLogLevel(ctx, component, envoyLvl); err != nil {
+			if err := re.Admin.SetLogLevel(ctx, component, envoyLvl); err != nil {
 				http.Error(w, "Envoy refused the level: "+err.Error(), http.StatusBadGateway)
 				return
 			}

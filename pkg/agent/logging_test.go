@@ -5,13 +5,13 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy/supervise"
 )
 
 // fakeLoggingEndpoint is Envoy's /logging: it records the raw queries
@@ -61,10 +61,10 @@ func TestLoggingTakesOnlyWhatItUnderstands(t *testing.T) {
 			defer srv.Close()
 			admin := envoy.NewAdmin(envoy.AdminAddress{TCP: strings.TrimPrefix(srv.URL, "http://")})
 			defer admin.Close()
-			var running atomic.Pointer[runningEnvoy]
-			running.Store(&runningEnvoy{admin: admin})
+			running := &supervise.Supervisor{}
+			running.Started(supervise.Current{Admin: admin})
 			level := zap.NewAtomicLevelAt(zapcore.InfoLevel)
-			h := loggingHandler(level, &running, zap.NewNop())
+			h := loggingHandler(level, running.Now, zap.NewNop())
 
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/logging?"+tt.query, nil))

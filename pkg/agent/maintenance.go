@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/zoneproxy/zoneproxy/pkg/envoy/supervise"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 )
 
@@ -57,17 +58,6 @@ func (m *maintenance) poke() {
 	}
 }
 
-// supervised is the Envoy the agent runs now; restart replaces proc.
-type supervised struct {
-	admin interface {
-		drainAdmin
-		listenerLister
-	}
-	proc EnvoyProcess
-	// start runs a new Envoy from the same bootstrap.
-	start func() (EnvoyProcess, error)
-}
-
 // serveEnd says why a serving period ended.
 type serveEnd int
 
@@ -97,7 +87,7 @@ func (a *Agent) serve(ctx context.Context, e *supervised) error {
 		}
 		switch end {
 		case endExited:
-			return a.envoyExited(ctx, e.proc)
+			return a.envoyExited(ctx, e.Proc)
 		case endRebind:
 			if err := a.restartForBind(ctx, e); err != nil || ctx.Err() != nil {
 				return err
@@ -108,15 +98,18 @@ func (a *Agent) serve(ctx context.Context, e *supervised) error {
 				a.tracker.SetDraining(withdrawingWords("draining"), time.Now().Add(WithdrawTime+a.cfg.DrainTime))
 				a.egressWithdrawn = a.withdrawEgress(a.skipDrain)
 			}
-			a.drain(e.admin, e.proc)
-			a.stop(e.proc, "stopped")
+			a.drain(e.Admin, e.Proc)
+			a.stop(e.Proc, "stopped")
 			return nil
 		}
 		// Always: a withdrawal that failed half way must not keep the
 		// next Envoy from its stream (Rejoin is a no-op otherwise).
 		a.rejoin()
 		a.egressWithdrawn = false
-		if err := a.restartEnvoy(ctx, e); err != nil || ctx.Err() != nil {
+		// An undrain: a drained Envoy never accepts connections again.
+		a.log.Info("undrain: restarting Envoy, since a drained Envoy never accepts connections again", zap.Int("pid", e.Proc.PID()))
+		a.failingSince = time.Time{}
+		if err := a.restartInPlace(ctx, e, "undraining: restarting Envoy", "after the undrain", func() { a.listeners.Restarted(time.Now()) }); err != nil || ctx.Err() != nil {
 			return err
 		}
 	}
@@ -124,7 +117,7 @@ func (a *Agent) serve(ctx context.Context, e *supervised) error {
 
 // watchListeners keeps READY honest until a stop, Envoy's exit or a drain.
 func (a *Agent) watchListeners(ctx context.Context, e *supervised) serveEnd {
-	watch := a.listeners.Serving(e.admin, e.proc.PID())
+	watch := a.listeners.Serving(e.Admin, e.Proc.PID())
 	watch.Check(ctx)
 	wctx, stopWatch := context.WithCancel(ctx)
 	watched := make(chan struct{})
@@ -137,7 +130,7 @@ func (a *Agent) watchListeners(ctx context.Context, e *supervised) serveEnd {
 			return endDrain
 		}
 		select {
-		case <-e.proc.Done():
+		case <-e.Proc.Done():
 			return endExited
 		case <-ctx.Done():
 			return endStop
@@ -159,16 +152,16 @@ func (a *Agent) maintenanceDrain(ctx context.Context, e *supervised) serveEnd {
 		a.egressWithdrawn = a.withdrawEgress(ctx.Done())
 	}
 	a.failingSince = time.Now()
-	w := a.newDrainWindow(a.failingSince)
-	a.tracker.Set(state.Draining, maintenanceDetail(w.deadline))
+	w := supervise.NewWindow(a.failingSince, a.cfg.DrainMin, a.cfg.DrainTime)
+	a.tracker.Set(state.Draining, maintenanceDetail(w.Deadline))
 	a.log.Info("draining for maintenance: Envoy fails its health checks and drains; it keeps running until `zoneproxy undrain` or a stop",
 		zap.Duration("drain-time", a.cfg.DrainTime), zap.Duration("drain-min", min(a.cfg.DrainMin, a.cfg.DrainTime)))
 	actx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := e.admin.FailHealthChecks(actx); err != nil {
+	if err := e.Admin.FailHealthChecks(actx); err != nil {
 		a.log.Warn("cannot fail Envoy's health checks for the maintenance drain", zap.Error(err))
 	}
-	if err := e.admin.DrainListeners(actx); err != nil {
+	if err := e.Admin.DrainListeners(actx); err != nil {
 		a.log.Warn("cannot drain Envoy's listeners for the maintenance drain", zap.Error(err))
 	}
 	// A stop or an undrain cuts the wait short; the watcher is gone before
@@ -190,13 +183,13 @@ func (a *Agent) maintenanceDrain(ctx context.Context, e *supervised) serveEnd {
 			return
 		}
 	}()
-	end := a.awaitDrain(actx, e.admin, e.proc, w, interrupt, func() { a.tracker.Set(state.Draining, maintenanceDetail(w.deadline)) })
+	end := a.sup.AwaitDrain(actx, e.Admin, e.Proc, w, interrupt, func() { a.tracker.Set(state.Draining, maintenanceDetail(w.Deadline)) })
 	close(done)
 	<-gone
 	switch end {
-	case drainEnvoyExited:
+	case supervise.DrainEnvoyExited:
 		return endExited
-	case drainCancelled:
+	case supervise.DrainCancelled:
 		if ctx.Err() != nil {
 			return endStop
 		}
@@ -204,10 +197,10 @@ func (a *Agent) maintenanceDrain(ctx context.Context, e *supervised) serveEnd {
 	}
 	// Closed now rather than at the end of Envoy's own drain period: new
 	// connections are refused, so clients go elsewhere at once.
-	if err := e.admin.StopListeners(actx); err != nil {
+	if err := e.Admin.StopListeners(actx); err != nil {
 		a.log.Warn("cannot close Envoy's listeners; they close by themselves at the end of Envoy's drain period", zap.Error(err))
 	}
-	open, err := e.admin.DownstreamConnections(actx)
+	open, err := e.Admin.DownstreamConnections(actx)
 	since := time.Now()
 	detail := fmt.Sprintf("drained for maintenance since %s: Envoy fails its health checks and accepts no new connection; run `zoneproxy undrain` to serve again",
 		since.UTC().Format(time.RFC3339))
@@ -216,7 +209,7 @@ func (a *Agent) maintenanceDrain(ctx context.Context, e *supervised) serveEnd {
 	}
 	a.tracker.Set(state.Drained, detail)
 	a.log.Info("drained: out of rotation until `zoneproxy undrain`; Envoy keeps running",
-		zap.Int("connections open", open), zap.Duration("after", since.Sub(w.start).Round(time.Millisecond)))
+		zap.Int("connections open", open), zap.Duration("after", since.Sub(w.Start).Round(time.Millisecond)))
 	for {
 		if !a.maint.want.Load() {
 			return endUndrain
@@ -224,7 +217,7 @@ func (a *Agent) maintenanceDrain(ctx context.Context, e *supervised) serveEnd {
 		select {
 		case <-ctx.Done():
 			return endStop
-		case <-e.proc.Done():
+		case <-e.Proc.Done():
 			return endExited
 		case <-a.maint.kick:
 		}
@@ -235,32 +228,21 @@ func maintenanceDetail(deadline time.Time) string {
 	return fmt.Sprintf("draining for maintenance (at most %s left); run `zoneproxy undrain` to serve again", max(0, time.Until(deadline)).Round(time.Second))
 }
 
-// restartEnvoy replaces a drained Envoy with a new one from the same
-// bootstrap; its configuration comes through the relay (the control plane,
-// or the cache while it is away) or, in direct mode, from the control
-// plane. It returns once the new one is LIVE, or nil on a stop meanwhile.
-func (a *Agent) restartEnvoy(ctx context.Context, e *supervised) error {
-	a.log.Info("undrain: restarting Envoy, since a drained Envoy never accepts connections again", zap.Int("pid", e.proc.PID()))
-	a.failingSince = time.Time{}
-	return a.restartInPlace(ctx, e, "undraining: restarting Envoy", "after the undrain", func() { a.listeners.Restarted(time.Now()) })
-}
-
-// restartInPlace stops Envoy and starts a new one from the same bootstrap
-// (detail says why, in the tracker), then awaits it LIVE; between the two,
-// stopped runs. done names the reason in the ready line.
+// restartInPlace replaces the serving Envoy with a new one from the same
+// bootstrap (after an undrain, or for a port free again; detail says why,
+// in the tracker); its configuration comes through the relay (the control
+// plane, or the cache while it is away) or, in direct mode, from the
+// control plane. Between the stop and the start, stopped runs. It returns
+// once the new one is LIVE (done names the reason in the ready line), or
+// nil on a stop meanwhile.
 func (a *Agent) restartInPlace(ctx context.Context, e *supervised, detail, done string, stopped func()) error {
 	a.tracker.Set(state.EnvoyStarting, detail)
-	if e.proc.Stop(StopGrace) {
-		a.log.Warn("Envoy ignored SIGTERM; killed it", zap.Duration("after", StopGrace))
-	}
-	stopped()
-	proc, err := e.start()
-	if err != nil {
+	if err := a.sup.Restart(e, stopped); err != nil {
 		return err
 	}
-	e.proc = proc
+	proc := e.Proc
 	started := time.Now()
-	if err := a.awaitLive(ctx, e.admin, proc); err != nil {
+	if err := a.awaitLive(ctx, e.Admin, proc); err != nil {
 		return err
 	}
 	if ctx.Err() != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy/listenwatch"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy/supervise"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 )
 
@@ -86,10 +87,10 @@ func TestDrainIsRefusedBeforeEnvoyServes(t *testing.T) {
 // undrain → a new Envoy → READY, stop → the stop's drain, Envoy stopped.
 func TestMaintenanceDrainUndrainAndStop(t *testing.T) {
 	a, logs := testAgent(t, maintConfig())
-	admin := &maintAdmin{fakeAdmin: fakeAdmin{counts: func(int) (int, error) { return 0, nil }}}
+	admin := &maintAdmin{fakeAdmin: fakeAdmin{Counts: func(int) (int, error) { return 0, nil }}}
 	first := newFakeProc()
 	restarts := make(chan *fakeProc, 4)
-	e := &supervised{admin: admin, proc: first, start: func() (EnvoyProcess, error) {
+	e := &supervised{Admin: admin, Proc: first, Start: func() (EnvoyProcess, error) {
 		p := newFakeProc()
 		restarts <- p
 		return p, nil
@@ -108,9 +109,7 @@ func TestMaintenanceDrainUndrainAndStop(t *testing.T) {
 		t.Errorf("DRAINED detail %q does not say since when and how to undo", snap.Detail)
 	}
 	drained, stopped, listened := admin.counts()
-	admin.mu.Lock()
-	failed := admin.failed
-	admin.mu.Unlock()
+	failed := admin.FailedAt()
 	if failed.IsZero() || drained != 1 || stopped != 1 {
 		t.Fatalf("health checks failed: %v, graceful drains %d, listener stops %d; want a failed health check, 1, 1", !failed.IsZero(), drained, stopped)
 	}
@@ -156,15 +155,15 @@ func TestMaintenanceDrainUndrainAndStop(t *testing.T) {
 // Envoy exiting by itself while drained is still a crash.
 func TestEnvoyExitWhileDrainedFails(t *testing.T) {
 	a, _ := testAgent(t, maintConfig())
-	admin := &maintAdmin{fakeAdmin: fakeAdmin{counts: func(int) (int, error) { return 0, nil }}}
+	admin := &maintAdmin{fakeAdmin: fakeAdmin{Counts: func(int) (int, error) { return 0, nil }}}
 	proc := newFakeProc()
-	e := &supervised{admin: admin, proc: proc, start: func() (EnvoyProcess, error) { t.Fatal("restarted"); return nil, nil }}
+	e := &supervised{Admin: admin, Proc: proc, Start: func() (EnvoyProcess, error) { t.Fatal("restarted"); return nil, nil }}
 	served := make(chan error, 1)
 	go func() { served <- a.serve(context.Background(), e) }()
 	awaitPhase(t, a.tracker, state.Ready)
 	_ = a.Drain()
 	awaitPhase(t, a.tracker, state.Drained)
-	proc.exit()
+	proc.Exit()
 	select {
 	case err := <-served:
 		if !errors.Is(err, ErrEnvoyExited) {
@@ -180,10 +179,10 @@ func TestUndrainCutsTheDrainShort(t *testing.T) {
 	cfg := maintConfig()
 	cfg.DrainTime = time.Hour
 	a, _ := testAgent(t, cfg)
-	admin := &maintAdmin{fakeAdmin: fakeAdmin{counts: func(int) (int, error) { return 1, nil }}}
+	admin := &maintAdmin{fakeAdmin: fakeAdmin{Counts: func(int) (int, error) { return 1, nil }}}
 	proc := newFakeProc()
 	started := make(chan struct{}, 1)
-	e := &supervised{admin: admin, proc: proc, start: func() (EnvoyProcess, error) { started <- struct{}{}; return newFakeProc(), nil }}
+	e := &supervised{Admin: admin, Proc: proc, Start: func() (EnvoyProcess, error) { started <- struct{}{}; return newFakeProc(), nil }}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = a.serve(ctx, e) }()
@@ -206,9 +205,9 @@ func TestStopWhileDrainedSkipsDrainMin(t *testing.T) {
 	cfg.DrainMin, cfg.DrainTime = time.Minute, 2*time.Minute
 	a, _ := testAgent(t, cfg)
 	a.failingSince = time.Now().Add(-time.Hour)
-	admin := &fakeAdmin{counts: func(int) (int, error) { return 0, nil }}
+	admin := &fakeAdmin{Counts: func(int) (int, error) { return 0, nil }}
 	start := time.Now()
-	if got := a.drain(admin, newFakeProc()); got != drainIdle {
+	if got := a.drain(admin, newFakeProc()); got != supervise.DrainIdle {
 		t.Fatalf("drain ended with %q, want idle", got)
 	}
 	if took := time.Since(start); took >= cfg.DrainMin/2 {

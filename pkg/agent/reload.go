@@ -115,9 +115,9 @@ func (a *Agent) reloadable() (withEnvoy bool, err error) {
 	r.hmu.Unlock()
 	c := upgrade.Conditions{Phase: a.tracker.Current().Phase, Started: started, StopAsked: r.stopAsked.Load(),
 		DrainAsked: a.maint.want.Load(), Serving: a.maint.serving.Load(), RetiringPID: a.hand.retiring.Draining()}
-	if e := a.envoyNow.Load(); e != nil {
-		_, c.Adoptable = e.proc.(*envoy.Process)
-		c.EnvoyStarted, c.EnvoyExited = true, e.proc.Exited()
+	if e := a.sup.Now(); e != nil {
+		_, c.Adoptable = e.Proc.(*envoy.Process)
+		c.EnvoyStarted, c.EnvoyExited = true, e.Proc.Exited()
 	}
 	return upgrade.Reloadable(c)
 }
@@ -138,7 +138,7 @@ func (a *Agent) holdings(withEnvoy bool) upgrade.Holdings {
 	if !withEnvoy {
 		return h
 	}
-	proc := a.envoyNow.Load().proc.(*envoy.Process)
+	proc := a.sup.Now().Proc.(*envoy.Process)
 	place := a.hand.serving()
 	e := &upgrade.HeldEnvoy{Output: proc.Output(), State: upgrade.EnvoyState{PID: proc.PID(), Path: r.envoyPath, Version: r.envoyVer,
 		HandoverGeneration: place.Generation, Slot: place.Slot, Launch: r.envoyLaunch}}

@@ -14,7 +14,7 @@ func (a *Agent) checkNewProgram() error {
 		return err
 	}
 	var identity func(next map[string]string) []string
-	if a.envoyNow.Load() != nil { // else the new program starts over on the new configuration
+	if a.sup.Now() != nil { // else the new program starts over on the new configuration
 		identity = func(next map[string]string) []string { return identityChanges(EnvoyFixed(a.cfg), next) }
 	}
 	return c.Verdict(identity)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy/supervise"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
 )
@@ -56,7 +57,7 @@ func TestReloadIsDoneOnlyWhenItCanBe(t *testing.T) {
 			a := New(Options{Config: &config.Config{}})
 			a.tracker.Set(tc.phase, "test")
 			if tc.envoy != nil {
-				a.envoyNow.Store(&envoyRecord{proc: tc.envoy(t)})
+				a.sup.Started(supervise.Current{Proc: tc.envoy(t)})
 			}
 			a.maint.serving.Store(tc.serving)
 			a.maint.want.Store(tc.drained)
@@ -103,7 +104,7 @@ func TestAReloadWaitsForAStartUnderWay(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(p.Kill)
-			a.envoyNow.Store(&envoyRecord{proc: p})
+			a.sup.Started(supervise.Current{Proc: p})
 			a.rl.wd, a.rl.listeners = &workDir{}, map[string]net.Listener{}
 			if tc.servesIn > 0 {
 				time.AfterFunc(tc.servesIn, func() { a.tracker.Set(state.Ready, "test"); a.maint.serving.Store(true) })

@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy/supervise"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
 	"github.com/zoneproxy/zoneproxy/pkg/xds"
@@ -69,20 +68,19 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 	envoyLog := a.log.Named("envoy")
 	spec := envoy.Spec{
 		Path: envoyPath, Args: args, Env: envoy.ChildEnv(), Dir: wd.path,
-		Output: func(line string) { logEnvoyLine(envoyLog, redact(line, a.token.Last())) },
+		Output: supervise.Output(envoyLog, a.token.Last),
 	}
 	// start runs Envoy: here, and again from the same bootstrap on an undrain.
 	var proc EnvoyProcess
 	start := func() (EnvoyProcess, error) {
-		p, err := a.startEnvoy(spec) // or adopt the one a reload handed over
+		p, err := a.rl.startEnvoy(a.sup, spec, envoyLaunch(a.cfg)) // or adopt the one a reload handed over
 		if err != nil {
 			return nil, err
 		}
 		proc = p
 		a.hand.place.Store(&place)
-		a.envoyNow.Store(&envoyRecord{proc: p, build: envoyVersion.Build, generation: place.Generation})
 		a.log.Info(startedWords, zap.Int("pid", p.PID()), zap.Strings("args", args), zap.String("admin", adminAddr.String()))
-		a.running.Store(&runningEnvoy{admin: admin, proc: p})
+		a.sup.Started(supervise.Current{Admin: admin, Proc: p, Build: envoyVersion.Build, Generation: place.Generation})
 		return p, nil
 	}
 	if _, err := start(); err != nil {
@@ -116,74 +114,46 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 		if a.rl.taken.AdoptsEnvoy() {
 			// Stopped right after a reload: the adopted Envoy served until
 			// then, so it drains (and an egress withdraws) as it would have.
-			return a.serve(ctx, &supervised{admin: admin, proc: proc, start: start})
+			return a.serve(ctx, &supervised{Admin: admin, Proc: proc, Start: start})
 		}
 		a.stop(proc, "stopped before Envoy was ready")
 		return nil
 	}
 	a.log.Info("Envoy ready", zap.Duration("after", time.Since(started).Round(time.Millisecond)))
-	go a.checkEnvoyBuild(ctx, admin, envoyPath, envoyVersion) // off READY's path
+	go a.sup.CheckBuild(ctx, admin, envoyPath, a.stateDirPath, envoyVersion) // off READY's path
 	if a.rl.taken.AdoptsEnvoy() {
 		go a.refreshAdoptedEnvoy(ctx)
 	}
-	return a.serve(ctx, &supervised{admin: admin, proc: proc, start: start})
+	return a.serve(ctx, &supervised{Admin: admin, Proc: proc, Start: start})
 }
 
-// envoyWaitHint is how long Envoy may stay short of LIVE before the agent
-// says it waits for the control plane.
-const envoyWaitHint = 15 * time.Second
-
-// awaitLive polls Envoy's /ready until LIVE. It returns an error only when
-// Envoy exits by itself; a cancelled ctx returns nil.
+// awaitLive waits for Envoy's LIVE (supervise.AwaitLive), saying what
+// keeps it. It returns an error only when Envoy exits by itself; a
+// cancelled ctx returns nil.
 func (a *Agent) awaitLive(ctx context.Context, admin drainAdmin, proc EnvoyProcess) error {
-	// Envoy usually turns LIVE within a few hundred milliseconds: ask often
-	// at first (READY reaches systemd sooner), then settle to a slower pace.
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	settled := time.After(2 * time.Second)
-	start := time.Now()
-	nextHint := envoyWaitHint
-	for {
-		select {
-		case <-proc.Done():
-			return a.envoyExited(ctx, proc)
-		case <-ctx.Done():
-			return nil
-		case <-settled:
-			tick.Reset(200 * time.Millisecond)
-			continue
-		case <-tick.C:
-		}
-		word, live, err := admin.Ready(ctx)
-		if live {
-			return nil
-		}
-		if waited := time.Since(start); waited >= nextHint {
-			nextHint *= 2
-			reason := "its admin API does not answer yet"
-			if err == nil {
-				reason = "it reports " + word + "; it waits for its first configuration from the control plane over ADS (check the control plane's log for this proxy, e.g. a rejected token)"
-				// The control plane's own refusal, when the relay saw one, says more.
-				if refusal := a.xds.lastRefusal(); refusal != "" {
-					reason = "it reports " + word + "; the control plane refused its configuration stream: " + refusal
-				} else {
-					a.tracker.Set(state.WaitingForControlPlane, fmt.Sprintf("Envoy is running but waits for its configuration from the control plane (%s for %s)", word, waited.Round(time.Second)))
-				}
+	exited := a.sup.AwaitLive(ctx, admin, proc, func(waited time.Duration, word string, err error) {
+		reason := "its admin API does not answer yet"
+		if err == nil {
+			reason = "it reports " + word + "; it waits for its first configuration from the control plane over ADS (check the control plane's log for this proxy, e.g. a rejected token)"
+			// The control plane's own refusal, when the relay saw one, says more.
+			if refusal := a.xds.lastRefusal(); refusal != "" {
+				reason = "it reports " + word + "; the control plane refused its configuration stream: " + refusal
+			} else {
+				a.tracker.Set(state.WaitingForControlPlane, fmt.Sprintf("Envoy is running but waits for its configuration from the control plane (%s for %s)", word, waited.Round(time.Second)))
 			}
-			a.log.Warn("Envoy is not ready yet", zap.Duration("waited", waited.Round(time.Second)), zap.String("reason", reason))
 		}
+		a.log.Warn("Envoy is not ready yet", zap.Duration("waited", waited.Round(time.Second)), zap.String("reason", reason))
+	})
+	if exited {
+		return a.envoyExited(ctx, proc)
 	}
+	return nil
 }
-
-// stopSignalGrace is how long an Envoy that exited cleanly or on SIGTERM
-// waits for the agent's own stop signal: `systemctl kill` and a terminal's
-// process group signal both processes at once, in no set order.
-const stopSignalGrace = time.Second
 
 // envoyExited decides what Envoy's exit means. During a stop it is a clean
 // stop; otherwise the agent fails so that systemd restarts both.
 func (a *Agent) envoyExited(ctx context.Context, proc EnvoyProcess) error {
-	if stopping(ctx, proc) {
+	if supervise.Stopping(ctx, proc) {
 		a.log.Info("Envoy stopped before the drain finished", zap.String("status", proc.ExitDescription()))
 		a.tracker.Set(state.Terminating, "Envoy stopped")
 		return nil
@@ -192,47 +162,4 @@ func (a *Agent) envoyExited(ctx context.Context, proc EnvoyProcess) error {
 	a.log.Error("Envoy exited unexpectedly; zoneproxy stops too so that its supervisor (systemd) restarts both",
 		zap.String("status", desc), zap.Int("pid", proc.PID()))
 	return fmt.Errorf("%w (%s)", ErrEnvoyExited, desc)
-}
-
-func stopping(ctx context.Context, proc EnvoyProcess) bool {
-	if ctx.Err() != nil {
-		return true
-	}
-	if !proc.StoppedBySignal() {
-		return false
-	}
-	t := time.NewTimer(stopSignalGrace)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return true
-	case <-t.C:
-		return false
-	}
-}
-
-func redact(line, secret string) string {
-	if len(secret) < 8 {
-		return line
-	}
-	return strings.ReplaceAll(line, secret, "[redacted]")
-}
-
-// logEnvoyLine keeps Envoy's line as the message and maps its level, read
-// from "[time][pid][level][component] msg".
-func logEnvoyLine(log *zap.Logger, line string) {
-	lvl := zapcore.InfoLevel
-	if fields := strings.SplitN(line, "]", 4); len(fields) == 4 {
-		switch strings.TrimPrefix(fields[2], "[") {
-		case "trace", "debug":
-			lvl = zapcore.DebugLevel
-		case "warning":
-			lvl = zapcore.WarnLevel
-		case "error", "critical":
-			lvl = zapcore.ErrorLevel
-		}
-	}
-	if ce := log.Check(lvl, line); ce != nil {
-		ce.Write()
-	}
 }

@@ -55,7 +55,7 @@ func TestRunEndsAsItsDocSays(t *testing.T) {
 		},
 		{
 			name: "Envoy exiting by itself while serving fails the agent", live: true,
-			drive:    func(_ *testing.T, _ *agentRun, proc *fakeProc) { proc.exit() },
+			drive:    func(_ *testing.T, _ *agentRun, proc *fakeProc) { proc.Exit() },
 			wantExit: 1, wantLog: "Envoy exited unexpectedly",
 		},
 		{
@@ -85,8 +85,8 @@ func TestRunEndsAsItsDocSays(t *testing.T) {
 			// EnvoyStarting is said before the started Envoy is recorded
 			// for the watchdog: await it rather than read it once.
 			testutil.Eventually(t, 20*time.Second, "the watchdog to see the Envoy that runs as healthy", func() bool {
-				e := r.a.running.Load()
-				return e != nil && e.proc == proc && r.a.envoyHealthy(context.Background())
+				e := r.a.sup.Now()
+				return e != nil && e.Proc == proc && r.a.envoyHealthy(context.Background())
 			})
 			tt.drive(t, r, proc)
 			err := r.result(t)

@@ -40,13 +40,6 @@ type EnvoyStatus struct {
 	Generation int64 `json:"generation,omitempty"`
 }
 
-// envoyRecord is what Status says of the Envoy started last.
-type envoyRecord struct {
-	proc       EnvoyProcess
-	build      string
-	generation int64
-}
-
 // ControlPlaneStatus is the control plane's view of the proxy, as its
 // streams told the relay. State is "" in direct mode or before the first
 // stream.
@@ -68,10 +61,10 @@ func (a *Agent) Status() Status {
 	}
 	u := s.Upstream
 	st.ControlPlane = ControlPlaneStatus{State: u.State, Since: u.Since, Says: xds.ControlPlaneWords(u.State, x != nil || a.cfg.XDSRelay, s.Refusal)}
-	if e := a.envoyNow.Load(); e != nil {
-		st.Envoy = &EnvoyStatus{Build: e.build, Generation: e.generation}
-		if !e.proc.Exited() {
-			st.Envoy.PID = e.proc.PID()
+	if e := a.sup.Now(); e != nil {
+		st.Envoy = &EnvoyStatus{Build: e.Build, Generation: e.Generation}
+		if !e.Proc.Exited() {
+			st.Envoy.PID = e.Proc.PID()
 		}
 	}
 	if a.maint.want.Load() {

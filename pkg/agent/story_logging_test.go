@@ -6,7 +6,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"go.uber.org/zap"
@@ -14,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy/supervise"
 )
 
 // /logging as `zoneproxy log-level` meets it: what it answers when Envoy
@@ -42,18 +42,18 @@ func TestLoggingAnswersAndLogs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var running atomic.Pointer[runningEnvoy]
+			running := &supervise.Supervisor{}
 			if tt.envoy != 0 {
 				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(tt.envoy) }))
 				defer srv.Close()
 				admin := envoy.NewAdmin(envoy.AdminAddress{TCP: strings.TrimPrefix(srv.URL, "http://")})
 				defer admin.Close()
-				running.Store(&runningEnvoy{admin: admin})
+				running.Started(supervise.Current{Admin: admin})
 			}
 			level := zap.NewAtomicLevelAt(zapcore.InfoLevel)
 			core, logs := observer.New(zap.DebugLevel)
 			rec := httptest.NewRecorder()
-			loggingHandler(level, &running, zap.New(core)).ServeHTTP(rec, httptest.NewRequest(tt.method, "/logging?"+tt.query, nil))
+			loggingHandler(level, running.Now, zap.New(core)).ServeHTTP(rec, httptest.NewRequest(tt.method, "/logging?"+tt.query, nil))
 			if rec.Code != tt.wantCode || !strings.Contains(rec.Body.String(), tt.wantBody) {
 				t.Fatalf("%d %q, want %d with %q", rec.Code, rec.Body.String(), tt.wantCode, tt.wantBody)
 			}

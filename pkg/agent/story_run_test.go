@@ -17,6 +17,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/internal/testutil"
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy/supervise"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 	"github.com/zoneproxy/zoneproxy/pkg/host/securedir"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
@@ -124,7 +125,7 @@ func TestRunEndsBeforeServing(t *testing.T) {
 			drive: func(t *testing.T, r *agentRun) {
 				proc := r.envoy.awaitStart(t)
 				awaitPhase(t, r.a.tracker, state.EnvoyStarting)
-				proc.exit()
+				proc.Exit()
 			},
 			wantExit: 1, wantErr: ErrEnvoyExited.Error(), wantLog: "Envoy exited unexpectedly", started: true,
 		},
@@ -258,13 +259,13 @@ func TestRunTakesTheBuildTheRunningEnvoyReports(t *testing.T) {
 // says it waits for its configuration from the control plane, and the log
 // says so too.
 func TestRunSaysWhyEnvoyIsNotLiveYet(t *testing.T) {
-	t.Parallel() // it waits for envoyWaitHint
+	t.Parallel() // it waits for supervise.WaitHint
 	cp := testControlPlane(t)
 	cfg := runConfig(t, cp.URL(), cp.CACertFile())
 	fake := newFakeEnvoy(cfg)
 	r := startRun(t, cfg, fake)
 	fake.awaitStart(t)
-	testutil.Eventually(t, envoyWaitHint+60*time.Second, "WAITING_FOR_CONTROL_PLANE", func() bool {
+	testutil.Eventually(t, supervise.WaitHint+60*time.Second, "WAITING_FOR_CONTROL_PLANE", func() bool {
 		return r.a.tracker.Current().Phase == state.WaitingForControlPlane
 	})
 	if d := r.a.tracker.Current().Detail; !strings.Contains(d, "Envoy is running but waits for its configuration from the control plane (PRE_INITIALIZING for ") {

@@ -8,39 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/zoneproxy/zoneproxy/pkg/host/timesync"
 	"github.com/zoneproxy/zoneproxy/pkg/kuma/bootstrap"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 )
-
-// Envoy's own lines keep their words and land at their level in the
-// agent's log: a warning of Envoy's is a warning for the operator.
-func TestEnvoyLinesKeepTheirLevel(t *testing.T) {
-	tests := []struct {
-		line string
-		want zapcore.Level
-	}{
-		{"[2026-01-01 00:00:00.000][42][info][main] starting main dispatch loop", zapcore.InfoLevel},
-		{"[2026-01-01 00:00:00.000][42][warning][config] gRPC config stream closed", zapcore.WarnLevel},
-		{"[2026-01-01 00:00:00.000][42][error][upstream] cannot bind", zapcore.ErrorLevel},
-		{"[2026-01-01 00:00:00.000][42][critical][main] error initializing", zapcore.ErrorLevel},
-		{"[2026-01-01 00:00:00.000][42][debug][conn] new connection", zapcore.DebugLevel},
-		{"[2026-01-01 00:00:00.000][42][trace][conn] bytes", zapcore.DebugLevel},
-		{"a line in no format Envoy writes", zapcore.InfoLevel},
-	}
-	for _, tt := range tests {
-		core, logs := observer.New(zap.DebugLevel)
-		logEnvoyLine(zap.New(core), tt.line)
-		all := logs.All()
-		if len(all) != 1 || all[0].Level != tt.want || all[0].Message != tt.line {
-			t.Errorf("%q logged as %+v, want one %s line with Envoy's words", tt.line, all, tt.want)
-		}
-	}
-}
 
 // The start-up line says whether the clock is to be trusted.
 func TestClockStateWords(t *testing.T) {

@@ -7,13 +7,6 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 )
 
-// runningEnvoy is the Envoy that runs now, for the watchdog and /logging;
-// an undrain's restart replaces it.
-type runningEnvoy struct {
-	admin EnvoyAdmin
-	proc  EnvoyProcess
-}
-
 // envoyHealthy is the watchdog's rule for healthy: before Envoy runs (the
 // agent waits for the mesh or the control plane) the agent being alive is
 // enough; then Envoy must not have exited, and its admin API must answer.
@@ -23,14 +16,14 @@ func (a *Agent) envoyHealthy(ctx context.Context) bool {
 	if a.stuckWithdrawn() {
 		return false
 	}
-	e := a.running.Load()
+	e := a.sup.Now()
 	if e == nil {
 		return true
 	}
-	if e.proc.Exited() {
+	if e.Proc.Exited() {
 		return false
 	}
-	_, _, err := e.admin.Ready(ctx)
+	_, _, err := e.Admin.Ready(ctx)
 	return err == nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/zoneproxy/zoneproxy/pkg/config"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy/supervise"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 )
 
@@ -29,9 +30,9 @@ func TestWatchdogHealthyRule(t *testing.T) {
 			if tt.envoy {
 				proc := newFakeProc()
 				if tt.exited {
-					proc.exit()
+					proc.Exit()
 				}
-				a.running.Store(&runningEnvoy{admin: &fakeEnvoyAdmin{unreachable: tt.adminDown}, proc: proc})
+				a.sup.Started(supervise.Current{Admin: &fakeEnvoyAdmin{unreachable: tt.adminDown}, Proc: proc})
 			}
 			if got := a.envoyHealthy(context.Background()); got != tt.wantHealthy {
 				t.Fatalf("healthy %v, want %v", got, tt.wantHealthy)
