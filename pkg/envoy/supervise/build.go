@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 )
 
@@ -26,7 +27,7 @@ func (s *Supervisor) CheckBuild(ctx context.Context, admin Admin, path, stateDir
 	if errors.Is(err, envoy.ErrNotABuild) {
 		return // a build the agent could not report either
 	}
-	s.Log.Warn("the running Envoy reports another build than the control plane was told at start-up (is --envoy-binary a wrapper whose Envoy was upgraded?); the next start reports the running one",
+	s.Log.Warn("the running Envoy reports another build than the control plane was told at start-up (is "+config.KeyEnvoyBinary.Flag()+" a wrapper whose Envoy was upgraded?); the next start reports the running one",
 		zap.String("told", told.Build), zap.String("running", build), zap.String("path", path))
 	if err != nil {
 		s.Log.Warn("cannot correct Envoy's version in the state dir", zap.Error(err))
