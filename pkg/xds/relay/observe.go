@@ -16,12 +16,13 @@ import (
 const observerWait = 5 * time.Second
 
 // observedMessage is one message for a session's observer: a request of
-// Envoy's, a response from the control plane as received, or one from
-// the cache.
+// Envoy's, a response from the control plane as received, one from the
+// cache, or a barrier, closed once everything before it is observed.
 type observedMessage struct {
-	req    *request
-	resp   *receivedFrame
-	cached []byte
+	req     *request
+	resp    *receivedFrame
+	cached  []byte
+	barrier chan struct{}
 }
 
 // observeAll observes a session's messages on a goroutine of its own, so
@@ -66,6 +67,8 @@ func (s *session) observeAll(prev <-chan struct{}, done chan<- struct{}) {
 			s.kind.observeRequest(s.obs, m.req)
 		case m.resp != nil:
 			unread = m.resp
+		case m.barrier != nil:
+			close(m.barrier)
 		default:
 			s.observeResponse(m.cached, true)
 		}

@@ -1,6 +1,8 @@
 package relay
 
 import (
+	"context"
+	"maps"
 	"testing"
 	"time"
 
@@ -69,4 +71,46 @@ func TestAResponseIsReadOnceEnvoyAnswersIt(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A resumed stream offers the control plane the versions Envoy ACKed,
+// even when Envoy's last ACK is still waiting for the observer (busy with
+// the previous stream's, or starved of CPU): offering older versions
+// than Envoy holds has kuma-cp send everything again.
+func TestAResumedStreamWaitsForEnvoysLastACKToBeObserved(t *testing.T) {
+	r, err := New(Options{SocketPath: "/x", Upstream: cpdial.Target{Address: "cp:5678", CAPEM: newPKI(t).caPEM}, Token: staticToken("t")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &session{r: r, kind: delta{}, obs: newObserver(r), toObserver: make(chan observedMessage, 16), subs: newSubscriptions()}
+	busy := make(chan struct{}) // the previous stream's observer
+	done := make(chan struct{})
+	go s.observeAll(busy, done)
+	s.observe(envoyRequest{raw: mustMarshal(t, &discoveryv3.DeltaDiscoveryRequest{Node: node, TypeUrl: listenerType})})
+	resp := mustMarshal(t, &discoveryv3.DeltaDiscoveryResponse{TypeUrl: listenerType, SystemVersionInfo: "1", Nonce: "n",
+		Resources: []*discoveryv3.Resource{{Name: "l", Version: "7", Resource: listener(t, "l", 10)}}})
+	s.queued.Add(1)
+	s.toObserver <- observedMessage{resp: &receivedFrame{buf: mem.BufferSlice{mem.SliceBuffer(resp)}}}
+	s.observe(envoyRequest{raw: mustMarshal(t, &discoveryv3.DeltaDiscoveryRequest{TypeUrl: listenerType, ResponseNonce: "n"})})
+
+	resumed := make(chan [][]byte, 1)
+	go func() { resumed <- s.resumeRequests(context.Background()) }()
+	// An absence has no event to await: a while in which taking the
+	// snapshot would have finished many times over.
+	select {
+	case <-resumed:
+		t.Fatal("the resumed stream was opened before Envoy's ACK was observed")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(busy)
+	reqs := <-resumed
+	if len(reqs) != 1 {
+		t.Fatalf("resumed requests: %d, want 1", len(reqs))
+	}
+	req := decodeDeltaRequest(t, reqs[0])
+	if got := req.GetInitialResourceVersions(); !maps.Equal(got, map[string]string{"l": "7"}) {
+		t.Fatalf("resumed with versions %v, want what Envoy ACKed", got)
+	}
+	close(s.toObserver)
+	<-done
 }

@@ -354,7 +354,7 @@ func (s *session) serveCache(ctx context.Context, snap *lkgcache.Snapshot, why S
 	pctx, stop := context.WithCancel(ctx)
 	go func() {
 		defer close(probed)
-		probe <- s.r.probe(pctx, ctx, s.kind, why, func() [][]byte { return s.subs.snapshot(s.kind, &s.r.envoyState) })
+		probe <- s.r.probe(pctx, ctx, s.kind, why, func() [][]byte { return s.resumeRequests(pctx) })
 	}()
 	ended := func() { stop(); <-probed }
 	for {
@@ -387,6 +387,25 @@ func (s *session) serveCache(ctx context.Context, snap *lkgcache.Snapshot, why S
 			return nil, nil, nil
 		}
 	}
+}
+
+// resumeRequests opens a resumed stream with what Envoy holds: once the
+// observer has applied every ACK Envoy sent so far, or the resumed stream
+// would offer the control plane older versions than Envoy has (nil when
+// ctx ends first).
+func (s *session) resumeRequests(ctx context.Context) [][]byte {
+	observed := make(chan struct{})
+	select {
+	case s.toObserver <- observedMessage{barrier: observed}:
+	case <-ctx.Done():
+		return nil
+	}
+	select {
+	case <-observed:
+	case <-ctx.Done():
+		return nil
+	}
+	return s.subs.snapshot(s.kind, &s.r.envoyState)
 }
 
 func (s *session) answer(cs cacheServer, req envoyRequest) error {
