@@ -356,7 +356,7 @@ func (a *Agent) findEnvoyBinary(ctx context.Context) (string, envoy.Version, err
 	}
 	a.log.Info("found Envoy", zap.String("path", path), zap.String("version", v.Version), zap.Bool("version-cached", found.Cached))
 	if warning == nil && !version.EnvoyCompatible(v.Version) {
-		a.log.Warn("Envoy "+v.Version+" is not the version Kuma "+version.Kuma+" is built and tested with ("+version.ExpectedEnvoy()+"); it may work, and the control plane shows it as incompatible",
+		a.log.Warn("Envoy "+v.Version+" is not a version the supported Kuma releases are built and tested with ("+version.ExpectedEnvoy()+"); it may work, and the control plane shows it as incompatible",
 			zap.String("path", path))
 	}
 	return path, v, nil

@@ -124,7 +124,7 @@ func runChecks(ctx context.Context, w io.Writer, cfg *config.Config, running *in
 		c.ok("Envoy binary %s found (version unreadable: %v)", cfg.EnvoyBinary, found.Unread)
 	case !version.EnvoyCompatible(ev.Version):
 		c.ok("Envoy binary %s found, version %s%s", cfg.EnvoyBinary, ev.Version, cached)
-		c.note("Envoy %s is not the version Kuma %s is built with (%s); it may work, and the control plane shows it as incompatible", ev.Version, version.Kuma, version.ExpectedEnvoy())
+		c.note("Envoy %s is not a version the supported Kuma releases are built with (%s); it may work, and the control plane shows it as incompatible", ev.Version, version.ExpectedEnvoy())
 	default:
 		c.ok("Envoy binary %s found, version %s%s", cfg.EnvoyBinary, ev.Version, cached)
 	}

@@ -30,14 +30,17 @@ func TestVersionOutputs(t *testing.T) {
 		return code, out.String(), stderr.String()
 	}
 	code, out, _ := run("version", "-o", "json")
-	var info map[string]string
+	var info map[string]any
 	if err := json.Unmarshal([]byte(out), &info); code != 0 || err != nil {
 		t.Fatalf("version -o json: exit %d, %v\n%s", code, err, out)
 	}
 	for _, k := range []string{"version", "commit", "buildDate", "kuma", "envoy"} {
-		if info[k] == "" {
+		if s, _ := info[k].(string); s == "" {
 			t.Errorf("version -o json lacks %q: %s", k, out)
 		}
+	}
+	if supports, _ := info["supports"].([]any); len(supports) != len(version.Supported) {
+		t.Errorf("version -o json names %v supported Kuma releases, want %d: %s", info["supports"], len(version.Supported), out)
 	}
 	if code, out, _ := run("--version"); code != 0 || strings.TrimSpace(out) != version.String() {
 		t.Errorf("--version: exit %d %q, want %q", code, out, version.String())

@@ -67,7 +67,7 @@ type Options struct {
 	// Register, if set, is given the relay's metrics once it runs.
 	Register func(prometheus.Collector)
 	// AgentMetadata is relay.Options.AgentMetadata.
-	AgentMetadata func(md *structpb.Struct)
+	AgentMetadata func(md *structpb.Struct, deltaADS bool)
 	// Resume, when set, is a relayed start's own Feature.Resumption(), handed
 	// to the agent's next program: Bootstrap is the bootstrap Envoy runs
 	// with already (pointing at the relay), not the control plane's.

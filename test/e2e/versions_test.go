@@ -54,8 +54,8 @@ func TestVersionsReportedToTheControlPlane(t *testing.T) {
 			if err := json.Unmarshal(zone.CP.BootstrapRequests()[0].Body, &got); err != nil {
 				t.Fatal(err)
 			}
-			if got.Version.KumaDp.Version != version.Kuma || !strings.HasPrefix(got.Version.KumaDp.GitTag, "zoneproxy-") {
-				t.Errorf("kumaDp %+v, want version %s and a zoneproxy- tag", got.Version.KumaDp, version.Kuma)
+			if got.Version.KumaDp.Version != version.Newest().Kuma || !strings.HasPrefix(got.Version.KumaDp.GitTag, "zoneproxy-") {
+				t.Errorf("kumaDp %+v, want version %s and a zoneproxy- tag", got.Version.KumaDp, version.Newest().Kuma)
 			}
 			if got.DynamicMetadata["version.dependencies.zoneproxy"] == "" {
 				t.Errorf("dynamicMetadata %v lacks zoneproxy's own version", got.DynamicMetadata)

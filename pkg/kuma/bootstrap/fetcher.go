@@ -127,22 +127,25 @@ func (f *Fetcher) Token() string { return f.sent }
 // Close drops the client's connections.
 func (f *Fetcher) Close() { f.client.Close() }
 
-// agentBuild is how the request describes this build: the Kuma release it
-// speaks for, not zoneproxy's own version, which kuma-cp would judge
-// incompatible with itself.
-func agentBuild() KumaDpVersion {
+// agentBuild is how the agent describes this build to a control plane of
+// release r: r's Kuma version, not zoneproxy's own, which kuma-cp would
+// judge incompatible with itself.
+func agentBuild(r version.KumaRelease) KumaDpVersion {
 	return KumaDpVersion{
-		Version: version.Kuma, GitTag: "zoneproxy-" + version.Version,
+		Version: r.Kuma, GitTag: "zoneproxy-" + version.Version,
 		GitCommit: version.Commit, BuildDate: version.BuildDate,
 	}
 }
 
 // SetAgentBuild puts this build into an xDS node's metadata where kuma-cp's
 // bootstrap puts what the request said of it (AgentBuildFields), so that
-// kuma-cp sees the running agent after a reload to a new one.
-func SetAgentBuild(md *structpb.Struct) {
+// kuma-cp sees the running agent after a reload to a new one, and a
+// version of its own release line: the bootstrap request, sent before the
+// control plane's release is known, names the newest, and a 2.14 control
+// plane (the one that serves state-of-the-world ADS) would flag that.
+func SetAgentBuild(md *structpb.Struct, deltaADS bool) {
 	// As kuma-cp makes it of the request: the JSON of KumaDpVersion.
-	b := agentBuild()
+	b := agentBuild(version.ForADS(deltaADS))
 	kumaDp := map[string]any{}
 	if raw, err := json.Marshal(b); err == nil {
 		_ = json.Unmarshal(raw, &kumaDp)
@@ -190,7 +193,7 @@ func newRequest(cfg *config.Config, workDir string, ev envoy.Version, caPEM []by
 		ProxyType:         "dataplane",
 		DataplaneResource: dp.JSON(),
 		Version: Version{
-			KumaDp: agentBuild(),
+			KumaDp: agentBuild(version.Newest()),
 			Envoy:  EnvoyVersion{Version: ev.Version, Build: ev.Build, KumaDpCompatible: version.EnvoyCompatible(ev.Version)},
 		},
 		CACert: certificatesOnly(caPEM),

@@ -17,7 +17,7 @@ func (r *Relay) withAgentMetadata(kind streamKind, replay [][]byte) [][]byte {
 		return replay
 	}
 	for i, b := range replay {
-		patched, ok := patchNode(kind, b, r.opts.AgentMetadata)
+		patched, ok := patchNode(kind, b, func(md *structpb.Struct) { r.opts.AgentMetadata(md, kind.incremental()) })
 		if !ok {
 			continue
 		}

@@ -16,7 +16,7 @@ func TestTheControlPlaneSeesTheRunningAgentInTheNode(t *testing.T) {
 	p := newPKI(t)
 	cp := startScriptedCP(t, p)
 	r := startRelay(t, p, cp.addr, staticToken("tok"), nil, func(o *Options) {
-		o.AgentMetadata = func(md *structpb.Struct) { md.Fields["agent"] = structpb.NewStringValue("running") }
+		o.AgentMetadata = func(md *structpb.Struct, _ bool) { md.Fields["agent"] = structpb.NewStringValue("running") }
 	})
 	envoy := dialEnvoy(t, r, deltaMethod)
 	md, err := structpb.NewStruct(map[string]any{"agent": "the one that started Envoy", "workdir": "/run/zoneproxy/zp"})
@@ -38,5 +38,26 @@ func TestTheControlPlaneSeesTheRunningAgentInTheNode(t *testing.T) {
 	envoy.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: listenerType})
 	if next := cp.nextRequest(t); next.GetNode() != nil || next.GetTypeUrl() != listenerType {
 		t.Errorf("a later request %v, want Envoy's as it sent it", next)
+	}
+}
+
+// What the agent reports depends on the stream's protocol: kuma-cp 2.14
+// serves state of the world, 3.0 delta, and each judges the reported
+// version against its own release.
+func TestTheAgentMetadataKnowsTheStreamsProtocol(t *testing.T) {
+	for _, tc := range []struct {
+		kind  streamKind
+		first []byte
+		delta bool
+	}{
+		{kind: sotw{}, first: mustMarshal(t, &discoveryv3.DiscoveryRequest{Node: node, TypeUrl: clusterType}), delta: false},
+		{kind: delta{}, first: mustMarshal(t, &discoveryv3.DeltaDiscoveryRequest{Node: node, TypeUrl: clusterType}), delta: true},
+	} {
+		var told []bool
+		r := &Relay{opts: Options{AgentMetadata: func(_ *structpb.Struct, delta bool) { told = append(told, delta) }}}
+		r.withAgentMetadata(tc.kind, [][]byte{tc.first})
+		if len(told) != 1 || told[0] != tc.delta {
+			t.Errorf("%s stream: the agent metadata was told delta %v, want [%v]", tc.kind.name(), told, tc.delta)
+		}
 	}
 }

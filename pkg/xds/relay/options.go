@@ -52,7 +52,7 @@ type Options struct {
 	// what it shows of the agent (its build) from there, and after a
 	// reload to a new agent the running Envoy's node still describes the
 	// old one.
-	AgentMetadata func(md *structpb.Struct)
+	AgentMetadata func(md *structpb.Struct, deltaADS bool)
 	// ConnectTimeout bounds TCP connect plus TLS handshake (default 3 s:
 	// Envoy's ADS cluster allows 1 s to connect, TLS adds round trips). A
 	// control plane that does not answer within it counts as unreachable.
