@@ -28,6 +28,7 @@ func newListenWatch(a *Agent) *listenwatch.Watch {
 		Config: a.cfg, Log: a.log, Tracker: a.tracker, Metrics: a.opts.Metrics,
 		ReadyWords: func() string { return a.generationWords(a.xds.servingDetail()) },
 		Configured: func() bool { return a.xds.newEnvoyConfigured() },
+		Present:    a.xds.zoneListenersPresent,
 	})
 }
 

@@ -27,6 +27,7 @@ type XDSFeature interface {
 	WithdrawEgress(skip <-chan struct{}, withdrawn func()) bool
 	Rejoin()
 	Withdrawn() bool
+	ZoneListenersPresent(names []string)
 	BeginHandover(serving int)
 	CompleteHandover(ctx context.Context) error
 	EndHandover()
@@ -88,12 +89,13 @@ func (a *Agent) startXDS(wd *workDir, doc []byte, cached *xds.Cached, cache *xds
 		ControlPlane: xds.ControlPlane{URL: a.cfg.CPAddress, CAPEM: a.caPEM},
 		Token:        a.token.Read,
 		// kuma-cp shows the agent that runs now, also after a reload.
-		AgentMetadata: bootstrap.SetAgentBuild,
-		Cache:         cache,
-		Backoff:       backoff.Backoff{Initial: a.cfg.RetryInitial, Max: a.cfg.RetryMax},
-		Log:           a.log.Named("xds"),
-		Notes:         a.log,
-		Register:      a.opts.Metrics.Register,
+		AgentMetadata:  bootstrap.SetAgentBuild,
+		EgressListener: xds.EgressListener(a.cfg),
+		Cache:          cache,
+		Backoff:        backoff.Backoff{Initial: a.cfg.RetryInitial, Max: a.cfg.RetryMax},
+		Log:            a.log.Named("xds"),
+		Notes:          a.log,
+		Register:       a.opts.Metrics.Register,
 		Hooks: xds.Hooks{
 			Waiting:        waitingFor(a.tracker),
 			ServingChanged: a.refreshServing,
@@ -143,6 +145,13 @@ func (s *xdsSlot) stream() xds.StreamState {
 // servingDetail is the READY detail: plain, or saying the configuration is
 // the cached one, since when and why.
 func (s *xdsSlot) servingDetail() string { return s.stream().ServingDetail() }
+
+// zoneListenersPresent tells the feature which zone listeners Envoy has.
+func (s *xdsSlot) zoneListenersPresent(names []string) {
+	if f := s.get(); f != nil {
+		f.ZoneListenersPresent(names)
+	}
+}
 
 // lastRefusal is the control plane's last refusal, "" if none.
 func (s *xdsSlot) lastRefusal() string { return s.stream().Refusal }

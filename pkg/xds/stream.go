@@ -49,11 +49,21 @@ type StreamState struct {
 	// Refusal is the control plane's last refusal while Envoy is not
 	// served from it, "" if none.
 	Refusal string
+	// Egress says why the zone egress is not in kuma-cp's egress set yet
+	// (HeldBackWords, RegisteringWords); "" when it is, or the role has none.
+	Egress string
 }
 
 // ServingDetail is the READY detail: plain, or saying the configuration is
-// the cached one, since when and why.
+// the cached one, since when and why, and where the egress registration is.
 func (s StreamState) ServingDetail() string {
+	if s.Egress == "" {
+		return s.servingDetail()
+	}
+	return s.servingDetail() + "; the zone egress is " + s.Egress
+}
+
+func (s StreamState) servingDetail() string {
 	if !s.Cached.InUse {
 		return "Envoy ready"
 	}
@@ -116,6 +126,7 @@ func ControlPlaneWords(s UpstreamState, relayed bool, refusal string) string {
 type watch struct {
 	hooks Hooks
 	log   *zap.Logger
+	held  *heldBack // nil: the egress, if any, registers Ready at once
 
 	mu sync.Mutex
 	st StreamState
@@ -132,8 +143,10 @@ func (w *watch) events() relay.Events {
 
 func (w *watch) state() StreamState {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.st
+	st := w.st
+	w.mu.Unlock()
+	st.Egress = w.held.words()
+	return st
 }
 
 func (w *watch) streamError(e relay.StreamError) {
@@ -183,6 +196,9 @@ func (w *watch) upstreamChanged(u Upstream) {
 	w.mu.Lock()
 	w.st.Upstream = u
 	w.mu.Unlock()
+	if w.held.upstream(u.State) {
+		w.log.Info("kuma-cp registered the zone egress Ready: the zone's sidecars are sent to it once they hear of it (within a few seconds)")
+	}
 	w.servingChanged()
 }
 

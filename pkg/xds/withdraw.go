@@ -87,7 +87,13 @@ func (f *Feature) WithdrawEgress(skip <-chan struct{}, withdrawn func()) bool {
 
 // markEgressNotReady sets the node's Dataplane's egress listeners NotReady.
 func markEgressNotReady(node *corev3.Node) error {
-	fields := node.GetMetadata().GetFields()
+	return markMetadataEgressNotReady(node.GetMetadata())
+}
+
+// markMetadataEgressNotReady sets the egress listeners NotReady in the
+// Dataplane a node's metadata md carries.
+func markMetadataEgressNotReady(md *structpb.Struct) error {
+	fields := md.GetFields()
 	res, err := dataplane.WithEgressNotReady(fields[nodeResourceKey].GetStringValue())
 	if err != nil {
 		return err

@@ -22,6 +22,9 @@ type fakeRelay struct {
 	withdrawn bool
 	rejoined  int
 	state     relay.State
+	// reregisters counts Reregister calls; streamOpen is what it says.
+	reregisters int
+	streamOpen  bool
 }
 
 func (r *fakeRelay) State() relay.State { return r.state }
@@ -41,6 +44,7 @@ func (r *fakeRelay) Withdraw(ctx context.Context, mark func(*corev3.Node) error)
 }
 func (r *fakeRelay) Withdrawn() bool                        { return r.withdrawn }
 func (r *fakeRelay) Rejoin()                                { r.rejoined++; r.withdrawn = false }
+func (r *fakeRelay) Reregister() bool                       { r.reregisters++; return r.streamOpen }
 func (r *fakeRelay) BeginHandover(int)                      {}
 func (r *fakeRelay) CompleteHandover(context.Context) error { return nil }
 func (r *fakeRelay) EndHandover()                           {}

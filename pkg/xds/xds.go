@@ -28,6 +28,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/bootstraprewrite"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/cpdial"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
 )
 
@@ -68,6 +69,10 @@ type Options struct {
 	Register func(prometheus.Collector)
 	// AgentMetadata is relay.Options.AgentMetadata.
 	AgentMetadata func(md *structpb.Struct, deltaADS bool)
+	// EgressListener is the name of Envoy's zone egress listener, "" for a
+	// role without one: a start whose cache does not hold it registers the
+	// egress NotReady until ZoneListenersPresent names it (heldback.go).
+	EgressListener string
 	// Resume, when set, is a relayed start's own Feature.Resumption(), handed
 	// to the agent's next program: Bootstrap is the bootstrap Envoy runs
 	// with already (pointing at the relay), not the control plane's.
@@ -84,6 +89,7 @@ type Feature struct {
 	notes     *zap.Logger
 	// egressPropagation is how long WithdrawEgress waits for the sidecars.
 	egressPropagation time.Duration
+	held              *heldBack // the egress registered NotReady until Envoy has its listener
 }
 
 // relayer is what the feature drives of the relay (*relay.Relay).
@@ -92,6 +98,7 @@ type relayer interface {
 	Withdraw(ctx context.Context, mark func(*corev3.Node) error) error
 	Withdrawn() bool
 	Rejoin()
+	Reregister() bool
 	BeginHandover(serving int)
 	CompleteHandover(ctx context.Context) error
 	EndHandover()
@@ -179,7 +186,20 @@ func start(o Options, bootstrap []byte, admin envoy.AdminAddress, up cpdial.Targ
 	if cache != nil { // stored with every snapshot, so that the next start can serve it
 		cache.SetBootstrap(bootstrap, up)
 	}
-	w := &watch{hooks: o.Hooks, log: o.Notes}
+	var held *heldBack
+	if o.Resume == nil { // a reload's Envoy serves, registered already
+		var cached *lkgcache.Snapshot
+		if o.Cached != nil {
+			cached = o.Cached.snap
+		}
+		held = holdBack(o.EgressListener, cached, cache)
+	}
+	if held != nil {
+		o.Notes.Info("the zone egress is registered with its listener NotReady until Envoy has it: kuma-cp hands the zone's sidecars every Ready egress, also one it sent no egress listener (it sends none while the mesh has no MeshIdentity)",
+			zap.String("listener", held.listener))
+	}
+	meta := o.AgentMetadata
+	w := &watch{hooks: o.Hooks, log: o.Notes, held: held}
 	var ln net.Listener
 	var listenErr error
 	if o.Listener != nil {
@@ -196,8 +216,13 @@ func start(o Options, bootstrap []byte, admin envoy.AdminAddress, up cpdial.Targ
 		// Started on the cache: the control plane did not answer.
 		CacheFirst:     o.Cached != nil,
 		CacheFirstHeld: o.Cached != nil && o.Resume != nil, // a reload
-		AgentMetadata:  o.AgentMetadata,
-		Events:         w.events(),
+		AgentMetadata: func(md *structpb.Struct, deltaADS bool) {
+			if meta != nil {
+				meta(md, deltaADS)
+			}
+			held.mark(md)
+		},
+		Events: w.events(),
 	})
 	if err != nil {
 		if ln != nil {
@@ -215,7 +240,7 @@ func start(o Options, bootstrap []byte, admin envoy.AdminAddress, up cpdial.Targ
 		o.Register(r.Metrics())
 	}
 	return &Feature{bootstrap: bootstrap, admin: admin, relay: r, resume: &Resumption{Upstream: up},
-		watch: w, notes: o.Notes, egressPropagation: defaultEgressPropagation}, nil
+		watch: w, notes: o.Notes, egressPropagation: defaultEgressPropagation, held: held}, nil
 }
 
 // dropListener closes the socket opened ahead: the relay does not start.

@@ -43,6 +43,10 @@ type Options struct {
 	// Configured says whether an Envoy started now gets its configuration
 	// at once; nil is always. A restart for a freed port waits for it.
 	Configured func() bool
+	// Present, if set, is told the zone listeners Envoy has, at every
+	// check that could ask (a held-back egress registers once its listener
+	// is there).
+	Present func(names []string)
 }
 
 // Watch is what the agent knows of its zone listeners across Envoys: the
@@ -132,6 +136,9 @@ func (p *Period) Check(ctx context.Context) {
 		}
 	}
 	w.binds.settle(present, len(missing) == 0)
+	if w.opts.Present != nil {
+		w.opts.Present(present)
+	}
 	p.checkBindFailures(missing)
 	var b strings.Builder
 	for i, zl := range missing {

@@ -443,3 +443,24 @@ func writeAtomic(dir string, s *Snapshot) error {
 	defer d.Close()
 	return d.Sync()
 }
+
+// Holds says whether the last configuration kept (loaded or stored since)
+// has a resource of typeURL named name.
+func (c *Cache) Holds(typeURL, name string) bool {
+	c.mu.Lock()
+	s := c.current
+	c.mu.Unlock()
+	if s == nil {
+		return false
+	}
+	t := s.Type(typeURL)
+	if t == nil {
+		return false
+	}
+	for _, r := range t.Resources {
+		if r.Name == name {
+			return true
+		}
+	}
+	return false
+}

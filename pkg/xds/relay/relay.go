@@ -16,6 +16,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -61,6 +62,9 @@ type Relay struct {
 	spare     spareConn // a connection a refused stream left, for the next attempt
 	withdrawn withdrawal
 	hand      handoverState
+	// reregistered is the stream Reregister closed, until its session
+	// takes it up (reregister.go).
+	reregistered atomic.Pointer[upstream]
 }
 
 // New checks opts; Start listens.

@@ -166,6 +166,8 @@ func (s *session) relayOn(ctx context.Context, up *upstream) (retry bool, err er
 		return false, nil
 	case res.responded && s.r.isWithdrawn() && s.kind.exclusive():
 		return false, s.park(ctx)
+	case res.responded && s.r.reregistered.CompareAndSwap(up, nil):
+		return false, s.afterReregister(ctx)
 	case res.responded && errors.Is(res.err, io.EOF):
 		s.r.log.Info("the control plane closed the stream", zap.String("stream", s.kind.name()))
 		return false, nil

@@ -1,0 +1,94 @@
+package xds
+
+import (
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
+)
+
+const egressListener = "self_zoneegress_dp_ze-port"
+
+func cachedWith(names ...string) *lkgcache.Snapshot {
+	ts := lkgcache.TypeState{TypeURL: listenerTypeURL}
+	for _, n := range names {
+		ts.Resources = append(ts.Resources, lkgcache.Resource{Name: n})
+	}
+	return &lkgcache.Snapshot{Types: []lkgcache.TypeState{ts}}
+}
+
+// Whether a start holds its egress back: only when nothing proves its
+// listener, so that a restart on a cache that holds it costs no
+// re-registration.
+func TestAnEgressIsHeldBackUntilItsListenerIsProved(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		listener string
+		cached   *lkgcache.Snapshot
+		held     bool
+	}{
+		{name: "an ingress has no egress listener", listener: ""},
+		{name: "a first start", listener: egressListener, held: true},
+		{name: "a cache without the egress listener", listener: egressListener, cached: cachedWith("self_zoneingress_dp_zi-port"), held: true},
+		{name: "a cache that holds it", listener: egressListener, cached: cachedWith("self_zoneingress_dp_zi-port", egressListener)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := holdBack(tc.listener, tc.cached, nil) != nil; got != tc.held {
+				t.Errorf("held back %v, want %v", got, tc.held)
+			}
+		})
+	}
+}
+
+// Held back, every registration the relay sends says NotReady; once
+// Envoy has the listener the relay registers anew, Ready, and /status
+// says where that stands until kuma-cp accepts it.
+func TestAHeldBackEgressRegistersReadyOnceEnvoyHasItsListener(t *testing.T) {
+	for _, streamOpen := range []bool{true, false} {
+		r := &fakeRelay{streamOpen: streamOpen}
+		held := holdBack(egressListener, nil, nil)
+		w := &watch{log: zap.NewNop(), held: held}
+		f := &Feature{relay: r, watch: w, notes: zap.NewNop(), held: held}
+
+		md := &structpb.Struct{Fields: map[string]*structpb.Value{nodeResourceKey: structpb.NewStringValue(egressDataplane)}}
+		held.mark(md)
+		if got := md.Fields[nodeResourceKey].GetStringValue(); !strings.Contains(got, `"state":"NotReady"`) {
+			t.Fatalf("held back, the relay registers %s", got)
+		}
+		if st := f.Stream(); st.Egress != HeldBackWords || !strings.Contains(st.ServingDetail(), "held back from kuma-cp's zone egress set") {
+			t.Errorf("held back, the stream says %q", st.ServingDetail())
+		}
+
+		f.ZoneListenersPresent([]string{"self_zoneingress_dp_zi-port"})
+		if r.reregisters != 0 {
+			t.Fatal("registered anew before Envoy had the egress listener")
+		}
+		f.ZoneListenersPresent([]string{egressListener})
+		f.ZoneListenersPresent([]string{egressListener}) // every check says so
+		if r.reregisters != 1 {
+			t.Fatalf("registered anew %d times, want once", r.reregisters)
+		}
+		md = &structpb.Struct{Fields: map[string]*structpb.Value{nodeResourceKey: structpb.NewStringValue(egressDataplane)}}
+		held.mark(md)
+		if got := md.Fields[nodeResourceKey].GetStringValue(); got != egressDataplane {
+			t.Errorf("released, the relay registers %s, want the Dataplane as it is", got)
+		}
+		if st := f.Stream(); st.Egress != RegisteringWords {
+			t.Errorf("registering, the stream says %q", st.Egress)
+		}
+		if streamOpen {
+			w.upstreamChanged(Upstream{State: Connected}) // the old stream's last word
+			if f.Stream().Egress != RegisteringWords {
+				t.Errorf("the closed NotReady stream counted as the Ready registration")
+			}
+			w.upstreamChanged(Upstream{State: Held})
+		}
+		w.upstreamChanged(Upstream{State: Connected})
+		if st := f.Stream(); st.Egress != "" {
+			t.Errorf("once kuma-cp took the Ready registration, the stream says %q", st.Egress)
+		}
+	}
+}
