@@ -31,7 +31,7 @@ const listenerTypeURL = "type.googleapis.com/envoy.config.listener.v3.Listener"
 const HeldBackWords = "held back from kuma-cp's zone egress set until Envoy has the egress listener (registered with it NotReady, so no sidecar is sent to a proxy that cannot serve it)"
 
 // RegisteringWords is what they say once Envoy has it.
-const RegisteringWords = "Envoy has the egress listener: registering the zone egress Ready, which kuma-cp accepts once it lets go of the NotReady registration's stream (its deregistration delay, 10 s by default)"
+const RegisteringWords = "being registered Ready: Envoy has the egress listener, and kuma-cp takes the new registration once it lets go of the NotReady one's stream (its deregistration delay, 10 s by default)"
 
 // EgressListener is the name of cfg's zone egress listener in Envoy, ""
 // for a role without one (Options.EgressListener).
