@@ -31,6 +31,7 @@ func (f *fakeXDS) FromControlPlane() (xds.UpstreamState, bool) {
 func (f *fakeXDS) WithdrawEgress(<-chan struct{}, func()) bool { return false }
 func (f *fakeXDS) Rejoin()                                     {}
 func (f *fakeXDS) ZoneListenersPresent([]string)               {}
+func (f *fakeXDS) NoListenersSent() bool                       { return false }
 func (f *fakeXDS) Withdrawn() bool                             { return f.withdrawn }
 func (f *fakeXDS) BeginHandover(int)                           {}
 func (f *fakeXDS) CompleteHandover(context.Context) error      { return errors.New("fake: no handover") }

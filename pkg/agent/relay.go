@@ -28,6 +28,7 @@ type XDSFeature interface {
 	Rejoin()
 	Withdrawn() bool
 	ZoneListenersPresent(names []string)
+	NoListenersSent() bool
 	BeginHandover(serving int)
 	CompleteHandover(ctx context.Context) error
 	EndHandover()
@@ -151,6 +152,12 @@ func (s *xdsSlot) zoneListenersPresent(names []string) {
 	if f := s.get(); f != nil {
 		f.ZoneListenersPresent(names)
 	}
+}
+
+// noListenersSent: kuma-cp has the stream yet sent no listeners at all.
+func (s *xdsSlot) noListenersSent() bool {
+	f := s.get()
+	return f != nil && f.NoListenersSent()
 }
 
 // lastRefusal is the control plane's last refusal, "" if none.

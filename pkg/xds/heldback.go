@@ -128,3 +128,16 @@ func (h *heldBack) upstream(s UpstreamState) bool {
 	}
 	return h.stage.CompareAndSwap(awaitingCP, registered)
 }
+
+// NoListenersSent says whether kuma-cp has this proxy's stream yet has
+// sent Envoy no listeners at all (Kuma 2.14 to a zone ingress whose zone
+// has no MeshService): Envoy then waits in INITIALIZING for good.
+func (f *Feature) NoListenersSent() bool {
+	if f == nil || f.relay == nil || f.relay.State().Upstream.State != Connected {
+		return false
+	}
+	return slices.Contains(f.relay.Unanswered(), listenerTypeURL)
+}
+
+// NoListenersWords says so to the operator.
+const NoListenersWords = "kuma-cp has this proxy's stream but has sent Envoy no listeners at all, so Envoy stays INITIALIZING: Kuma 2.14 sends a zone ingress none while its zone has no MeshService (create one, or deploy a service in this zone)"

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
 )
 
 const egressListener = "self_zoneegress_dp_ze-port"
@@ -90,5 +91,32 @@ func TestAHeldBackEgressRegistersReadyOnceEnvoyHasItsListener(t *testing.T) {
 		if st := f.Stream(); st.Egress != "" {
 			t.Errorf("once kuma-cp took the Ready registration, the stream says %q", st.Egress)
 		}
+	}
+}
+
+// kuma-cp 2.14 answers a zone ingress without MeshService no listener
+// subscription at all: the agent says so only while kuma-cp has the stream
+// and Envoy holds no listener.
+func TestNoListenersSentIsSaidOnlyWhileKumaCPHasTheStream(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		state      UpstreamState
+		unanswered []string
+		want       bool
+	}{
+		{name: "connected, listeners never answered", state: Connected, unanswered: []string{listenerTypeURL}, want: true},
+		{name: "connected, clusters still coming", state: Connected, unanswered: []string{"type.googleapis.com/envoy.config.cluster.v3.Cluster"}},
+		{name: "held by kuma-cp", state: Held, unanswered: []string{listenerTypeURL}},
+		{name: "everything answered", state: Connected},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &Feature{relay: &fakeRelay{state: relay.State{Upstream: Upstream{State: tc.state}}, unanswered: tc.unanswered}}
+			if got := f.NoListenersSent(); got != tc.want {
+				t.Errorf("NoListenersSent() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if (*Feature)(nil).NoListenersSent() {
+		t.Error("direct mode cannot know")
 	}
 }

@@ -25,6 +25,7 @@ type fakeRelay struct {
 	// reregisters counts Reregister calls; streamOpen is what it says.
 	reregisters int
 	streamOpen  bool
+	unanswered  []string
 }
 
 func (r *fakeRelay) State() relay.State { return r.state }
@@ -45,6 +46,7 @@ func (r *fakeRelay) Withdraw(ctx context.Context, mark func(*corev3.Node) error)
 func (r *fakeRelay) Withdrawn() bool                        { return r.withdrawn }
 func (r *fakeRelay) Rejoin()                                { r.rejoined++; r.withdrawn = false }
 func (r *fakeRelay) Reregister() bool                       { r.reregisters++; return r.streamOpen }
+func (r *fakeRelay) Unanswered() []string                   { return r.unanswered }
 func (r *fakeRelay) BeginHandover(int)                      {}
 func (r *fakeRelay) CompleteHandover(context.Context) error { return nil }
 func (r *fakeRelay) EndHandover()                           {}

@@ -99,6 +99,7 @@ type relayer interface {
 	Withdrawn() bool
 	Rejoin()
 	Reregister() bool
+	Unanswered() []string
 	BeginHandover(serving int)
 	CompleteHandover(ctx context.Context) error
 	EndHandover()

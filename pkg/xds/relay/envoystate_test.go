@@ -110,3 +110,24 @@ func TestADuplicateNameIsHeldOnce(t *testing.T) {
 	b.answer("n3", false)
 	wantState(t, "held", b.r.envoyState.export(), map[string]string{"x": "2", "y": "2", "z": "3"})
 }
+
+// What Envoy subscribed to and was never answered is named: kuma-cp 2.14
+// sends a zone ingress without MeshService no listeners at all.
+func TestUnansweredNamesTheTypesEnvoyWaitsFor(t *testing.T) {
+	r := &Relay{envoyState: envoyState{types: map[string]*typeState{}}}
+	if got := r.Unanswered(); got != nil {
+		t.Fatalf("before Envoy's stream: %v", got)
+	}
+	s := newSubscriptions()
+	s.track(delta{}, nil, &request{node: node, typeURL: clusterType})
+	s.track(delta{}, nil, &request{typeURL: listenerType})
+	r.subs = s
+	r.envoyState.apply(&pendingResponse{typeURL: clusterType, version: "1"}, nil)
+	if got := r.Unanswered(); len(got) != 1 || got[0] != listenerType {
+		t.Fatalf("unanswered %v, want the listeners", got)
+	}
+	r.envoyState.apply(&pendingResponse{typeURL: listenerType, version: "1"}, nil)
+	if got := r.Unanswered(); len(got) != 0 {
+		t.Fatalf("unanswered %v once both are held", got)
+	}
+}

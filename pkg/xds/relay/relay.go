@@ -254,3 +254,26 @@ func (r *Relay) serve(kind streamKind, stream grpc.ServerStream) error {
 	}
 	return s.run(ctx)
 }
+
+// Unanswered are the types Envoy's newest stream subscribed to of which it
+// holds nothing yet: kuma-cp 2.14 answers a zone ingress's listener
+// subscription not at all while its zone has no MeshService, and Envoy
+// waits in INITIALIZING for good.
+func (r *Relay) Unanswered() []string {
+	r.mu.Lock()
+	subs := r.subs
+	r.mu.Unlock()
+	if subs == nil {
+		return nil
+	}
+	types, _ := subs.typesAndNode()
+	r.envoyState.mu.Lock()
+	defer r.envoyState.mu.Unlock()
+	var out []string
+	for _, t := range types {
+		if r.envoyState.types[t] == nil {
+			out = append(out, t)
+		}
+	}
+	return out
+}
