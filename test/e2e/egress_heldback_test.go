@@ -8,6 +8,10 @@ import (
 	"github.com/zoneproxy/zoneproxy/test/harness"
 )
 
+// egressRegisteredLog is what the agent says once kuma-cp took a first
+// start's egress as Ready.
+const egressRegisteredLog = "kuma-cp registered the zone egress Ready"
+
 // A zone egress whose Envoy has no egress listener (kuma-cp sends none
 // while the mesh has no MeshIdentity) is never handed to the sidecars: it
 // registers the listener NotReady, and Ready only once Envoy has it. A
@@ -39,7 +43,7 @@ func TestAnEgressIsHandedToSidecarsOnlyOnceItServes(t *testing.T) {
 		t.Fatal(err)
 	}
 	agent.AwaitReadiness(p.Readiness, 200, "READY", promptly)
-	agent.AwaitLog("kuma-cp registered the zone egress Ready", promptly)
+	agent.AwaitLog(egressRegisteredLog, promptly)
 	harness.Eventually(t, promptly, "the egress handed out", func() bool { return len(zone.CP.ZoneEgresses("payments")) == 1 })
 	from := car.total.Load()
 	harness.Eventually(t, promptly, "sidecar traffic through the egress", func() bool { return car.total.Load() >= from+20 })

@@ -10,7 +10,6 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -37,6 +36,8 @@ func readyWithCache(t *testing.T, zone *harness.Zone, extra ...string) (harness.
 	p := zone.NewProxy("payments", "egress")
 	agent := zone.Start(p, nil, extra...)
 	agent.AwaitReadiness(p.Readiness, 200, "READY", promptly)
+	// A first start registers the egress Ready once Envoy has its listener.
+	agent.AwaitLog(egressRegisteredLog, promptly)
 	harness.Eventually(t, promptly, "the configuration to be cached", func() bool {
 		_, err := os.Stat(cacheFile(p))
 		return err == nil
@@ -94,7 +95,9 @@ func TestRelayKeepsTheTokenOutOfEnvoysBootstrap(t *testing.T) {
 	for _, x := range zone.CP.Proxies() {
 		px = x
 	}
-	if !px.Connected || len(px.ACKed) == 0 || !slices.Contains(px.Listeners, "self_zoneegress_dp_ze-port") {
+	// (READY says Envoy has the zone listener: the stream kuma-cp holds now
+	// is the Ready registration's, resumed with what Envoy held already.)
+	if !px.Connected || len(px.ACKed) == 0 {
 		t.Fatalf("control plane sees %+v", px)
 	}
 	if _, m := get(t, "http://127.0.0.1:"+strconv.Itoa(p.Readiness)+"/metrics"); !strings.Contains(m, "zoneproxy_xds_cached_config 0") {

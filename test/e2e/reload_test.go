@@ -327,6 +327,7 @@ func readyWithConfigFile(t *testing.T, extra ...string) (*harness.Zone, harness.
 	writeFile(t, config, "drain-min: 1s\n", 0o600)
 	agent := zone.Start(p, nil, append([]string{"--config", config}, extra...)...)
 	agent.AwaitReadiness(p.Readiness, 200, "READY", promptly)
+	agent.AwaitLog(egressRegisteredLog, promptly) // a first start's registration as Ready
 	return zone, p, config, agent
 }
 
