@@ -24,6 +24,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/host/timesync"
 	"github.com/zoneproxy/zoneproxy/pkg/kuma/bootstrap"
 	"github.com/zoneproxy/zoneproxy/pkg/kuma/token"
+	"github.com/zoneproxy/zoneproxy/pkg/state"
 	"github.com/zoneproxy/zoneproxy/pkg/version"
 	"github.com/zoneproxy/zoneproxy/pkg/xds"
 )
@@ -156,11 +157,15 @@ func runChecks(ctx context.Context, w io.Writer, cfg *config.Config, running *in
 		c.checkNoToken(cfg, cpErr)
 	}
 	c.checkCache(cfg, time.Now())
+	var phase state.Phase // the running instance's, "" for none
 	if running != nil {
-		c.checkRunning(ctx, cfg, running)
+		phase = c.checkRunning(ctx, cfg, running)
 	}
 	for _, l := range cfg.Dataplane().Networking.Listeners {
 		c.note("after start, /ready says NO_ZONE_LISTENER until the control plane sends %s: %s", l.EnvoyListenerName(), agent.ZoneListenerCondition(l.Type))
+	}
+	if note := statusNote(cfg.Role, phase); note != "" {
+		c.note("this ingress is not serving yet: %s", note)
 	}
 
 	if c.failed > 0 {
@@ -173,7 +178,9 @@ func runChecks(ctx context.Context, w io.Writer, cfg *config.Config, running *in
 
 // checkRunning reports what the running instance of this configuration
 // says of itself: its phase and what the control plane makes of it.
-func (c *checklist) checkRunning(ctx context.Context, cfg *config.Config, running *instance) {
+// checkRunning notes what the running instance says of itself, and
+// returns its phase ("" when it does not say).
+func (c *checklist) checkRunning(ctx context.Context, cfg *config.Config, running *instance) state.Phase {
 	_, body, err := call(ctx, http.MethodGet, "http://"+preflight.ReadinessPort(cfg).Addr+"/status")
 	var st agent.Status
 	if err == nil {
@@ -181,12 +188,13 @@ func (c *checklist) checkRunning(ctx context.Context, cfg *config.Config, runnin
 	}
 	if err != nil {
 		c.note("the running instance (pid %d) does not say how it is: %v", running.pid, err)
-		return
+		return ""
 	}
 	c.note("the running instance (pid %d) is %s since %s: %s", running.pid, st.Phase, st.Since.UTC().Format(time.RFC3339), st.Detail)
 	if st.ControlPlane.State != "" {
 		c.note("the control plane's view of it (%s): %s", st.ControlPlane.State, st.ControlPlane.Says)
 	}
+	return state.Phase(st.Phase)
 }
 
 // checkPorts binds each port; one that the running instance of this

@@ -14,6 +14,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/agent"
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/host/preflight"
+	"github.com/zoneproxy/zoneproxy/pkg/state"
 )
 
 // statusSchema is the version of `status -o json`'s shape: fields are only
@@ -36,7 +37,21 @@ type instanceStatus struct {
 	Running  bool          `json:"running"`
 	Status   *agent.Status `json:"status,omitempty"`
 	Error    string        `json:"error,omitempty"`
+	// Note is a reminder for the operator: an ingress that is not READY
+	// must not be what a MeshZoneAddress points at.
+	Note string `json:"note,omitempty"`
 }
+
+// statusNote is the reminder for an instance of role in phase, "" if none.
+func statusNote(role config.Role, phase state.Phase) string {
+	if role.HasIngress() && phase != state.Ready {
+		return mzaReminder
+	}
+	return ""
+}
+
+// mzaReminder is Note for an ingress that cannot serve.
+const mzaReminder = "a MeshZoneAddress that points at this ingress sends other zones' traffic to a proxy that cannot serve it: apply it only once this says READY, and to roll back delete it before stopping the ingress"
 
 func newStatusCommand() *cobra.Command {
 	var output string
@@ -152,6 +167,7 @@ func askInstance(cmd *cobra.Command, st instanceStatus, env map[string]string) i
 		return st
 	}
 	st.Running, st.Status = true, &s
+	st.Note = statusNote(cfg.Role, state.Phase(s.Phase))
 	return st
 }
 
@@ -215,6 +231,9 @@ func writeInstance(w io.Writer, in instanceStatus) {
 		cp = s.ControlPlane.Says
 	}
 	row("control plane", cp)
+	if in.Note != "" {
+		row("note", in.Note)
+	}
 }
 
 func envoyLine(e *agent.EnvoyStatus) string {
