@@ -57,8 +57,13 @@ type StreamState struct {
 // ServingDetail is the READY detail: plain, or saying the configuration is
 // the cached one, since when and why, and where the egress registration is.
 func (s StreamState) ServingDetail() string {
-	if s.Egress == "" {
+	switch {
+	case s.Egress == "":
 		return s.servingDetail()
+	case s.Egress == RegisteringWords && s.Cached.InUse:
+		// The cache stands in only while kuma-cp takes the new
+		// registration: no outage, no restart.
+		return "Envoy ready, on the configuration kuma-cp sent it; the zone egress is " + s.Egress
 	}
 	return s.servingDetail() + "; the zone egress is " + s.Egress
 }

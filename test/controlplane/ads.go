@@ -237,6 +237,17 @@ func (c *adsCallbacks) OnStreamDeltaRequest(id int64, req *discoverygrpc.DeltaDi
 		return fmt.Errorf("stream was authenticated for ID %s. Received request is for node with ID %s. Node ID cannot be changed after stream is initialized", st.nodeID, reqID)
 	}
 
+	if req.GetTypeUrl() == resourcev3.ListenerType && len(req.GetInitialResourceVersions()) > 0 {
+		// A resumed stream: Envoy holds these already, and is sent only
+		// what changed.
+		s.mu.Lock()
+		if p := s.proxies[st.nodeID]; p != nil {
+			for n := range req.GetInitialResourceVersions() {
+				p.listeners[n] = true
+			}
+		}
+		s.mu.Unlock()
+	}
 	if req.GetResponseNonce() != "" {
 		if req.GetErrorDetail() == nil {
 			s.mu.Lock()

@@ -78,8 +78,11 @@ type ProxyInfo struct {
 	NodeID      string    `json:"nodeId"`
 	Connected   bool      `json:"connected"`
 	ConnectedAt time.Time `json:"connectedAt"`
-	ACKed       []string  `json:"acked"`     // type URLs ACKed at least once on the current/last connection
-	Listeners   []string  `json:"listeners"` // listener names sent on the current/last connection
+	ACKed       []string  `json:"acked"` // type URLs ACKed at least once on the current/last connection
+	// Listeners are the listener names Envoy holds as the current/last
+	// connection knows: sent on it, or declared held when it opened (a
+	// resumed stream is sent only what changed).
+	Listeners []string `json:"listeners"`
 	// Version is the node metadata's version.kumaDp.gitTag when the
 	// current/last stream registered, as kuma-cp's DataplaneInsight
 	// subscription keeps the agent's build (zoneproxy: "zoneproxy-<version>").

@@ -45,5 +45,8 @@ func readyEgress(t *testing.T, env []string, extra ...string) (*harness.Zone, ha
 	p := zone.NewProxy("payments", "egress")
 	agent := zone.Start(p, env, extra...)
 	agent.AwaitReadiness(p.Readiness, 200, "READY", promptly)
+	// A first start registers the egress Ready once Envoy has its listener
+	// (egress_heldback_test.go): the proxy has settled once kuma-cp took it.
+	agent.AwaitLog(egressRegisteredLog, promptly)
 	return zone, p, agent
 }

@@ -63,7 +63,7 @@ func TestVersionsReportedToTheControlPlane(t *testing.T) {
 			if got.Version.Envoy.Version != tt.envoy || got.Version.Envoy.KumaDpCompatible != tt.compatible {
 				t.Errorf("envoy %+v, want %s compatible=%v", got.Version.Envoy, tt.envoy, tt.compatible)
 			}
-			warned := strings.Contains(agent.Output(), "is not the version Kuma")
+			warned := strings.Contains(agent.Output(), "is not a version the supported Kuma releases")
 			if warned == tt.compatible {
 				t.Errorf("incompatibility warning shown = %v\n%s", warned, agent.Output())
 			}

@@ -168,7 +168,10 @@ func (r *Relay) useCache(s *lkgcache.Snapshot, why StreamError) {
 	r.mu.Unlock()
 	if changed {
 		msg := "the control plane is unreachable; serving Envoy its last-known-good configuration"
-		if why.Held {
+		switch {
+		case why.Held && why.Message == reregisterWords:
+			msg = "registering the Dataplane anew: kuma-cp holds its previous stream until its deregistration delay is over; Envoy keeps its configuration, answered from the cache until kuma-cp accepts the new stream"
+		case why.Held:
 			// Expected after a restart: not an error.
 			msg = "kuma-cp still holds this proxy's previous stream (a restart); serving Envoy its last-known-good configuration until it accepts the new one"
 		}
