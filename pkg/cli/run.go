@@ -10,6 +10,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/agent"
 	"github.com/zoneproxy/zoneproxy/pkg/host/reexec"
 	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
+	"github.com/zoneproxy/zoneproxy/pkg/upgrade/inplace"
 	"github.com/zoneproxy/zoneproxy/pkg/version"
 )
 
@@ -85,7 +86,7 @@ func checkHandover(cmd *cobra.Command) error {
 		return err
 	}
 	b, err := json.Marshal(upgrade.Check{Manifest: reexec.ManifestVersion, Handover: upgrade.Version,
-		Version: version.Version, Envoy: agent.EnvoyFixed(p.cfg)})
+		Version: version.Version, Envoy: inplace.EnvoyFixed(p.cfg)})
 	if err != nil {
 		return err
 	}
