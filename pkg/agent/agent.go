@@ -119,8 +119,12 @@ func New(o Options) *Agent {
 		a.token.Inline, a.token.File = c.DataplaneToken, c.DataplaneTokenFile
 	}
 	a.maint.kick = make(chan struct{}, 1)
+	var handed upgrade.Handover // nil, not a nil *reexec.Handover, on a fresh start
+	if o.Handover != nil {
+		handed = o.Handover
+	}
 	a.up = inplace.New(inplace.Host{Config: o.Config, Log: o.Log, Tracker: o.Tracker, Metrics: o.Metrics, Sup: a.sup,
-		Handover: o.Handover, Skip: a.skipDrain, Serving: a.maint.serving.Load, Drained: a.maint.want.Load,
+		Handover: handed, Skip: a.skipDrain, Serving: a.maint.serving.Load, Drained: a.maint.want.Load,
 		FindEnvoy: a.findEnvoyBinary, Feature: a.xds.feature, Restate: a.refreshServing,
 		Serves: func(admin EnvoyAdmin) {
 			a.ready.SetEnvoyProbe(admin.Ready)

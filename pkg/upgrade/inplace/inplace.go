@@ -17,7 +17,6 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy/supervise"
-	"github.com/zoneproxy/zoneproxy/pkg/host/reexec"
 	"github.com/zoneproxy/zoneproxy/pkg/metrics"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
@@ -32,9 +31,9 @@ type Host struct {
 	Metrics *metrics.Metrics
 	// Sup starts, drains and stops the agent's Envoys.
 	Sup *supervise.Supervisor
-	// Handover is what the previous program handed over; nil on a fresh
-	// start.
-	Handover *reexec.Handover
+	// Handover is what the previous program handed over (a
+	// *reexec.Handover); nil on a fresh start.
+	Handover upgrade.Handover
 	// Skip closes on a second stop signal: an old Envoy's drain ends.
 	Skip <-chan struct{}
 	// Serving: a live Envoy is supervised. Drained: a maintenance drain
