@@ -26,7 +26,7 @@ func (u *Upgrades) KeepStateDir(d upgrade.Dir) {
 	u.hmu.Unlock()
 }
 
-// StateDir is the state dir's path; "" for none.
+// stateDirPath is the state dir's path; "" for none.
 func (u *Upgrades) stateDirPath() string {
 	u.hmu.Lock()
 	defer u.hmu.Unlock()
