@@ -72,7 +72,7 @@ permanent refusal that a restart cannot fix.`,
 		},
 	}
 	addFlags(cmd.Flags(), runFlags...)
-	// A reload runs the new binary with this flag first (pkg/agent/reload.go).
+	// A reload runs the new binary with this flag first (pkg/upgrade/inplace/reload.go).
 	cmd.Flags().BoolVar(&handoverCheck, upgrade.CheckFlag, false, "check the configuration and print what a reload could hand over, then exit")
 	_ = cmd.Flags().MarkHidden(upgrade.CheckFlag)
 	return cmd
