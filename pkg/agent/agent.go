@@ -157,10 +157,10 @@ func New(o Options) *Agent {
 //  6. What a restart may cure before Envoy starts (a port in use, an
 //     address not up yet, a full disk, --bootstrap-timeout, Envoy failing
 //     to start): exit 1.
-//  7. A reload (pkg/upgrade/inplace) does not return: the process goes on in the
-//     new program, whose Run adopts what this one handed over. If it
-//     cannot (the Envoy handed over is gone), exit 1; Envoy ends with the
-//     process, and systemd restarts both.
+//  7. A reload (pkg/upgrade/inplace) does not return: the process goes
+//     on in the new program, whose Run adopts what this one handed over.
+//     If it cannot (the Envoy handed over is gone), exit 1; Envoy ends
+//     with the process, and systemd restarts both.
 //
 // A maintenance drain (`zoneproxy drain`, SIGUSR2), an undrain and a zone
 // port freed after a failed bind restart Envoy in place; none of them
