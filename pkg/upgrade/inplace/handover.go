@@ -42,7 +42,7 @@ func (u *Upgrades) registerHandovers() {
 }
 
 // Started records where the serving Envoy runs and what a handover needs
-// of its launch.
+// of its launch; a nil kit keeps the one recorded.
 func (u *Upgrades) Started(at upgrade.Place, kit *Kit) {
 	u.place.Store(&at)
 	if kit != nil {
