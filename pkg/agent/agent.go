@@ -24,6 +24,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/metrics"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
+	"github.com/zoneproxy/zoneproxy/pkg/upgrade/inplace"
 	"github.com/zoneproxy/zoneproxy/pkg/version"
 	"github.com/zoneproxy/zoneproxy/pkg/xds"
 )
@@ -56,7 +57,7 @@ type Options struct {
 	// /metrics; nil is a new set.
 	Metrics *metrics.Metrics
 	// Handover is what the agent's previous program in this process handed
-	// over (a reload, reload.go); nil on a fresh start.
+	// over (a reload, pkg/upgrade/inplace); nil on a fresh start.
 	Handover *reexec.Handover
 	// StartXDS starts Envoy's configuration stream; nil is xds.Start.
 	StartXDS StartXDS
@@ -78,7 +79,7 @@ type Agent struct {
 
 	token *xds.Token // the last one sent is redacted from Envoy's output
 
-	xds   xdsSlot // the relayed feature, set before Envoy starts
+	xds   xdsSlot // Envoy's configuration stream, set before Envoy starts
 	caPEM []byte  // --ca-cert-file as read at start; nil for none
 
 	maint        maintenance // `zoneproxy drain`/`undrain`, SIGUSR2
@@ -88,10 +89,7 @@ type Agent struct {
 	// stateDirPath is --state-dir once opened and locked; "" for none.
 	stateDirPath string
 	listeners    *listenwatch.Watch // Envoy's zone listeners, and the binds it rejected
-	hand         handovers          // Envoy handovers (handover.go)
-	// pendingHandover is the request the serve loop takes up.
-	pendingHandover upgrade.Request
-	rl              reloader // reloads in place (reload.go, adopt.go)
+	up           *inplace.Upgrades  // reloads and Envoy handovers
 }
 
 // New returns an agent for a validated configuration.
@@ -121,8 +119,18 @@ func New(o Options) *Agent {
 		a.token.Inline, a.token.File = c.DataplaneToken, c.DataplaneTokenFile
 	}
 	a.maint.kick = make(chan struct{}, 1)
+	var handed upgrade.Handover // nil, not a nil *reexec.Handover, on a fresh start
+	if o.Handover != nil {
+		handed = o.Handover
+	}
+	a.up = inplace.New(inplace.Host{Config: o.Config, Log: o.Log, Tracker: o.Tracker, Metrics: o.Metrics, Sup: a.sup,
+		Handover: handed, Skip: a.skipDrain, Serving: a.maint.serving.Load, Drained: a.maint.want.Load,
+		FindEnvoy: a.findEnvoyBinary, Feature: a.xds.feature, Restate: a.refreshServing,
+		Serves: func(admin EnvoyAdmin) {
+			a.ready.SetEnvoyProbe(admin.Ready)
+			a.opts.Metrics.EnvoyStarted(admin.PrometheusStats)
+		}})
 	a.listeners = newListenWatch(a)
-	a.hand.init(a)
 	if c := o.Config; c != nil {
 		o.Metrics.SetIdentity(c.Mesh, string(c.Role), c.Name)
 	}
@@ -149,10 +157,10 @@ func New(o Options) *Agent {
 //  6. What a restart may cure before Envoy starts (a port in use, an
 //     address not up yet, a full disk, --bootstrap-timeout, Envoy failing
 //     to start): exit 1.
-//  7. A reload (reload.go) does not return: the process goes on in the
-//     new program, whose Run adopts what this one handed over. If it
-//     cannot (the Envoy handed over is gone), exit 1; Envoy ends with the
-//     process, and systemd restarts both.
+//  7. A reload (pkg/upgrade/inplace) does not return: the process goes
+//     on in the new program, whose Run adopts what this one handed over.
+//     If it cannot (the Envoy handed over is gone), exit 1; Envoy ends
+//     with the process, and systemd restarts both.
 //
 // A maintenance drain (`zoneproxy drain`, SIGUSR2), an undrain and a zone
 // port freed after a failed bind restart Envoy in place; none of them
@@ -211,7 +219,7 @@ func (a *Agent) run(ctx context.Context) (err error) {
 		}
 	}()
 
-	if err := a.takeHandover(); err != nil {
+	if err := a.up.Take(); err != nil {
 		return err
 	}
 	client, err := bootstrap.NewClientFor(a.cfg)
@@ -232,12 +240,12 @@ func (a *Agent) run(ctx context.Context) (err error) {
 	defer state.close()
 	if state != nil {
 		a.stateDirPath = state.dir.Path()
-		a.rl.keepStateDir(state)
+		a.up.KeepStateDir(upgrade.Dir{Path: state.dir.Path(), File: state.dir.File(), Lock: state.lock})
 	}
 	if wd.leftBootstrap {
 		// Its ports would make the port check below refuse to start.
 		left := envoy.EndLeftovers(wd.file(bootstrapFile), 5*time.Second)
-		left = append(left, envoy.EndLeftovers(wd.file(handoverBootstrapFile), 5*time.Second)...)
+		left = append(left, envoy.EndLeftovers(wd.file(upgrade.SlotBBootstrapFile), 5*time.Second)...)
 		if len(left) > 0 {
 			a.log.Warn("ended the Envoy an earlier agent on this work dir left running (killed outright while a wrapper had not exec'd Envoy)",
 				zap.Ints("pids", left))
@@ -245,7 +253,7 @@ func (a *Agent) run(ctx context.Context) (err error) {
 	}
 
 	rp := preflight.ReadinessPort(a.cfg)
-	ln, err := a.listen(rp)
+	ln, err := a.up.Listen(rp)
 	if err != nil {
 		return portFailure(preflight.PortError(rp, err))
 	}
@@ -263,7 +271,7 @@ func (a *Agent) run(ctx context.Context) (err error) {
 		if !ok {
 			continue
 		}
-		eln, err := a.listen(p)
+		eln, err := a.up.Listen(p)
 		if err != nil {
 			_ = rs.Close()
 			return portFailure(preflight.PortError(p, err))
@@ -276,9 +284,9 @@ func (a *Agent) run(ctx context.Context) (err error) {
 	rs.HandleMetrics(a.opts.Metrics)
 	rs.Handle("/logging", loggingHandler(a.opts.LogLevel, a.sup.Now, a.log))
 	rs.HandleMaintenance(localserver.Maintenance{Drain: a.Drain, Undrain: a.Undrain})
-	rs.Handle("/envoy/handover", a.handoverHandler())
-	rs.HandleReload(a.Reload)
-	rs.SetGenerations(a.Generations)
+	rs.Handle("/envoy/handover", a.up.Handler())
+	rs.HandleReload(a.up.Reload)
+	rs.SetGenerations(a.up.Record().Words)
 	go func() {
 		if err := rs.Serve(); err != nil {
 			a.log.Error("readiness endpoint stopped", zap.Error(err))
@@ -291,7 +299,7 @@ func (a *Agent) run(ctx context.Context) (err error) {
 	}()
 
 	// An adopted Envoy holds its ports already.
-	if !a.rl.taken.AdoptsEnvoy() {
+	if !a.up.Taken().AdoptsEnvoy() {
 		if err := preflight.CheckFree(preflight.Ports(a.cfg)...); err != nil {
 			return portFailure(err)
 		}
@@ -299,7 +307,7 @@ func (a *Agent) run(ctx context.Context) (err error) {
 	envoyPath, envoyVersion, err := a.findEnvoy(ctx)
 	// An adopted Envoy serves already: a stop right after the reload drains
 	// it (runEnvoy), as the previous program would have.
-	if ctx.Err() != nil && !a.rl.taken.AdoptsEnvoy() {
+	if ctx.Err() != nil && !a.up.Taken().AdoptsEnvoy() {
 		a.log.Info("stopped while checking Envoy's version")
 		return nil // a stop signal is not a broken --envoy-binary
 	}
@@ -331,7 +339,7 @@ func (a *Agent) run(ctx context.Context) (err error) {
 func (a *Agent) findEnvoy(ctx context.Context) (string, envoy.Version, error) {
 	// An adopted Envoy's binary, as the previous program found it: the
 	// file may have been upgraded since.
-	if e := a.rl.taken.Envoy(); e != nil {
+	if e := a.up.Taken().Envoy(); e != nil {
 		return e.Path, e.Version, nil
 	}
 	return a.findEnvoyBinary(ctx)

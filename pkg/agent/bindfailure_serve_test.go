@@ -16,6 +16,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy/listenwatch"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy/supervise/supervisetest"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 	"github.com/zoneproxy/zoneproxy/pkg/xds"
 )
@@ -23,7 +24,7 @@ import (
 // bindAdmin is an Envoy admin API whose Envoy has the egress listener
 // only from the second Envoy on.
 type bindAdmin struct {
-	fakeAdmin
+	supervisetest.Admin
 	bound atomic.Bool
 }
 
@@ -39,11 +40,11 @@ func (b *bindAdmin) Listeners(context.Context) ([]envoy.Listener, error) {
 func TestServeRestartsEnvoyOnceARejectedPortIsFree(t *testing.T) {
 	holder, port := testutil.HoldPort(t)
 	a, _, tracker := egressAgent(t, port)
-	admin := &bindAdmin{fakeAdmin: fakeAdmin{Counts: func(int) (int, error) { return 0, nil }}}
-	first := newFakeProc()
-	started := make(chan *fakeProc, 4)
+	admin := &bindAdmin{Admin: supervisetest.Admin{Counts: func(int) (int, error) { return 0, nil }}}
+	first := supervisetest.NewProc()
+	started := make(chan *supervisetest.Proc, 4)
 	e := &supervised{Admin: admin, Proc: first, Start: func() (EnvoyProcess, error) {
-		p := newFakeProc()
+		p := supervisetest.NewProc()
 		admin.bound.Store(true) // the port is free: the new Envoy binds it
 		started <- p
 		return p, nil
@@ -111,10 +112,14 @@ func TestRestartForBindReplacesEnvoy(t *testing.T) {
 		t.Fatalf("no restart asked for once the port was free (%s)", tracker.Current().Detail)
 	}
 
-	old := newFakeProc()
-	var started []*fakeProc
-	e := &supervised{Admin: &maintAdmin{fakeAdmin: fakeAdmin{Counts: func(int) (int, error) { return 0, nil }}}, Proc: old,
-		Start: func() (EnvoyProcess, error) { p := newFakeProc(); started = append(started, p); return p, nil }}
+	old := supervisetest.NewProc()
+	var started []*supervisetest.Proc
+	e := &supervised{Admin: &maintAdmin{Admin: supervisetest.Admin{Counts: func(int) (int, error) { return 0, nil }}}, Proc: old,
+		Start: func() (EnvoyProcess, error) {
+			p := supervisetest.NewProc()
+			started = append(started, p)
+			return p, nil
+		}}
 	if err := a.restartForBind(context.Background(), e); err != nil {
 		t.Fatal(err)
 	}

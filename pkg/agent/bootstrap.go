@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -143,4 +145,49 @@ func (a *Agent) logWait(w bootstrap.Wait) {
 	a.tracker.Set(state.WaitingForControlPlane, detail)
 	a.log.Warn("bootstrap failed, retrying", zap.String("reason", w.Err.Error()),
 		zap.Int("attempt", w.Attempt), zap.Duration("next", next))
+}
+
+// bootstrapOrResume is the bootstrap, or, for an adopted Envoy, what it
+// runs on: the cached configuration the relay serves it at once (as after
+// a restart, while kuma-cp holds the previous program's stream), else the
+// bootstrap it was started with (xds.Options.Resume).
+func (a *Agent) bootstrapOrResume(ctx context.Context, wd *workDir, ev envoy.Version, cache *xds.Cache, client *bootstrap.Client) ([]byte, *xds.Cached, error) {
+	a.up.KeepCache(cache, ev)
+	taken := a.up.Taken()
+	if !taken.AdoptsEnvoy() {
+		taken.CloseUnclaimed()
+		return a.bootstrap(ctx, wd, ev, cache, client)
+	}
+	// The token Envoy's output is redacted of; the relay reads it again
+	// for each stream.
+	if _, err := a.token.Read(); err != nil {
+		a.log.Warn("cannot read the dataplane token; Envoy's output is not redacted of it until the relay reads it", zap.Error(err))
+	}
+	// One bootstrap request as a start makes it, for the adopted Envoy's
+	// refresh.
+	a.up.KeepRefetch(func(ctx context.Context, ev envoy.Version) ([]byte, error) {
+		f, err := a.fetcher(wd, client, ev)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { go f.Close() }()
+		return f.Attempt(ctx)
+	})
+	f, err := wd.dir.OpenFile(bootstrapFile, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot read the running Envoy's bootstrap: %w", err)
+	}
+	defer f.Close()
+	doc, err := io.ReadAll(f)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot read the running Envoy's bootstrap: %w", err)
+	}
+	if taken.Envoy().Relayed && cache != nil {
+		snap, err := cache.Servable(wd.file(xds.SocketName))
+		if err == nil {
+			return nil, snap, nil
+		}
+		a.log.Info("the relay resumes without serving the cached configuration first; Envoy keeps its configuration meanwhile", zap.String("reason", err.Error()))
+	}
+	return doc, nil, nil
 }

@@ -15,15 +15,6 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 )
 
-// The fake admin API answers the drain's questions from a script of
-// counts; the fake Envoy exits when told to.
-type (
-	fakeAdmin = supervisetest.Admin
-	fakeProc  = supervisetest.Proc
-)
-
-func newFakeProc() *fakeProc { return supervisetest.NewProc() }
-
 func testAgent(t *testing.T, cfg *config.Config) (*Agent, *observer.ObservedLogs) {
 	core, logs := observer.New(zap.DebugLevel)
 	return New(Options{Config: cfg, Log: zap.New(core), Tracker: state.NewTracker()}), logs
@@ -61,8 +52,8 @@ func TestDrainDecisions(t *testing.T) {
 			if tt.skipDrain {
 				close(a.skipDrain)
 			}
-			admin := &fakeAdmin{Counts: tt.counts, FailErr: tt.failErr}
-			proc := newFakeProc()
+			admin := &supervisetest.Admin{Counts: tt.counts, FailErr: tt.failErr}
+			proc := supervisetest.NewProc()
 			if tt.exit {
 				proc.Exit()
 			}
@@ -84,13 +75,13 @@ func TestDrainDecisions(t *testing.T) {
 
 func TestDrainLogsCountsAtDebugAndErrorsOnceAtWarn(t *testing.T) {
 	a, logs := testAgent(t, &config.Config{DrainTime: 1200 * time.Millisecond})
-	admin := &fakeAdmin{Counts: func(c int) (int, error) {
+	admin := &supervisetest.Admin{Counts: func(c int) (int, error) {
 		if c <= 3 {
 			return 0, errors.New("connection refused")
 		}
 		return 2, nil
 	}}
-	a.drain(admin, newFakeProc())
+	a.drain(admin, supervisetest.NewProc())
 	if n := logs.FilterMessage("cannot read Envoy's connection count during the drain").Len(); n != 1 {
 		t.Errorf("%d warnings for one repeated error, want 1", n)
 	}
@@ -121,7 +112,7 @@ func TestEnvoyExitDuringAStopIsACleanStop(t *testing.T) {
 			if tt.cancelled {
 				cancel()
 			}
-			proc := newFakeProc()
+			proc := supervisetest.NewProc()
 			if tt.lateSignal {
 				proc.OnAsked = cancel
 			}

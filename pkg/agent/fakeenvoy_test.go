@@ -17,6 +17,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy/listenwatch"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy/supervise/supervisetest"
 	"github.com/zoneproxy/zoneproxy/test/controlplane"
 )
 
@@ -26,12 +27,12 @@ import (
 // stopped or told to.
 type fakeEnvoy struct {
 	find    func(ctx context.Context) error // nil finds Envoy 1.39.0
-	started chan *fakeProc                  // each Envoy started
+	started chan *supervisetest.Proc        // each Envoy started
 	admin   *fakeEnvoyAdmin
 }
 
 func newFakeEnvoy(cfg *config.Config) *fakeEnvoy {
-	return &fakeEnvoy{started: make(chan *fakeProc, 4), admin: &fakeEnvoyAdmin{want: listenwatch.Expected(cfg)}}
+	return &fakeEnvoy{started: make(chan *supervisetest.Proc, 4), admin: &fakeEnvoyAdmin{want: listenwatch.Expected(cfg)}}
 }
 
 func (f *fakeEnvoy) Find(ctx context.Context, _, _ string) (string, envoy.FoundVersion, error) {
@@ -44,7 +45,7 @@ func (f *fakeEnvoy) Find(ctx context.Context, _, _ string) (string, envoy.FoundV
 }
 
 func (f *fakeEnvoy) Start(envoy.Spec) (EnvoyProcess, error) {
-	p := newFakeProc()
+	p := supervisetest.NewProc()
 	f.started <- p
 	return p, nil
 }
@@ -52,7 +53,7 @@ func (f *fakeEnvoy) Start(envoy.Spec) (EnvoyProcess, error) {
 func (f *fakeEnvoy) Admin(envoy.AdminAddress) EnvoyAdmin { return f.admin }
 
 // awaitStart returns the next Envoy started.
-func (f *fakeEnvoy) awaitStart(t *testing.T) *fakeProc {
+func (f *fakeEnvoy) awaitStart(t *testing.T) *supervisetest.Proc {
 	t.Helper()
 	select {
 	case p := <-f.started:

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
+	"github.com/zoneproxy/zoneproxy/pkg/xds"
 )
 
 // launchPrep is what Envoy's launch needs that the bootstrap's content does
@@ -28,14 +29,16 @@ type launchPrep struct {
 // prepareLaunch starts preparing in the background.
 func (a *Agent) prepareLaunch(wd *workDir) *launchPrep {
 	p := &launchPrep{done: make(chan struct{})}
-	relayed := a.relayed()
+	relayed := a.up.Relayed()
 	go func() {
 		defer close(p.done)
 		if relayed {
-			p.relayLn, p.relayErr = a.relayListen(wd)
+			p.relayLn, p.relayErr = a.up.RelayListen(wd.at(xds.SocketName))
 		}
 		p.obs, p.obsErr = a.startObservability(wd.path, p.stats)
-		a.rl.keepObservability(p.obs)
+		if o := p.obs; o != nil {
+			a.up.KeepObservability(o.accessLog.FIFO, o.hijacker.File)
+		}
 		envoy.WarmUp()
 	}()
 	return p

@@ -13,20 +13,12 @@ import (
 // for a restart of Envoy once a rejected port is free; the serve loop
 // decides when it happens (maintenance.go).
 
-type listenerLister = listenwatch.Lister
-
-// ZoneListenerCondition says when the control plane sends the listener of
-// a zone listener type, and what the operator can do about it.
-func ZoneListenerCondition(listenerType string) string {
-	return listenwatch.ZoneListenerCondition(listenerType)
-}
-
 // newListenWatch wires the watch to a's tracker, metrics and relay; a.xds
 // is read at each use, since it is set only before Envoy starts.
 func newListenWatch(a *Agent) *listenwatch.Watch {
 	return listenwatch.New(listenwatch.Options{
 		Config: a.cfg, Log: a.log, Tracker: a.tracker, Metrics: a.opts.Metrics,
-		ReadyWords: func() string { return a.generationWords(a.xds.servingDetail()) },
+		ReadyWords: func() string { return a.up.GenerationWords(a.xds.servingDetail()) },
 		Configured: func() bool { return a.xds.newEnvoyConfigured() },
 		Present:    a.xds.zoneListenersPresent,
 	})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/zoneproxy/zoneproxy/pkg/envoy/supervise"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
+	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
 )
 
 // A maintenance drain (`zoneproxy drain`, SIGUSR2) takes the proxy out of
@@ -66,7 +67,7 @@ const (
 	endExited
 	endDrain
 	endUndrain
-	endHandover // a handover was asked for (handover.go)
+	endHandover // a handover was asked for (pkg/upgrade/inplace)
 	endRebind   // a zone listener's port is free again: Envoy restarts to bind it
 )
 
@@ -75,11 +76,11 @@ const (
 func (a *Agent) serve(ctx context.Context, e *supervised) error {
 	a.maint.serving.Store(true)
 	defer a.maint.serving.Store(false)
-	defer a.hand.retiring.End()
+	defer a.up.EndRetirements()
 	for {
-		end := a.watchListeners(ctx, e)
+		end, req := a.watchListeners(ctx, e)
 		if end == endHandover {
-			a.pendingHandover.Answer(a.handover(ctx, e, a.pendingHandover))
+			a.up.Handover(ctx, e, req)
 			continue
 		}
 		if end == endDrain {
@@ -115,8 +116,9 @@ func (a *Agent) serve(ctx context.Context, e *supervised) error {
 	}
 }
 
-// watchListeners keeps READY honest until a stop, Envoy's exit or a drain.
-func (a *Agent) watchListeners(ctx context.Context, e *supervised) serveEnd {
+// watchListeners keeps READY honest until a stop, Envoy's exit, a drain
+// or a handover asked for (the request).
+func (a *Agent) watchListeners(ctx context.Context, e *supervised) (serveEnd, upgrade.Request) {
 	watch := a.listeners.Serving(e.Admin, e.Proc.PID())
 	watch.Check(ctx)
 	wctx, stopWatch := context.WithCancel(ctx)
@@ -127,19 +129,19 @@ func (a *Agent) watchListeners(ctx context.Context, e *supervised) serveEnd {
 	defer func() { stopWatch(); <-watched }()
 	for {
 		if a.maint.want.Load() {
-			return endDrain
+			return endDrain, upgrade.Request{}
 		}
 		select {
 		case <-e.Proc.Done():
-			return endExited
+			return endExited, upgrade.Request{}
 		case <-ctx.Done():
-			return endStop
+			return endStop, upgrade.Request{}
 		case <-a.maint.kick:
 		case <-watch.RebindDue():
 			// A zone listener Envoy rejected can be bound now.
-			return endRebind
-		case a.pendingHandover = <-a.hand.requests.C():
-			return endHandover
+			return endRebind, upgrade.Request{}
+		case req := <-a.up.Requests():
+			return endHandover, req
 		}
 	}
 }

@@ -12,13 +12,14 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy/listenwatch"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy/supervise"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy/supervise/supervisetest"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 )
 
 // maintAdmin is an Envoy admin API that records the drain's calls and
 // always has the egress listener.
 type maintAdmin struct {
-	fakeAdmin
+	supervisetest.Admin
 	mu2      sync.Mutex
 	drained  int
 	stopped  int
@@ -87,11 +88,11 @@ func TestDrainIsRefusedBeforeEnvoyServes(t *testing.T) {
 // undrain → a new Envoy → READY, stop → the stop's drain, Envoy stopped.
 func TestMaintenanceDrainUndrainAndStop(t *testing.T) {
 	a, logs := testAgent(t, maintConfig())
-	admin := &maintAdmin{fakeAdmin: fakeAdmin{Counts: func(int) (int, error) { return 0, nil }}}
-	first := newFakeProc()
-	restarts := make(chan *fakeProc, 4)
+	admin := &maintAdmin{Admin: supervisetest.Admin{Counts: func(int) (int, error) { return 0, nil }}}
+	first := supervisetest.NewProc()
+	restarts := make(chan *supervisetest.Proc, 4)
 	e := &supervised{Admin: admin, Proc: first, Start: func() (EnvoyProcess, error) {
-		p := newFakeProc()
+		p := supervisetest.NewProc()
 		restarts <- p
 		return p, nil
 	}}
@@ -155,8 +156,8 @@ func TestMaintenanceDrainUndrainAndStop(t *testing.T) {
 // Envoy exiting by itself while drained is still a crash.
 func TestEnvoyExitWhileDrainedFails(t *testing.T) {
 	a, _ := testAgent(t, maintConfig())
-	admin := &maintAdmin{fakeAdmin: fakeAdmin{Counts: func(int) (int, error) { return 0, nil }}}
-	proc := newFakeProc()
+	admin := &maintAdmin{Admin: supervisetest.Admin{Counts: func(int) (int, error) { return 0, nil }}}
+	proc := supervisetest.NewProc()
 	e := &supervised{Admin: admin, Proc: proc, Start: func() (EnvoyProcess, error) { t.Fatal("restarted"); return nil, nil }}
 	served := make(chan error, 1)
 	go func() { served <- a.serve(context.Background(), e) }()
@@ -179,10 +180,10 @@ func TestUndrainCutsTheDrainShort(t *testing.T) {
 	cfg := maintConfig()
 	cfg.DrainTime = time.Hour
 	a, _ := testAgent(t, cfg)
-	admin := &maintAdmin{fakeAdmin: fakeAdmin{Counts: func(int) (int, error) { return 1, nil }}}
-	proc := newFakeProc()
+	admin := &maintAdmin{Admin: supervisetest.Admin{Counts: func(int) (int, error) { return 1, nil }}}
+	proc := supervisetest.NewProc()
 	started := make(chan struct{}, 1)
-	e := &supervised{Admin: admin, Proc: proc, Start: func() (EnvoyProcess, error) { started <- struct{}{}; return newFakeProc(), nil }}
+	e := &supervised{Admin: admin, Proc: proc, Start: func() (EnvoyProcess, error) { started <- struct{}{}; return supervisetest.NewProc(), nil }}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = a.serve(ctx, e) }()
@@ -205,9 +206,9 @@ func TestStopWhileDrainedSkipsDrainMin(t *testing.T) {
 	cfg.DrainMin, cfg.DrainTime = time.Minute, 2*time.Minute
 	a, _ := testAgent(t, cfg)
 	a.failingSince = time.Now().Add(-time.Hour)
-	admin := &fakeAdmin{Counts: func(int) (int, error) { return 0, nil }}
+	admin := &supervisetest.Admin{Counts: func(int) (int, error) { return 0, nil }}
 	start := time.Now()
-	if got := a.drain(admin, newFakeProc()); got != supervise.DrainIdle {
+	if got := a.drain(admin, supervisetest.NewProc()); got != supervise.DrainIdle {
 		t.Fatalf("drain ended with %q, want idle", got)
 	}
 	if took := time.Since(start); took >= cfg.DrainMin/2 {

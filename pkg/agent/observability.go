@@ -35,14 +35,14 @@ type observability struct {
 func (a *Agent) startObservability(workDir string, stats func(ctx context.Context, query string) (string, error)) (*observability, error) {
 	dp := a.cfg.Dataplane()
 	o := &observability{log: a.log, metrics: a.opts.Metrics}
-	al, err := a.startAccessLog(accesslog.Options{
+	al, err := a.up.AccessLog(accesslog.Options{
 		Path: kumasock.AccessLog(workDir, dp.Name, dp.Mesh), Log: a.log.Named("accesslog"),
 	})
 	if err != nil {
 		return nil, classify(fmt.Errorf("cannot create the access-log FIFO for MeshAccessLog: %w", err))
 	}
 	o.accessLog = al
-	hj, err := a.serveMeshMetric(meshmetric.Options{
+	hj, err := a.up.MeshMetric(meshmetric.Options{
 		Path: kumasock.MetricsHijacker(workDir, dp.Name, dp.Mesh), Stats: stats, Extra: a.opts.Metrics.WriteAgent,
 	})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/kuma/bootstrap"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
+	"github.com/zoneproxy/zoneproxy/pkg/upgrade/inplace"
 	"github.com/zoneproxy/zoneproxy/pkg/xds"
 )
 
@@ -77,12 +78,12 @@ func usableCache(c *xds.Cache, wd *workDir, log *zap.Logger, said *string) *xds.
 }
 
 // startXDS starts Envoy's configuration stream on the control plane's
-// bootstrap doc or the cached configuration: through the relay (then
-// a.xds is set), or directly.
+// bootstrap doc or the cached configuration: through the relay, or
+// directly; a.xds holds it.
 func (a *Agent) startXDS(wd *workDir, doc []byte, cached *xds.Cached, cache *xds.Cache, prep *launchPrep) (XDSFeature, error) {
 	f, err := a.opts.StartXDS(xds.Options{
-		Relay:        a.relayed(),
-		Resume:       a.resumption(), // an adopted Envoy's relay (adopt.go)
+		Relay:        a.up.Relayed(),
+		Resume:       a.up.Resumption(), // an adopted Envoy's relay
 		Bootstrap:    doc,
 		Cached:       cached,
 		SocketPath:   wd.file(xds.SocketName),
@@ -108,15 +109,12 @@ func (a *Agent) startXDS(wd *workDir, doc []byte, cached *xds.Cached, cache *xds
 	if err != nil {
 		return nil, err
 	}
-	a.rl.keepFeature(f)
-	if f.Relayed() {
-		a.xds.set(f)
-	}
+	a.xds.set(f)
 	return f, nil
 }
 
-// xdsSlot holds the relayed feature once Envoy starts; it stays empty in
-// direct mode. /status may ask before it is set.
+// xdsSlot holds Envoy's configuration stream once Envoy starts. /status
+// may ask before it is set.
 type xdsSlot struct {
 	mu sync.Mutex
 	f  XDSFeature
@@ -128,10 +126,24 @@ func (s *xdsSlot) set(f XDSFeature) {
 	s.mu.Unlock()
 }
 
-// get is the relayed feature, nil if none.
+// get is the relayed feature, nil if none (also in direct mode).
 func (s *xdsSlot) get() XDSFeature {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.f == nil || !s.f.Relayed() {
+		return nil
+	}
+	return s.f
+}
+
+// feature is the stream in either mode, as a reload hands it over; nil
+// before it starts.
+func (s *xdsSlot) feature() inplace.Feature {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.f == nil {
+		return nil
+	}
 	return s.f
 }
 
@@ -184,5 +196,5 @@ func waitingFor(tracker *state.Tracker) func(why string) {
 // refreshServing restates READY when what it says changed (the cached
 // configuration in use or not); any other phase is left alone.
 func (a *Agent) refreshServing() {
-	a.tracker.Restate(state.Ready, a.generationWords(a.xds.servingDetail()))
+	a.tracker.Restate(state.Ready, a.up.GenerationWords(a.xds.servingDetail()))
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/envoy/supervise"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
+	"github.com/zoneproxy/zoneproxy/pkg/upgrade/inplace"
 	"github.com/zoneproxy/zoneproxy/pkg/xds"
 )
 
@@ -28,7 +29,7 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 	a.warnIfEnvoyReadsUntrimmedToken(f.Bootstrap())
 	// An adopted Envoy runs in the slot it was handed over in: slot B's
 	// admin socket and bootstrap copy after an odd number of handovers.
-	place := a.rl.taken.Place()
+	place := a.up.Taken().Place()
 	own := upgrade.Files{Bootstrap: bootstrapFile, Admin: f.Admin()}
 	adminAddr := f.Admin()
 	if files, err := place.Slot.FilesOf(own); err == nil {
@@ -53,7 +54,7 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 	obs.register()
 
 	startedWords := "started Envoy"
-	if a.rl.taken.AdoptsEnvoy() {
+	if a.up.Taken().AdoptsEnvoy() {
 		startedWords = "supervising the running Envoy"
 	} else {
 		a.tracker.Set(state.EnvoyStarting, "Envoy starting")
@@ -73,12 +74,12 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 	// start runs Envoy: here, and again from the same bootstrap on an undrain.
 	var proc EnvoyProcess
 	start := func() (EnvoyProcess, error) {
-		p, err := a.rl.startEnvoy(a.sup, spec, envoyLaunch(a.cfg)) // or adopt the one a reload handed over
+		p, err := a.up.StartEnvoy(spec) // or adopt the one a reload handed over
 		if err != nil {
 			return nil, err
 		}
 		proc = p
-		a.hand.place.Store(&place)
+		a.up.Started(place, nil)
 		a.log.Info(startedWords, zap.Int("pid", p.PID()), zap.Strings("args", args), zap.String("admin", adminAddr.String()))
 		a.sup.Started(supervise.Current{Admin: admin, Proc: p, Build: envoyVersion.Build, Generation: place.Generation})
 		return p, nil
@@ -86,12 +87,12 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 	if _, err := start(); err != nil {
 		return err
 	}
-	kit := &handoverKit{wd: wd, xds: a.xds.get(), prep: prep,
-		launch: &upgrade.Launch{Write: wd.write, Bootstrap: f.Bootstrap(), A: own, Opts: launch, Spec: spec}}
-	a.hand.kit.Store(kit)
+	kit := &inplace.Kit{Relay: a.xds.get(), Socket: wd.file(xds.SocketName), Stats: &prep.admin,
+		Launch: &upgrade.Launch{Write: wd.write, Bootstrap: f.Bootstrap(), A: own, Opts: launch, Spec: spec}}
+	a.up.Started(place, kit)
 	if place.Slot != upgrade.SlotA {
 		// An undrain restarts the adopted Envoy on its slot's files.
-		start = a.restartFrom(kit, place, envoyVersion.Build)
+		start = a.up.RestartFrom(kit, place, envoyVersion.Build)
 	}
 	// Whatever happens below, Envoy does not outlive this function.
 	defer func() {
@@ -111,7 +112,7 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 		if err != nil {
 			return err
 		}
-		if a.rl.taken.AdoptsEnvoy() {
+		if a.up.Taken().AdoptsEnvoy() {
 			// Stopped right after a reload: the adopted Envoy served until
 			// then, so it drains (and an egress withdraws) as it would have.
 			return a.serve(ctx, &supervised{Admin: admin, Proc: proc, Start: start})
@@ -121,8 +122,8 @@ func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, env
 	}
 	a.log.Info("Envoy ready", zap.Duration("after", time.Since(started).Round(time.Millisecond)))
 	go a.sup.CheckBuild(ctx, admin, envoyPath, a.stateDirPath, envoyVersion) // off READY's path
-	if a.rl.taken.AdoptsEnvoy() {
-		go a.refreshAdoptedEnvoy(ctx)
+	if a.up.Taken().AdoptsEnvoy() {
+		go a.up.RefreshAdopted(ctx)
 	}
 	return a.serve(ctx, &supervised{Admin: admin, Proc: proc, Start: start})
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/zoneproxy/zoneproxy/internal/testutil"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy/supervise/supervisetest"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 )
@@ -27,21 +28,21 @@ func TestRunEndsAsItsDocSays(t *testing.T) {
 		name      string
 		live      bool          // Envoy turns LIVE
 		drainTime time.Duration // 0: a minute, which the test never waits out
-		drive     func(t *testing.T, r *agentRun, proc *fakeProc)
+		drive     func(t *testing.T, r *agentRun, proc *supervisetest.Proc)
 		wantExit  int
 		wantDrain bool // Envoy failed its health checks before it was stopped
 		wantLog   string
 	}{
 		{
 			name: "a stop while serving drains for the drain time, then stops Envoy", live: true, drainTime: time.Second,
-			drive: func(_ *testing.T, r *agentRun, _ *fakeProc) {
+			drive: func(_ *testing.T, r *agentRun, _ *supervisetest.Proc) {
 				r.signal(syscall.SIGTERM)
 			},
 			wantDrain: true, wantLog: "drain time is over",
 		},
 		{
 			name: "a second stop signal skips the rest of the drain", live: true,
-			drive: func(t *testing.T, r *agentRun, proc *fakeProc) {
+			drive: func(t *testing.T, r *agentRun, proc *supervisetest.Proc) {
 				r.signal(syscall.SIGTERM)
 				// The listeners hold a connection: the drain lasts until
 				// the drain time, unless a second signal cuts it short.
@@ -55,12 +56,12 @@ func TestRunEndsAsItsDocSays(t *testing.T) {
 		},
 		{
 			name: "Envoy exiting by itself while serving fails the agent", live: true,
-			drive:    func(_ *testing.T, _ *agentRun, proc *fakeProc) { proc.Exit() },
+			drive:    func(_ *testing.T, _ *agentRun, proc *supervisetest.Proc) { proc.Exit() },
 			wantExit: 1, wantLog: "Envoy exited unexpectedly",
 		},
 		{
 			name: "a stop before Envoy is LIVE stops it without a drain", live: false,
-			drive: func(t *testing.T, r *agentRun, _ *fakeProc) {
+			drive: func(t *testing.T, r *agentRun, _ *supervisetest.Proc) {
 				r.signal(syscall.SIGINT)
 			},
 			wantLog: "Envoy stopped before Envoy was ready",

@@ -15,7 +15,7 @@ import (
 //     closing) stop the agent with a drain; a second one skips the rest of
 //     the drain. SIGHUP stays ignored when it was at start (nohup).
 //   - Under systemd (NOTIFY_SOCKET or INVOCATION_ID set) no terminal
-//     closes: SIGHUP is a reload, as `zoneproxy reload` (reload.go).
+//     closes: SIGHUP is a reload, as `zoneproxy reload` (pkg/upgrade/inplace).
 //   - SIGUSR2 is a maintenance drain, as in kuma-dp; only `zoneproxy
 //     undrain` ends it.
 //   - SIGPIPE is ignored: a journald restart breaks stderr, and the next
@@ -84,7 +84,7 @@ func (a *Agent) followSignals(s *Signals, stop context.CancelFunc, done <-chan s
 				switch stops {
 				case 1:
 					a.log.Info("stop signal received; stopping", zap.String("signal", sig.String()))
-					a.rl.stopAsked.Store(true) // a reload under way gives way
+					a.up.StopAsked() // a reload under way gives way
 					stop()
 				case 2:
 					a.log.Info("second stop signal received; skipping the drain", zap.String("signal", sig.String()))
@@ -96,7 +96,7 @@ func (a *Agent) followSignals(s *Signals, stop context.CancelFunc, done <-chan s
 				}
 			case <-s.reload:
 				if stops == 0 {
-					go a.reloadOnSignal()
+					go a.up.ReloadOnSignal()
 				}
 			}
 		}
@@ -112,4 +112,14 @@ func (a *Agent) drainOnSignal() {
 		return
 	}
 	a.log.Info("SIGUSR2: draining for maintenance; `zoneproxy undrain` ends it", zap.String("signal", sigusr2))
+}
+
+// reloadOnHangUp: SIGHUP means a reload when systemd runs the agent (no
+// terminal can hang up on it, and a daemon's SIGHUP is a reload by
+// custom), unless it was ignored at start. Elsewhere it stays a stop.
+func reloadOnHangUp() bool {
+	if signal.Ignored(syscall.SIGHUP) {
+		return false
+	}
+	return os.Getenv("NOTIFY_SOCKET") != "" || os.Getenv("INVOCATION_ID") != ""
 }

@@ -32,3 +32,35 @@ func TestSignalsAreCaughtOnceCatching(t *testing.T) {
 		t.Error("SIGPIPE is not ignored")
 	}
 }
+
+// SIGHUP is a reload only under systemd, and never when ignored at start
+// (under nohup, as this test may run too: then it is neither).
+func TestSIGHUPReloadsOnlyUnderSystemd(t *testing.T) {
+	ignored := signal.Ignored(syscall.SIGHUP)
+	for _, tc := range []struct {
+		env    map[string]string
+		reload bool
+	}{
+		{map[string]string{}, false},
+		{map[string]string{"INVOCATION_ID": "0123"}, true},
+		{map[string]string{"NOTIFY_SOCKET": "/run/systemd/notify"}, true},
+	} {
+		for _, k := range []string{"INVOCATION_ID", "NOTIFY_SOCKET"} {
+			t.Setenv(k, "")
+			os.Unsetenv(k)
+		}
+		for k, v := range tc.env {
+			t.Setenv(k, v)
+		}
+		if got := reloadOnHangUp(); got != (tc.reload && !ignored) {
+			t.Errorf("%v (ignored at start: %v): reload %v, want %v", tc.env, ignored, got, tc.reload && !ignored)
+		}
+		stops := false
+		for _, s := range stopSignals() {
+			stops = stops || s.String() == "hangup"
+		}
+		if stops != (!tc.reload && !ignored) {
+			t.Errorf("%v (ignored at start: %v): SIGHUP a stop signal %v", tc.env, ignored, stops)
+		}
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/errtext"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 	"github.com/zoneproxy/zoneproxy/pkg/host/securedir"
+	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
+	"github.com/zoneproxy/zoneproxy/pkg/upgrade/inplace"
 )
 
 // stateDir is the state dir, locked for one agent: two agents sharing one
@@ -26,7 +28,7 @@ type stateDir struct {
 // under the unit's sandbox, full) leaves the agent without a cache, as
 // before: a warning, and nil.
 func (a *Agent) openStateDir() (*stateDir, error) {
-	if sd, ok, err := a.adoptStateDir(); ok {
+	if sd, ok, err := adoptStateDir(a.up.Taken(), a.cfg.StateDir); ok {
 		return sd, err
 	}
 	if a.cfg.StateDir == "" {
@@ -61,4 +63,19 @@ func (s *stateDir) close() {
 	}
 	s.dir.Unlock(s.lock)
 	s.dir.Close()
+}
+
+// adoptStateDir takes the state dir t hands over; ok false: open it as a
+// fresh start does (want, the configured one, moved it or none is handed).
+func adoptStateDir(t *upgrade.Taken, want string) (*stateDir, bool, error) {
+	d, lock, handed, err := t.LockedDir(upgrade.FileStateDir, upgrade.FileStateLock, func(st *upgrade.State) string { return st.StateDir })
+	if !handed || err != nil {
+		return nil, handed, err
+	}
+	sd := &stateDir{dir: d, lock: lock}
+	if want == "" || inplace.Moved(want, d.Path()) {
+		sd.close() // moved or dropped by the new configuration
+		return nil, false, nil
+	}
+	return sd, true, nil
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/zoneproxy/zoneproxy/pkg/errtext"
+	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
 	"github.com/zoneproxy/zoneproxy/pkg/xds"
 )
 
@@ -27,7 +28,7 @@ type Status struct {
 	Generation      int `json:"generation"`
 	EnvoyGeneration int `json:"envoyGeneration"`
 	// Reload is the last reload, nil if none.
-	Reload *ReloadStatus `json:"reload,omitempty"`
+	Reload *upgrade.ReloadStatus `json:"reload,omitempty"`
 }
 
 // EnvoyStatus is the supervised Envoy: its PID (0 once it has exited) and
@@ -36,7 +37,7 @@ type EnvoyStatus struct {
 	PID   int    `json:"pid"`
 	Build string `json:"build,omitempty"`
 	// Generation counts the Envoys this agent ran in turn: 1, then one
-	// more with each handover (handover.go).
+	// more with each handover (pkg/upgrade/inplace).
 	Generation int64 `json:"generation,omitempty"`
 }
 
@@ -70,7 +71,7 @@ func (a *Agent) Status() Status {
 	if a.maint.want.Load() {
 		st.Drain = "maintenance"
 	}
-	st.Generation, st.EnvoyGeneration, st.Reload = a.rl.record.Generations()
+	st.Generation, st.EnvoyGeneration, st.Reload = a.up.Record().Generations()
 	if x != nil {
 		if _, c := x.Live(); c.InUse {
 			st.Cache = &c

@@ -18,7 +18,7 @@ func TestStatusEscapesTextFromElsewhere(t *testing.T) {
 		Detail:       cp,
 		ControlPlane: ControlPlaneStatus{State: xds.Refused, Says: xds.ControlPlaneWords(xds.Refused, true, cp)},
 		Envoy:        &EnvoyStatus{PID: 7, Build: "1.34\x1b]0;title\x07"},
-		Reload:       &ReloadStatus{Result: upgrade.ResultFailed, Error: cp},
+		Reload:       &upgrade.ReloadStatus{Result: upgrade.ResultFailed, Error: cp},
 	}
 	out := in.outbound()
 	b, err := json.Marshal(out)

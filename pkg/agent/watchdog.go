@@ -35,7 +35,7 @@ func (a *Agent) notifySystemd() <-chan struct{} {
 	go func() {
 		defer close(notified)
 		_ = sdnotify.Run(context.Background(), a.tracker, sdnotify.Options{
-			Healthy: a.envoyHealthy, StopGrace: AfterDrain, Log: a.log, Generations: a.Generations,
+			Healthy: a.envoyHealthy, StopGrace: AfterDrain, Log: a.log, Generations: a.up.Record().Words,
 		})
 	}()
 	return notified

@@ -6,6 +6,7 @@ import (
 
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy/supervise"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy/supervise/supervisetest"
 	"github.com/zoneproxy/zoneproxy/pkg/state"
 )
 
@@ -28,7 +29,7 @@ func TestWatchdogHealthyRule(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			a, _ := testAgent(t, &config.Config{})
 			if tt.envoy {
-				proc := newFakeProc()
+				proc := supervisetest.NewProc()
 				if tt.exited {
 					proc.Exit()
 				}

@@ -8,6 +8,8 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/errtext"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 	"github.com/zoneproxy/zoneproxy/pkg/host/securedir"
+	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
+	"github.com/zoneproxy/zoneproxy/pkg/upgrade/inplace"
 )
 
 // File names inside the work dir. The admin socket name is the control
@@ -17,6 +19,10 @@ const (
 	tokenFile     = "dataplane-token"
 	adminSocket   = "kuma-envoy-admin.sock"
 )
+
+// ownFiles are the agent's files in the work dir: slot B's are a
+// handover's new Envoy's.
+var ownFiles = []string{bootstrapFile, tokenFile, adminSocket, upgrade.SlotBBootstrapFile, upgrade.SlotBAdminSocket}
 
 // workDir is the agent's private directory, held open and locked for one
 // agent at a time (pkg/host/securedir): it and the directories above it are
@@ -61,8 +67,8 @@ func openWorkDir(dir string) (*workDir, error) {
 		}
 		return nil, classify(fmt.Errorf("work dir %s is not writable: %w; set --work-dir to a directory this user can write", w.path, errtext.PathCause(err)))
 	}
-	for _, name := range []string{bootstrapFile, tokenFile, adminSocket, handoverBootstrapFile, handoverAdminSocket} {
-		if err := d.Remove(name); err == nil && (name == bootstrapFile || name == handoverBootstrapFile) {
+	for _, name := range ownFiles {
+		if err := d.Remove(name); err == nil && (name == bootstrapFile || name == upgrade.SlotBBootstrapFile) {
 			w.leftBootstrap = true
 		}
 	}
@@ -109,7 +115,7 @@ func (w *workDir) write(name string, data []byte) (string, error) {
 
 // cleanup removes what the agent wrote and releases the lock.
 func (w *workDir) cleanup() {
-	for _, name := range []string{bootstrapFile, tokenFile, adminSocket, handoverBootstrapFile, handoverAdminSocket} {
+	for _, name := range ownFiles {
 		_ = w.dir.Remove(name)
 	}
 	w.dir.Unlock(w.lock)
@@ -126,3 +132,40 @@ func (w *workDir) removeTemp() {
 // classify marks a file-system error as a configuration problem (exit 78),
 // unless it is one a restart may cure (exit 1).
 func classify(err error) error { return exitcode.FromIO(err) }
+
+// openWorkDir takes the handed-over work dir, or opens it as a fresh
+// start does.
+func (a *Agent) openWorkDir() (*workDir, error) {
+	wd, err := adoptWorkDir(a.up.Taken(), a.cfg.WorkDir)
+	if wd == nil && err == nil {
+		wd, err = openWorkDir(a.cfg.WorkDir)
+	}
+	if err == nil {
+		a.up.KeepWorkDir(upgrade.Dir{Path: wd.path, File: wd.dir.File(), Lock: wd.lock}, wd.temporary)
+	}
+	return wd, err
+}
+
+// adoptWorkDir is the work dir t hands over; nil when none, or when the
+// configuration moved it (want) and no Envoy runs there.
+func adoptWorkDir(t *upgrade.Taken, want string) (*workDir, error) {
+	d, lock, handed, err := t.LockedDir(upgrade.FileWorkDir, upgrade.FileWorkLock, func(st *upgrade.State) string { return st.WorkDir })
+	switch {
+	case !handed && t.AdoptsEnvoy():
+		return nil, errors.New("the previous agent handed over a running Envoy without its work dir")
+	case !handed || err != nil:
+		return nil, err
+	}
+	w := &workDir{dir: d, path: d.Path(), temporary: t.State.Temporary, lock: lock}
+	if t.AdoptsEnvoy() {
+		return w, nil
+	}
+	if (want == "") != w.temporary || (want != "" && inplace.Moved(want, w.path)) {
+		w.cleanup() // moved by the new configuration; no Envoy runs there
+		return nil, nil
+	}
+	for _, name := range []string{bootstrapFile, tokenFile, adminSocket} {
+		_ = d.Remove(name) // what a fresh start removes; no Envoy runs yet
+	}
+	return w, nil
+}

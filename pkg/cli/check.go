@@ -18,6 +18,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/agent"
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy/listenwatch"
 	"github.com/zoneproxy/zoneproxy/pkg/errtext"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 	"github.com/zoneproxy/zoneproxy/pkg/host/preflight"
@@ -162,7 +163,7 @@ func runChecks(ctx context.Context, w io.Writer, cfg *config.Config, running *in
 		phase = c.checkRunning(ctx, cfg, running)
 	}
 	for _, l := range cfg.Dataplane().Networking.Listeners {
-		c.note("after start, /ready says NO_ZONE_LISTENER until the control plane sends %s: %s", l.EnvoyListenerName(), agent.ZoneListenerCondition(l.Type))
+		c.note("after start, /ready says NO_ZONE_LISTENER until the control plane sends %s: %s", l.EnvoyListenerName(), listenwatch.ZoneListenerCondition(l.Type))
 	}
 	if note := statusNote(cfg.Role, phase); note != "" {
 		c.note("this ingress is not serving yet: %s", note)

@@ -44,7 +44,7 @@ func TestEachCommandTakesOnlyTheFlagsItUses(t *testing.T) {
 			has:   []string{"cp-address", "ca-cert-file", "dataplane-token-file", "envoy-binary", "work-dir", "readiness-port", "label"},
 			lacks: []string{"drain-time", "drain-min", "retry-initial", "retry-max", "bootstrap-timeout", "concurrency", "envoy-arg", "envoy-log-level", "metrics-address", "zone"}},
 		// check validates everything run would: it takes run's flags.
-		// and the hidden check a reload runs first (pkg/agent/reload.go).
+		// and the hidden check a reload runs first (pkg/upgrade/inplace/reload.go).
 		{path: []string{"run"}, exactly: append(slices.Clone(runFlags), upgrade.CheckFlag)},
 		// check also finds a unit's configuration by its instance name.
 		{path: []string{"check"}, exactly: append(slices.Clone(runFlags), "instance", "instance-dir")},

@@ -10,6 +10,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/agent"
 	"github.com/zoneproxy/zoneproxy/pkg/host/reexec"
 	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
+	"github.com/zoneproxy/zoneproxy/pkg/upgrade/inplace"
 	"github.com/zoneproxy/zoneproxy/pkg/version"
 )
 
@@ -71,7 +72,7 @@ permanent refusal that a restart cannot fix.`,
 		},
 	}
 	addFlags(cmd.Flags(), runFlags...)
-	// A reload runs the new binary with this flag first (pkg/agent/reload.go).
+	// A reload runs the new binary with this flag first (pkg/upgrade/inplace/reload.go).
 	cmd.Flags().BoolVar(&handoverCheck, upgrade.CheckFlag, false, "check the configuration and print what a reload could hand over, then exit")
 	_ = cmd.Flags().MarkHidden(upgrade.CheckFlag)
 	return cmd
@@ -85,7 +86,7 @@ func checkHandover(cmd *cobra.Command) error {
 		return err
 	}
 	b, err := json.Marshal(upgrade.Check{Manifest: reexec.ManifestVersion, Handover: upgrade.Version,
-		Version: version.Version, Envoy: agent.EnvoyFixed(p.cfg)})
+		Version: version.Version, Envoy: inplace.EnvoyFixed(p.cfg)})
 	if err != nil {
 		return err
 	}

@@ -180,7 +180,7 @@ func (b *bed) reloadOnce(a *agent, p proxy, gen int) (reloadRun, error) {
 }
 
 // handoverRefused is how a 409 begins when a handover cannot start now
-// (agent.ErrHandoverRefused); a failed one says "Envoy handover failed".
+// (upgrade.ErrHandoverRefused); a failed one says "Envoy handover failed".
 const handoverRefused = "cannot hand over to a new Envoy now"
 
 // handOver asks for an Envoy handover, again with backoff while it is

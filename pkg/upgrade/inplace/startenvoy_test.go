@@ -1,10 +1,11 @@
-package agent
+package inplace
 
 import (
 	"errors"
 	"os"
 	"testing"
 
+	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy/supervise"
 	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
@@ -23,12 +24,12 @@ func handedEnvoy(pid int, launch map[string]string) stateHandover {
 
 // adoptingEnvoy starts fake Envoys and takes over running ones.
 type adoptingEnvoy struct {
-	Envoy
+	supervise.Envoy
 	adopted []int
 }
 
-func (f *adoptingEnvoy) Start(envoy.Spec) (EnvoyProcess, error) { return newFakeProc(), nil }
-func (f *adoptingEnvoy) Adopt(pid int, _ *os.File, _ envoy.Spec) (EnvoyProcess, error) {
+func (f *adoptingEnvoy) Start(envoy.Spec) (supervise.Process, error) { return newFakeProc(), nil }
+func (f *adoptingEnvoy) Adopt(pid int, _ *os.File, _ envoy.Spec) (supervise.Process, error) {
 	f.adopted = append(f.adopted, pid)
 	if pid < 0 {
 		return nil, errors.New("no such process")
@@ -40,8 +41,9 @@ func (f *adoptingEnvoy) Adopt(pid int, _ *os.File, _ envoy.Spec) (EnvoyProcess, 
 // the launch it was started with; every later one (an undrain) starts a
 // new Envoy, counted in Envoy's generation, on this program's launch.
 func TestStartEnvoyAdoptsOnceThenStarts(t *testing.T) {
-	mine := map[string]string{"--concurrency": "2"}
-	handed := map[string]string{"--concurrency": "1"}
+	cfg := &config.Config{Concurrency: 2}
+	mine := launchOf(cfg)
+	handed := map[string]string{string(config.KeyConcurrency): "1"}
 	tests := []struct {
 		name        string
 		taken       *upgrade.Taken
@@ -60,12 +62,12 @@ func TestStartEnvoyAdoptsOnceThenStarts(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fake := &adoptingEnvoy{}
-			sup := &supervise.Supervisor{Envoy: fake}
+			r := newHost(cfg, fake)
 			if tt.cannotAdopt {
-				sup.Envoy = startOnlyEnvoy{fake}
+				r.sup.Envoy = startOnlyEnvoy{fake}
 			}
-			r := &reloader{taken: tt.taken}
-			_, err := r.startEnvoy(sup, envoy.Spec{Path: "/fake/envoy"}, mine)
+			r.taken = tt.taken
+			_, err := r.StartEnvoy(envoy.Spec{Path: "/fake/envoy"})
 			if tt.wantErr != "" {
 				if err == nil || err.Error() != tt.wantErr {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)
@@ -75,16 +77,16 @@ func TestStartEnvoyAdoptsOnceThenStarts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := r.launch()["--concurrency"]; got != tt.wantLaunch["--concurrency"] {
-				t.Fatalf("launch recorded --concurrency %q, want %q", got, tt.wantLaunch["--concurrency"])
+			if got := r.launch()[string(config.KeyConcurrency)]; got != tt.wantLaunch[string(config.KeyConcurrency)] {
+				t.Fatalf("launch recorded --concurrency %q, want %q", got, tt.wantLaunch[string(config.KeyConcurrency)])
 			}
-			if _, err := r.startEnvoy(sup, envoy.Spec{Path: "/fake/envoy"}, mine); err != nil {
+			if _, err := r.StartEnvoy(envoy.Spec{Path: "/fake/envoy"}); err != nil {
 				t.Fatal(err)
 			}
 			if len(fake.adopted) != len(tt.wantAdopted) {
 				t.Fatalf("adopted %v, want %v", fake.adopted, tt.wantAdopted)
 			}
-			if got := r.launch()["--concurrency"]; got != "2" {
+			if got := r.launch()[string(config.KeyConcurrency)]; got != "2" {
 				t.Fatalf("after a new start the launch recorded is --concurrency %q, want this program's", got)
 			}
 			if _, envoyGen, _ := r.record.Generations(); envoyGen != tt.wantStarted {
@@ -95,4 +97,4 @@ func TestStartEnvoyAdoptsOnceThenStarts(t *testing.T) {
 }
 
 // startOnlyEnvoy hides Adopt.
-type startOnlyEnvoy struct{ Envoy }
+type startOnlyEnvoy struct{ supervise.Envoy }

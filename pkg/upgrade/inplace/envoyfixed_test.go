@@ -1,4 +1,4 @@
-package agent
+package inplace
 
 import (
 	"strings"
@@ -45,7 +45,7 @@ func TestReloadClassifiesEverySetting(t *testing.T) {
 		switch {
 		case len(identityChanges(EnvoyFixed(base()), EnvoyFixed(next))) > 0:
 			got = restart
-		case len(envoyFixedChanges(envoyLaunch(base()), envoyLaunch(next))) > 0:
+		case len(envoyFixedChanges(launchOf(base()), launchOf(next))) > 0:
 			got = handover
 		}
 		if got != want[string(s.Key)] {

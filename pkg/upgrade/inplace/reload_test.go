@@ -1,13 +1,10 @@
-package agent
+package inplace
 
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,7 +18,7 @@ import (
 // When a reload may happen, and whether it hands Envoy over or starts
 // over: never during a drain or a stop, nor while Envoy starts.
 func TestReloadIsDoneOnlyWhenItCanBe(t *testing.T) {
-	realEnvoy := func(t *testing.T) EnvoyProcess {
+	realEnvoy := func(t *testing.T) supervise.Process {
 		p, err := envoy.Start(envoy.Spec{Path: "/bin/sleep", Args: []string{"60"}, Output: func(string) {}})
 		if err != nil {
 			t.Fatal(err)
@@ -32,7 +29,7 @@ func TestReloadIsDoneOnlyWhenItCanBe(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		phase     state.Phase
-		envoy     func(t *testing.T) EnvoyProcess // nil: none started yet
+		envoy     func(t *testing.T) supervise.Process // nil: none started yet
 		serving   bool
 		drained   bool
 		stopAsked bool // a stop signal came, the phase not changed yet
@@ -51,26 +48,26 @@ func TestReloadIsDoneOnlyWhenItCanBe(t *testing.T) {
 		{name: "drained", phase: state.Drained, envoy: realEnvoy, serving: true, drained: true, started: true, refusal: "undrain"},
 		{name: "stopping", phase: state.Terminating, envoy: realEnvoy, started: true, refusal: "stopping"},
 		{name: "a stop signal just came", phase: state.Ready, envoy: realEnvoy, serving: true, stopAsked: true, started: true, refusal: "stopping"},
-		{name: "an Envoy that cannot be handed over", phase: state.Ready, envoy: func(*testing.T) EnvoyProcess { return newFakeProc() }, serving: true, started: true, refusal: "cannot be handed over", restart: true},
+		{name: "an Envoy that cannot be handed over", phase: state.Ready, envoy: func(*testing.T) supervise.Process { return newFakeProc() }, serving: true, started: true, refusal: "cannot be handed over", restart: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a := New(Options{Config: &config.Config{}})
+			a := newHost(&config.Config{}, nil)
 			a.tracker.Set(tc.phase, "test")
 			if tc.envoy != nil {
 				a.sup.Started(supervise.Current{Proc: tc.envoy(t)})
 			}
-			a.maint.serving.Store(tc.serving)
-			a.maint.want.Store(tc.drained)
-			a.rl.stopAsked.Store(tc.stopAsked)
+			a.serving.Store(tc.serving)
+			a.drained.Store(tc.drained)
+			a.stopAsked.Store(tc.stopAsked)
 			if tc.started {
-				a.rl.wd = &workDir{}
-				a.rl.listeners = map[string]net.Listener{}
+				a.KeepWorkDir(upgrade.Dir{}, false)
+				a.keepListener("--readiness-port", nil)
 			}
 			withEnvoy, err := a.reloadable()
 			switch {
 			case tc.refusal == "" && err != nil:
 				t.Fatalf("refused: %v", err)
-			case tc.refusal != "" && (err == nil || !errors.Is(err, ErrReloadRefused) || !strings.Contains(err.Error(), tc.refusal)):
+			case tc.refusal != "" && (err == nil || !errors.Is(err, upgrade.ErrReloadRefused) || !strings.Contains(err.Error(), tc.refusal)):
 				t.Fatalf("got %v, want a refusal saying %q", err, tc.refusal)
 			case err == nil && withEnvoy != tc.withEnvoy:
 				t.Fatalf("with Envoy %v, want %v", withEnvoy, tc.withEnvoy)
@@ -96,8 +93,8 @@ func TestAReloadWaitsForAStartUnderWay(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reloadStartWait = 500 * time.Millisecond
-			a := New(Options{Config: &config.Config{}})
-			a.rl.exe, a.rl.args = "/nonexistent/zoneproxy", []string{"/nonexistent/zoneproxy", "run"}
+			a := newHost(&config.Config{}, nil)
+			a.exe, a.args = "/nonexistent/zoneproxy", []string{"/nonexistent/zoneproxy", "run"}
 			a.tracker.Set(state.EnvoyStarting, "test")
 			p, err := envoy.Start(envoy.Spec{Path: "/bin/sleep", Args: []string{"60"}, Output: func(string) {}})
 			if err != nil {
@@ -105,9 +102,10 @@ func TestAReloadWaitsForAStartUnderWay(t *testing.T) {
 			}
 			t.Cleanup(p.Kill)
 			a.sup.Started(supervise.Current{Proc: p})
-			a.rl.wd, a.rl.listeners = &workDir{}, map[string]net.Listener{}
+			a.KeepWorkDir(upgrade.Dir{}, false)
+			a.keepListener("--readiness-port", nil)
 			if tc.servesIn > 0 {
-				time.AfterFunc(tc.servesIn, func() { a.tracker.Set(state.Ready, "test"); a.maint.serving.Store(true) })
+				time.AfterFunc(tc.servesIn, func() { a.tracker.Set(state.Ready, "test"); a.serving.Store(true) })
 			}
 			_, err = a.Reload()
 			if err == nil || !strings.Contains(err.Error(), tc.refusal) {
@@ -117,49 +115,17 @@ func TestAReloadWaitsForAStartUnderWay(t *testing.T) {
 	}
 }
 
-// SIGHUP is a reload only under systemd, and never when ignored at start
-// (under nohup, as this test may run too: then it is neither).
-func TestSIGHUPReloadsOnlyUnderSystemd(t *testing.T) {
-	ignored := signal.Ignored(syscall.SIGHUP)
-	for _, tc := range []struct {
-		env    map[string]string
-		reload bool
-	}{
-		{map[string]string{}, false},
-		{map[string]string{"INVOCATION_ID": "0123"}, true},
-		{map[string]string{"NOTIFY_SOCKET": "/run/systemd/notify"}, true},
-	} {
-		for _, k := range []string{"INVOCATION_ID", "NOTIFY_SOCKET"} {
-			t.Setenv(k, "")
-			os.Unsetenv(k)
-		}
-		for k, v := range tc.env {
-			t.Setenv(k, v)
-		}
-		if got := reloadOnHangUp(); got != (tc.reload && !ignored) {
-			t.Errorf("%v (ignored at start: %v): reload %v, want %v", tc.env, ignored, got, tc.reload && !ignored)
-		}
-		stops := false
-		for _, s := range stopSignals() {
-			stops = stops || s.String() == "hangup"
-		}
-		if stops != (!tc.reload && !ignored) {
-			t.Errorf("%v (ignored at start: %v): SIGHUP a stop signal %v", tc.env, ignored, stops)
-		}
-	}
-}
-
 // A second reload while one is under way is refused at once, not queued
 // behind the exec.
 func TestASecondReloadIsRefusedWhileOneIsUnderWay(t *testing.T) {
-	a := New(Options{Config: &config.Config{}}) // its metrics not registered yet, as before run
-	a.rl.mu.Lock()                              // the first reload, between its decision and its exec
-	defer a.rl.mu.Unlock()
+	a := newHost(&config.Config{}, nil) // its metrics not registered yet, as before run
+	a.mu.Lock()                         // the first reload, between its decision and its exec
+	defer a.mu.Unlock()
 	done := make(chan error, 1)
 	go func() { _, err := a.Reload(); done <- err }()
 	select {
 	case err := <-done:
-		if !errors.Is(err, ErrReloadRefused) || !strings.Contains(err.Error(), "under way") {
+		if !errors.Is(err, upgrade.ErrReloadRefused) || !strings.Contains(err.Error(), "under way") {
 			t.Fatalf("got %v", err)
 		}
 	case <-time.After(10 * time.Second):
@@ -170,8 +136,8 @@ func TestASecondReloadIsRefusedWhileOneIsUnderWay(t *testing.T) {
 // An exec that fails leaves the agent whole: the error names the binary,
 // and the files handed for it are usable again.
 func TestAFailedReplacementReturns(t *testing.T) {
-	a := New(Options{Config: &config.Config{}})
-	a.rl.exe, a.rl.args = "/nonexistent/zoneproxy", []string{"/nonexistent/zoneproxy", "run"}
+	a := newHost(&config.Config{}, nil)
+	a.exe, a.args = "/nonexistent/zoneproxy", []string{"/nonexistent/zoneproxy", "run"}
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -193,12 +159,12 @@ func TestAFailedReplacementReturns(t *testing.T) {
 // A stop asked while the reload readied the exec is asked about last,
 // just before the exec: the reload gives way and the agent stays.
 func TestAStopAskedAtTheLastMomentStopsTheExec(t *testing.T) {
-	a := New(Options{Config: &config.Config{}})
+	a := newHost(&config.Config{}, nil)
 	// A program that passes the trust check, so that the last check is
 	// reached; it refuses, so nothing is run.
-	a.rl.exe, a.rl.args = "/usr/bin/true", []string{"/usr/bin/true"}
+	a.exe, a.args = "/usr/bin/true", []string{"/usr/bin/true"}
 	stop := errors.New("a stop was asked meanwhile")
-	err := a.replace(&upgrade.State{Version: upgrade.Version, Generation: 1}, upgrade.HandedFiles{}, func() error { return fmt.Errorf("%w: %w", ErrReloadRefused, stop) })
+	err := a.replace(&upgrade.State{Version: upgrade.Version, Generation: 1}, upgrade.HandedFiles{}, func() error { return fmt.Errorf("%w: %w", upgrade.ErrReloadRefused, stop) })
 	if !errors.Is(err, stop) {
 		t.Fatalf("got %v, want the refusal from the last check, before any exec", err)
 	}

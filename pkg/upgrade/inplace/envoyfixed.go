@@ -1,4 +1,4 @@
-package agent
+package inplace
 
 import (
 	"maps"
@@ -22,8 +22,8 @@ func EnvoyFixed(cfg *config.Config) map[string]string {
 	return fixed
 }
 
-// envoyLaunch is how Envoy is launched: what a handover can change.
-func envoyLaunch(cfg *config.Config) map[string]string {
+// launchOf is how Envoy is launched: what a handover can change.
+func launchOf(cfg *config.Config) map[string]string {
 	return config.Texts(cfg, config.ReloadHandsOver)
 }
 

@@ -1,4 +1,4 @@
-package agent
+package inplace
 
 import (
 	"errors"
@@ -29,16 +29,16 @@ func TestHandoverAnswersAfterTheServersTimeouts(t *testing.T) {
 		{"it fails", errTestHandover, http.StatusConflict, "the new Envoy never turned LIVE"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a := New(Options{Config: &config.Config{Role: config.RoleEgress, Address: "127.0.0.1", EgressPort: 10002}})
-			a.maint.serving.Store(true)
+			a := newHost(&config.Config{Role: config.RoleEgress, Address: "127.0.0.1", EgressPort: 10002}, nil)
+			a.serving.Store(true)
 			a.sup.Started(supervise.Current{Proc: newFakeProc()})
 			go func() {
-				req := <-a.hand.requests.C()
+				req := <-a.Requests()
 				<-time.After(handoverTakes) // a slow handover, the subject of the test
-				a.hand.place.Store(&upgrade.Place{Generation: 2, Slot: upgrade.SlotB})
+				a.Started(upgrade.Place{Generation: 2, Slot: upgrade.SlotB}, nil)
 				req.Answer(tc.result)
 			}()
-			srv := httptest.NewUnstartedServer(a.handoverHandler())
+			srv := httptest.NewUnstartedServer(a.Handler())
 			srv.Config.ReadTimeout, srv.Config.WriteTimeout = serverTimeout, serverTimeout
 			srv.Start()
 			defer srv.Close()
