@@ -67,6 +67,11 @@ type Options struct {
 	// one is the default: "backend" alone. Egress listeners are unchanged.
 	Services int
 
+	// Kuma is the kuma-cp release modelled: Kuma30 ("3.0", the default
+	// when empty) or Kuma214 ("2.14", kuma-cp 2.14.3: SotW bootstrap and
+	// ADS, its version rule against 2.14.3; see doc.go).
+	Kuma string
+
 	// PadClusterBytes, when positive, adds to every proxy's clusters one
 	// whose metadata carries that many bytes: a control plane sending
 	// responses far larger than any mesh needs (padding.go).
@@ -154,6 +159,11 @@ func Start(opts Options) (*Server, error) {
 	if opts.Services < 0 {
 		return nil, errors.New("controlplane: Options.Services cannot be negative")
 	}
+	kuma, err := resolveKuma(opts.Kuma)
+	if err != nil {
+		return nil, err
+	}
+	opts.Kuma = kuma
 	if opts.Addr == "" {
 		opts.Addr = "127.0.0.1:0"
 	}
@@ -205,8 +215,8 @@ func Start(opts Options) (*Server, error) {
 		_ = s.Close()
 		return nil, fmt.Errorf("controlplane: admin listen %s: %w", opts.AdminAddr, err)
 	}
-	s.log.printf("testcp started dp=%s admin=%s ca=%s auth=%s reloadableTokens=%t meshes=%v deregistrationDelay=%s cacheExpiration=%s egressPropagation=%s%s",
-		s.URL(), s.AdminURL(), s.CACertFile(), authMode(opts.AuthDisabled), opts.ReloadableTokens, s.meshNames(),
+	s.log.printf("testcp started kuma=%s dp=%s admin=%s ca=%s auth=%s reloadableTokens=%t meshes=%v deregistrationDelay=%s cacheExpiration=%s egressPropagation=%s%s",
+		s.KumaVersion(), s.URL(), s.AdminURL(), s.CACertFile(), authMode(opts.AuthDisabled), opts.ReloadableTokens, s.meshNames(),
 		s.timings.DeregistrationDelay, s.timings.CacheExpiration, s.timings.EgressPropagation, servicesNote(opts.Services))
 	return s, nil
 }
