@@ -153,16 +153,23 @@ func (st xdsState) names() map[string][]string {
 // expectError waits for the stream to end and checks its status.
 func (c *deltaClient) expectError(code codes.Code, msg string) {
 	c.t.Helper()
+	expectStreamError(c.t, c.errc, c.resps, code, msg)
+}
+
+// expectStreamError waits for a stream (delta or SotW) to end with code
+// and msg, failing on a response.
+func expectStreamError[R interface{ GetTypeUrl() string }](t *testing.T, errc <-chan error, resps <-chan R, code codes.Code, msg string) {
+	t.Helper()
 	select {
-	case err := <-c.errc:
+	case err := <-errc:
 		st, _ := status.FromError(err)
 		if st.Code() != code || st.Message() != msg {
-			c.t.Errorf("stream ended with %v %q\nwant %v %q", st.Code(), st.Message(), code, msg)
+			t.Errorf("stream ended with %v %q\nwant %v %q", st.Code(), st.Message(), code, msg)
 		}
-	case r := <-c.resps:
-		c.t.Fatalf("got a response instead of an error: %v", r.GetTypeUrl())
+	case r := <-resps:
+		t.Fatalf("got a response instead of an error: %v", r.GetTypeUrl())
 	case <-time.After(10 * time.Second):
-		c.t.Fatalf("stream did not end")
+		t.Fatalf("stream did not end")
 	}
 }
 

@@ -89,6 +89,12 @@ type ProxyInfo struct {
 	// current/last stream registered, as kuma-cp's DataplaneInsight
 	// subscription keeps the agent's build (zoneproxy: "zoneproxy-<version>").
 	Version string `json:"version"`
+	// KumaDpVersion is the node metadata's version.kumaDp.version and
+	// KumaCpCompatible kuma-cp's verdict on it against its own release
+	// (KumaVersion), as its DataplaneInsight subscription records them:
+	// false for another major or more than two minors away.
+	KumaDpVersion    string `json:"kumaDpVersion"`
+	KumaCpCompatible bool   `json:"kumaCpCompatible"`
 }
 
 // BootstrapRecord is one /bootstrap request as received, with the status
