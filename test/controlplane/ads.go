@@ -32,7 +32,14 @@ type adsStream struct {
 	nodeID     string // set once the first node was accepted
 	registered bool   // holds s.active[nodeID]
 	upserted   dpKey  // the Dataplane its registration upserted ({} if none): closing deregisters it
+	protocol   string // ProtocolDelta or ProtocolSotW
 }
+
+// The ADS protocols, as ProxyInfo.Protocol names them.
+const (
+	ProtocolDelta = "delta"
+	ProtocolSotW  = "SotW"
+)
 
 // orphaned reports whether a restart happened since the stream opened.
 func (st *adsStream) orphaned() bool {
@@ -122,7 +129,7 @@ type adsCallbacks struct {
 var _ serverv3.Callbacks = (*adsCallbacks)(nil)
 
 func (c *adsCallbacks) OnStreamOpen(ctx context.Context, id int64, _ string) error {
-	return c.s.openStream(ctx, c.ids.open(sotwStreams, id), " (SotW)")
+	return c.s.openStream(ctx, c.ids.open(sotwStreams, id), ProtocolSotW)
 }
 func (c *adsCallbacks) OnStreamClosed(id int64, _ *corev3.Node) {
 	c.s.closeStream(c.ids.close(sotwStreams, id))
@@ -146,7 +153,7 @@ func (c *adsCallbacks) OnFetchResponse(*discoverygrpc.DiscoveryRequest, *discove
 }
 
 func (c *adsCallbacks) OnDeltaStreamOpen(ctx context.Context, id int64, _ string) error {
-	return c.s.openStream(ctx, c.ids.open(deltaStreams, id), "")
+	return c.s.openStream(ctx, c.ids.open(deltaStreams, id), ProtocolDelta)
 }
 func (c *adsCallbacks) OnDeltaStreamClosed(id int64, _ *corev3.Node) {
 	c.s.closeStream(c.ids.close(deltaStreams, id))
@@ -162,16 +169,20 @@ func (c *adsCallbacks) OnStreamDeltaResponse(id int64, _ *discoverygrpc.DeltaDis
 	c.s.streamResponse(c.ids.get(deltaStreams, id), resp.GetTypeUrl(), resp.GetNonce(), names, resp.GetRemovedResources())
 }
 
-// openStream registers a new ADS stream (suffix tells its protocol in the log).
-func (s *Server) openStream(ctx context.Context, id int64, suffix string) error {
+// openStream registers a new ADS stream; delta's log line is 3.0 mode's.
+func (s *Server) openStream(ctx context.Context, id int64, protocol string) error {
 	s.mu.Lock()
 	if s.down {
 		s.mu.Unlock()
 		return errRestarted
 	}
-	s.streams[id] = &adsStream{ctx: ctx, epochDone: s.epochDone}
+	s.streams[id] = &adsStream{ctx: ctx, epochDone: s.epochDone, protocol: protocol}
 	s.mu.Unlock()
-	s.log.printf("ads: stream %d opened%s", id, suffix)
+	if protocol == ProtocolSotW {
+		s.log.printf("ads: stream %d opened (SotW)", id)
+	} else {
+		s.log.printf("ads: stream %d opened", id)
+	}
 	return nil
 }
 
@@ -368,7 +379,7 @@ func (s *Server) connect(id int64, st *adsStream, node *corev3.Node) error {
 	kumaDp := node.GetMetadata().GetFields()["version"].GetStructValue().GetFields()["kumaDp"].GetStructValue().GetFields()
 	dpVersion := kumaDp["version"].GetStringValue()
 	p.info = ProxyInfo{
-		NodeID: nodeID, Version: kumaDp["gitTag"].GetStringValue(),
+		NodeID: nodeID, Version: kumaDp["gitTag"].GetStringValue(), Protocol: st.protocol,
 		KumaDpVersion: dpVersion, KumaCpCompatible: deploymentVersionCompatible(s.KumaVersion(), dpVersion),
 	}
 	compatible := p.info.KumaCpCompatible

@@ -240,8 +240,8 @@ func checkListener(t *testing.T, st xdsState, name string, port uint32, sni, clu
 	if _, ok := st[resourcev3.ClusterType][cluster]; !ok {
 		t.Errorf("%s references missing cluster %s", name, cluster)
 	}
-	if l.GetEnableReusePort() != nil {
-		t.Errorf("%s sets enable_reuse_port although feature-reuse-port was advertised", name)
+	if rp := l.GetEnableReusePort(); rp != nil && !rp.GetValue() {
+		t.Errorf("%s turns enable_reuse_port off although feature-reuse-port was advertised", name)
 	}
 }
 

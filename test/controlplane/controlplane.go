@@ -89,6 +89,9 @@ type ProxyInfo struct {
 	// current/last stream registered, as kuma-cp's DataplaneInsight
 	// subscription keeps the agent's build (zoneproxy: "zoneproxy-<version>").
 	Version string `json:"version"`
+	// Protocol is the ADS protocol of the current/last stream:
+	// ProtocolDelta or ProtocolSotW (2.14 mode only).
+	Protocol string `json:"protocol"`
 	// KumaDpVersion is the node metadata's version.kumaDp.version and
 	// KumaCpCompatible kuma-cp's verdict on it against its own release
 	// (KumaVersion), as its DataplaneInsight subscription records them:

@@ -144,7 +144,7 @@ func TestSotWIsServedOnlyIn214Mode(t *testing.T) {
 			checkListener(t, st, egressLDS, 10002, DestinationSNI("payments", "egress"), "kri_extsvc_payments_default__httpbin_80")
 			eventually(t, "the LDS ACK recorded", func() bool {
 				ps := s.Proxies()
-				return len(ps) == 1 && ps[0].Connected && contains(ps[0].ACKed, resourcev3.ListenerType)
+				return len(ps) == 1 && ps[0].Connected && ps[0].Protocol == ProtocolSotW && contains(ps[0].ACKed, resourcev3.ListenerType)
 			})
 			if _, ok := s.Dataplane("payments", "zp-egress-1"); !ok {
 				t.Error("the SotW stream registered no Dataplane")
