@@ -17,6 +17,7 @@ import (
 	restv3 "github.com/envoyproxy/go-control-plane/pkg/server/rest/v3"
 	sotwv3 "github.com/envoyproxy/go-control-plane/pkg/server/sotw/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 )
@@ -128,14 +129,23 @@ type adsCallbacks struct {
 
 var _ serverv3.Callbacks = (*adsCallbacks)(nil)
 
+// adsRequest is what SotW and delta requests have in common.
+type adsRequest interface {
+	GetNode() *corev3.Node
+	GetTypeUrl() string
+	GetResponseNonce() string
+	GetErrorDetail() *rpcstatus.Status
+}
+
+// SotW streams (served in 2.14 mode only).
 func (c *adsCallbacks) OnStreamOpen(ctx context.Context, id int64, _ string) error {
-	return c.s.openStream(ctx, c.ids.open(sotwStreams, id), ProtocolSotW)
+	return c.opened(ctx, sotwStreams, id)
 }
 func (c *adsCallbacks) OnStreamClosed(id int64, _ *corev3.Node) {
 	c.s.closeStream(c.ids.close(sotwStreams, id))
 }
 func (c *adsCallbacks) OnStreamRequest(id int64, req *discoverygrpc.DiscoveryRequest) error {
-	return c.s.streamRequest(c.ids.get(sotwStreams, id), req.GetNode(), req.GetTypeUrl(), req.GetResponseNonce(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil)
+	return c.request(sotwStreams, id, req)
 }
 func (c *adsCallbacks) OnStreamResponse(_ context.Context, id int64, _ *discoverygrpc.DiscoveryRequest, resp *discoverygrpc.DiscoveryResponse) {
 	names := make([]string, 0, len(resp.GetResources()))
@@ -146,20 +156,22 @@ func (c *adsCallbacks) OnStreamResponse(_ context.Context, id int64, _ *discover
 	}
 	c.s.streamResponse(c.ids.get(sotwStreams, id), resp.GetTypeUrl(), resp.GetNonce(), names, nil)
 }
+
 func (c *adsCallbacks) OnFetchRequest(context.Context, *discoverygrpc.DiscoveryRequest) error {
 	return errors.New("fetch is not supported")
 }
 func (c *adsCallbacks) OnFetchResponse(*discoverygrpc.DiscoveryRequest, *discoverygrpc.DiscoveryResponse) {
 }
 
+// Delta streams.
 func (c *adsCallbacks) OnDeltaStreamOpen(ctx context.Context, id int64, _ string) error {
-	return c.s.openStream(ctx, c.ids.open(deltaStreams, id), ProtocolDelta)
+	return c.opened(ctx, deltaStreams, id)
 }
 func (c *adsCallbacks) OnDeltaStreamClosed(id int64, _ *corev3.Node) {
 	c.s.closeStream(c.ids.close(deltaStreams, id))
 }
 func (c *adsCallbacks) OnStreamDeltaRequest(id int64, req *discoverygrpc.DeltaDiscoveryRequest) error {
-	return c.s.streamRequest(c.ids.get(deltaStreams, id), req.GetNode(), req.GetTypeUrl(), req.GetResponseNonce(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil)
+	return c.request(deltaStreams, id, req)
 }
 func (c *adsCallbacks) OnStreamDeltaResponse(id int64, _ *discoverygrpc.DeltaDiscoveryRequest, resp *discoverygrpc.DeltaDiscoveryResponse) {
 	names := make([]string, 0, len(resp.GetResources()))
@@ -167,6 +179,14 @@ func (c *adsCallbacks) OnStreamDeltaResponse(id int64, _ *discoverygrpc.DeltaDis
 		names = append(names, r.GetName())
 	}
 	c.s.streamResponse(c.ids.get(deltaStreams, id), resp.GetTypeUrl(), resp.GetNonce(), names, resp.GetRemovedResources())
+}
+
+func (c *adsCallbacks) opened(ctx context.Context, p streamProtocol, goID int64) error {
+	return c.s.openStream(ctx, c.ids.open(p, goID), p.String())
+}
+
+func (c *adsCallbacks) request(p streamProtocol, goID int64, req adsRequest) error {
+	return c.s.streamRequest(c.ids.get(p, goID), req.GetNode(), req.GetTypeUrl(), req.GetResponseNonce(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil)
 }
 
 // openStream registers a new ADS stream; delta's log line is 3.0 mode's.

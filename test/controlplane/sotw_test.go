@@ -1,8 +1,6 @@
 package controlplane
 
 import (
-	"context"
-	"crypto/tls"
 	"testing"
 	"time"
 
@@ -11,60 +9,22 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 )
 
 // sotwClient is a minimal Envoy-like SotW ADS client: node on the first
 // message, wildcard CDS and LDS, EDS for the clusters that need it, ACKs.
 type sotwClient struct {
-	t      *testing.T
-	stream discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesClient
-	cancel context.CancelFunc
-	resps  chan *discoveryv3.DiscoveryResponse
-	errc   chan error
+	*testStream[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse]
 }
 
 func dialSotW(t *testing.T, s *Server, token string, node *corev3.Node) *sotwClient {
 	t.Helper()
-	conn, err := grpc.NewClient(s.Addr(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: caPool(t, s), MinVersion: tls.VersionTLS12})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	if token != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", token)
-	}
-	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &sotwClient{t: t, stream: stream, cancel: cancel, resps: make(chan *discoveryv3.DiscoveryResponse, 16), errc: make(chan error, 1)}
-	go func() {
-		for {
-			r, err := stream.Recv()
-			if err != nil {
-				c.errc <- err
-				return
-			}
-			c.resps <- r
-		}
-	}()
+	c := &sotwClient{openTestStream(t, s, token, discoveryv3.AggregatedDiscoveryServiceClient.StreamAggregatedResources)}
 	c.send(&discoveryv3.DiscoveryRequest{Node: node, TypeUrl: resourcev3.ClusterType})
 	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.ListenerType})
 	return c
-}
-
-func (c *sotwClient) send(r *discoveryv3.DiscoveryRequest) {
-	c.t.Helper()
-	if err := c.stream.Send(r); err != nil {
-		c.t.Logf("send: %v", err)
-	}
 }
 
 // collect receives and ACKs until done(state) holds; each response
@@ -108,11 +68,6 @@ func (c *sotwClient) collect(done func(xdsState) bool) xdsState {
 		}
 	}
 	return st
-}
-
-func (c *sotwClient) expectError(code codes.Code, msg string) {
-	c.t.Helper()
-	expectStreamError(c.t, c.errc, c.resps, code, msg)
 }
 
 // expectNoResponse fails on any response or error within d.

@@ -10,6 +10,14 @@ const (
 	sotwStreams
 )
 
+// String is the protocol as ProxyInfo.Protocol names it.
+func (p streamProtocol) String() string {
+	if p == sotwStreams {
+		return ProtocolSotW
+	}
+	return ProtocolDelta
+}
+
 // streamIDs gives every ADS stream, SotW or delta, one id of the control
 // plane's: go-control-plane numbers each protocol's streams from 1, and
 // the lifecycle (one stream per node, the store's streamId) needs them
