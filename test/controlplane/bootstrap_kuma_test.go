@@ -54,3 +54,15 @@ func TestUnknownKumaReleaseIsRefused(t *testing.T) {
 		t.Errorf("Start with Kuma 2.13: %v", err)
 	}
 }
+
+func TestAdminVersionNamesTheModelledRelease(t *testing.T) {
+	for _, tc := range []struct{ kuma, want string }{
+		{"", `{"kuma":"3.0","version":"3.0.0","sotw":false}`},
+		{Kuma214, `{"kuma":"2.14","version":"2.14.3","sotw":true}`},
+	} {
+		s := startTestServer(t, Options{Kuma: tc.kuma})
+		if st, body, _ := adminDo(t, s, "GET", "/version", ""); st != 200 || body != tc.want {
+			t.Errorf("Kuma %q: GET /version %d %s, want 200 %s", tc.kuma, st, body, tc.want)
+		}
+	}
+}

@@ -52,6 +52,10 @@ func run(args []string) int {
 		fs.Usage()
 		return 2
 	}
+	if *kuma != controlplane.Kuma30 && *kuma != controlplane.Kuma214 {
+		fmt.Fprintf(os.Stderr, "testcp: --kuma %q: use %q or %q\n", *kuma, controlplane.Kuma30, controlplane.Kuma214)
+		return 2
+	}
 	if *services < 0 {
 		fmt.Fprintln(os.Stderr, "testcp: --services cannot be negative")
 		return 2
