@@ -63,3 +63,24 @@ func readyProxyOn(t *testing.T, kuma, role string) controlplane.ProxyInfo {
 	})
 	return info
 }
+
+// kuma-cp 2.14 sends an ingress whose zone has no MeshService no LDS at
+// all, so Envoy stays INITIALIZING: /ready says why and names the fix, and
+// the proxy serves once the listener comes.
+func TestKuma214IngressWithoutMeshServiceSaysSo(t *testing.T) {
+	t.Parallel()
+	zone := harness.NewZoneWith(t, bins, controlplane.Options{Meshes: []string{"payments"}, Kuma: controlplane.Kuma214})
+	const name = "zp-nomsvc-ingress"
+	if err := zone.CP.WithholdZoneListeners("payments", name, true); err != nil {
+		t.Fatal(err)
+	}
+	p, agent := namedProxy(t, zone, "payments", "ingress", name)
+	harness.Eventually(t, promptly, "/ready to say kuma-cp sent no listeners and name MeshService", func() bool {
+		code, body := rawReadiness(t, p.Readiness)
+		return code == 503 && strings.Contains(body, "WAITING_FOR_CONTROL_PLANE") && strings.Contains(body, "MeshService")
+	})
+	if err := zone.CP.WithholdZoneListeners("payments", name, false); err != nil {
+		t.Fatal(err)
+	}
+	agent.AwaitReadiness(p.Readiness, 200, "READY", promptly)
+}
