@@ -174,3 +174,13 @@ func TestSotWAuthenticatesLikeDelta(t *testing.T) {
 		t.Errorf("a refused stream registered: %+v", ps)
 	}
 }
+
+// An ingress over SotW gets its EDS clusters' endpoints once it asks.
+func TestSotWServesAnIngressItsEndpoints(t *testing.T) {
+	s := startTestServer(t, Options{Meshes: []string{"payments"}, Kuma: Kuma214})
+	tok, _ := s.IssueToken(TokenRequest{Mesh: "payments", Workload: "zp-ingress"})
+	node := nodeFor(t, s, dpJSON(t, "payments", "zp-ingress-1", "zp-ingress", ingressListener), nil)
+	backend := serviceCluster("payments", "backend")
+	st := dialSotW(t, s, tok, node).collect(and(hasAll(resourcev3.ListenerType, ingressLDS), hasAll(resourcev3.EndpointType, backend)))
+	checkListener(t, st, ingressLDS, 10001, DestinationSNI("payments", "ingress"), backend)
+}
