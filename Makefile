@@ -54,8 +54,8 @@ unit: ## Unit, end-to-end and fuzz-seed tests.
 # 2.14 mode: test/e2e/README.md lists the tests and why these.
 E2E_KUMA214 = TestWaitForMeshThenServeThenDrain|TestKuma214[A-Za-z]*|TestRestartServesTheCacheWhileKumaCPHoldsTheOldStream|TestRestartWhileTheControlPlaneIsDownServesFromCache|TestControlPlaneRestartWhileRunning|TestReloadKeepsEnvoyAndEveryConnection|TestEnvoyHandoverDropsNoConnection|TestDrainUndrainAndStopWhileDrained|TestEgressStopAndDrainRefuseNoSidecarConnection|TestUndrainAfterAWithdrawalThatFailedServesAgain|TestMeshAccessLogReachesATCPBackend|TestMeshMetricPrometheusScrapeIsFilteredAndLabelled|TestRelayKeepsTheTokenOutOfEnvoysBootstrap
 
-test-e2e-kuma214: ## The e2e suite's core against kuma-cp 2.14 (ZONEPROXY_E2E_KUMA=2.14).
-	ZONEPROXY_E2E_KUMA=2.14 $(GO) test -count=1 -timeout 10m -run '^($(E2E_KUMA214))$$' ./test/e2e
+test-e2e-kuma214: ## The e2e suite's core against kuma-cp 2.14 (ZP_E2E_KUMA=2.14).
+	ZP_E2E_KUMA=2.14 $(GO) test -count=1 -timeout 10m -run '^($(E2E_KUMA214))$$' ./test/e2e
 
 race: ## Unit and end-to-end tests with the race detector (binaries too).
 	GORACE=atexit_sleep_ms=0 GOFLAGS=-race $(GO) test -count=1 -timeout 20m ./...

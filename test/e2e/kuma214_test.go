@@ -8,7 +8,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/test/harness"
 )
 
-// Against each modelled kuma-cp release (whatever ZONEPROXY_E2E_KUMA says),
+// Against each modelled kuma-cp release (whatever ZP_E2E_KUMA says),
 // the agent's stream is the protocol that release's bootstrap names: SotW
 // on 2.14, delta on 3.0.
 func TestKuma214ServesTheAgentOverSotW(t *testing.T) {

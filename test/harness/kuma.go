@@ -9,8 +9,10 @@ import (
 
 // KumaEnv names the kuma-cp release the zones of an e2e run model when a
 // test leaves Options.Kuma empty: "2.14" or "3.0" (the default when unset).
+// Not ZONEPROXY_…: the agents inherit the environment, and zoneproxy
+// refuses a ZONEPROXY_ variable that is not one of its settings.
 // `make test-e2e-kuma214` sets it to run the suite's core against 2.14.
-const KumaEnv = "ZONEPROXY_E2E_KUMA"
+const KumaEnv = "ZP_E2E_KUMA"
 
 // KumaOfRun is the release this run's zones model by default.
 func KumaOfRun() string {
