@@ -26,7 +26,7 @@ FUZZTIME ?= 30s
 # Packages check that the binary they ship was built with it.
 GOTAGS ?= grpcnotrace
 
-.PHONY: build build-release demo test check-format vet unit race fuzz clean generate check-generated
+.PHONY: build build-release demo test check-format vet unit test-e2e-kuma214 race fuzz clean generate check-generated
 
 build: ## Build bin/zoneproxy for this machine.
 	$(GO) build -tags "$(GOTAGS)" -ldflags "$(LDFLAGS)" -o bin/zoneproxy ./cmd/zoneproxy
@@ -38,7 +38,7 @@ demo: ## Wait-for-mesh → bootstrap → Envoy ready → drain, on loopback (DEM
 	$(GO) build -o bin/demo ./test/cmd/demo
 	./bin/demo
 
-test: check-format vet alerts-test cloud-init-test test-packaging unit ## Everything CI runs (go test last, so its summary closes the output).
+test: check-format vet alerts-test cloud-init-test test-packaging unit test-e2e-kuma214 ## Everything CI runs (go test last, so its summary closes the output).
 
 check-format:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^tools/')); \
@@ -49,6 +49,13 @@ vet:
 
 unit: ## Unit, end-to-end and fuzz-seed tests.
 	$(GO) test -count=1 -timeout 15m ./...
+
+# The e2e suite's core, run again against the test control plane's kuma-cp
+# 2.14 mode: test/e2e/README.md lists the tests and why these.
+E2E_KUMA214 = TestWaitForMeshThenServeThenDrain|TestKuma214[A-Za-z]*|TestRestartServesTheCacheWhileKumaCPHoldsTheOldStream|TestRestartWhileTheControlPlaneIsDownServesFromCache|TestControlPlaneRestartWhileRunning|TestReloadKeepsEnvoyAndEveryConnection|TestEnvoyHandoverDropsNoConnection|TestDrainUndrainAndStopWhileDrained|TestEgressStopAndDrainRefuseNoSidecarConnection|TestUndrainAfterAWithdrawalThatFailedServesAgain|TestMeshAccessLogReachesATCPBackend|TestMeshMetricPrometheusScrapeIsFilteredAndLabelled|TestRelayKeepsTheTokenOutOfEnvoysBootstrap
+
+test-e2e-kuma214: ## The e2e suite's core against kuma-cp 2.14 (ZP_E2E_KUMA=2.14).
+	ZP_E2E_KUMA=2.14 $(GO) test -count=1 -timeout 10m -run '^($(E2E_KUMA214))$$' ./test/e2e
 
 race: ## Unit and end-to-end tests with the race detector (binaries too).
 	GORACE=atexit_sleep_ms=0 GOFLAGS=-race $(GO) test -count=1 -timeout 20m ./...

@@ -39,6 +39,7 @@ func (s *Server) startAdmin() error {
 			Records []BootstrapRecord `json:"records"`
 		}{len(recs), s.DroppedBootstrapRequests(), recs})
 	})
+	mux.HandleFunc("GET /version", s.adminVersion)
 	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, r *http.Request) {
 		writeText(w, http.StatusOK, "READY")
 	})

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,7 +15,11 @@ import (
 	healthv3 "github.com/envoyproxy/go-control-plane/envoy/service/health/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	deltav3 "github.com/envoyproxy/go-control-plane/pkg/server/delta/v3"
+	restv3 "github.com/envoyproxy/go-control-plane/pkg/server/rest/v3"
+	sotwv3 "github.com/envoyproxy/go-control-plane/pkg/server/sotw/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 )
@@ -29,7 +35,14 @@ type adsStream struct {
 	nodeID     string // set once the first node was accepted
 	registered bool   // holds s.active[nodeID]
 	upserted   dpKey  // the Dataplane its registration upserted ({} if none): closing deregisters it
+	protocol   string // ProtocolDelta or ProtocolSotW
 }
+
+// The ADS protocols, as ProxyInfo.Protocol names them.
+const (
+	ProtocolDelta = "delta"
+	ProtocolSotW  = "SotW"
+)
 
 // orphaned reports whether a restart happened since the stream opened.
 func (st *adsStream) orphaned() bool {
@@ -43,21 +56,30 @@ func (st *adsStream) orphaned() bool {
 
 func (s *Server) setupXDS() {
 	s.xdsCache = cachev3.NewSnapshotCache(true, cachev3.IDHash{}, nil)
-	s.xdsServer = serverv3.NewServer(s.ctx, s.xdsCache, &adsCallbacks{s: s})
+	cb := &adsCallbacks{s: s, ids: newStreamIDs()}
+	// kuma-cp 2.14.3 orders SotW ADS responses (sotw.WithOrderedADS);
+	// delta keeps what 3.0 mode always did.
+	s.xdsServer = serverv3.NewServerAdvanced(restv3.NewServer(s.xdsCache, cb),
+		sotwv3.NewServer(s.ctx, s.xdsCache, cb, sotwv3.WithOrderedADS()),
+		deltav3.NewServer(s.ctx, s.xdsCache, cb))
 	s.grpcServer = grpc.NewServer(grpc.MaxConcurrentStreams(1_000_000))
 	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(s.grpcServer, &adsService{s: s})
 	healthv3.RegisterHealthDiscoveryServiceServer(s.grpcServer, &hdsService{s: s})
 }
 
-// adsService serves delta ADS through go-control-plane. SotW streams are
-// accepted and never answered: kuma-cp registers SotW but wires no
-// callbacks for it, so it never serves config there.
+// adsService serves delta ADS through go-control-plane, and SotW in 2.14
+// mode. In 3.0 mode SotW streams are accepted and never answered:
+// kuma-cp 3.0 registers SotW but wires no callbacks for it, so it never
+// serves config there; 2.14.3 wires the same callbacks for both.
 type adsService struct {
 	discoverygrpc.UnimplementedAggregatedDiscoveryServiceServer
 	s *Server
 }
 
 func (a *adsService) StreamAggregatedResources(stream discoverygrpc.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
+	if a.s.servesSotW() {
+		return a.s.xdsServer.StreamAggregatedResources(stream)
+	}
 	a.s.log.printf("ads: SotW stream opened; it is never served (use DELTA_GRPC)")
 	for {
 		if _, err := stream.Recv(); err != nil {
@@ -100,45 +122,106 @@ func (h *hdsService) StreamHealthCheck(stream grpc.BidiStreamingServer[healthv3.
 	}
 }
 
+// adsCallbacks are kuma-cp's callbacks, the same for SotW and delta
+// streams; each protocol's stream ids are mapped to the control plane's.
 type adsCallbacks struct {
-	s *Server
+	s   *Server
+	ids *streamIDs
 }
 
 var _ serverv3.Callbacks = (*adsCallbacks)(nil)
 
-func (c *adsCallbacks) OnStreamOpen(context.Context, int64, string) error { return nil }
-func (c *adsCallbacks) OnStreamClosed(int64, *corev3.Node)                {}
-func (c *adsCallbacks) OnStreamRequest(int64, *discoverygrpc.DiscoveryRequest) error {
-	return nil
+// adsRequest is what SotW and delta requests have in common.
+type adsRequest interface {
+	GetNode() *corev3.Node
+	GetTypeUrl() string
+	GetResponseNonce() string
+	GetErrorDetail() *rpcstatus.Status
 }
-func (c *adsCallbacks) OnStreamResponse(context.Context, int64, *discoverygrpc.DiscoveryRequest, *discoverygrpc.DiscoveryResponse) {
+
+// SotW streams (served in 2.14 mode only).
+func (c *adsCallbacks) OnStreamOpen(ctx context.Context, id int64, _ string) error {
+	return c.opened(ctx, sotwStreams, id)
 }
+func (c *adsCallbacks) OnStreamClosed(id int64, _ *corev3.Node) {
+	c.s.closeStream(c.ids.close(sotwStreams, id))
+}
+func (c *adsCallbacks) OnStreamRequest(id int64, req *discoverygrpc.DiscoveryRequest) error {
+	return c.request(sotwStreams, id, req)
+}
+func (c *adsCallbacks) OnStreamResponse(_ context.Context, id int64, _ *discoverygrpc.DiscoveryRequest, resp *discoverygrpc.DiscoveryResponse) {
+	names := make([]string, 0, len(resp.GetResources()))
+	for _, r := range resp.GetResources() {
+		if m, err := r.UnmarshalNew(); err == nil {
+			names = append(names, cachev3.GetResourceName(m))
+		}
+	}
+	c.s.streamResponse(c.ids.get(sotwStreams, id), resp.GetTypeUrl(), resp.GetNonce(), names, nil)
+}
+
 func (c *adsCallbacks) OnFetchRequest(context.Context, *discoverygrpc.DiscoveryRequest) error {
 	return errors.New("fetch is not supported")
 }
 func (c *adsCallbacks) OnFetchResponse(*discoverygrpc.DiscoveryRequest, *discoverygrpc.DiscoveryResponse) {
 }
 
-func (c *adsCallbacks) OnDeltaStreamOpen(ctx context.Context, id int64, typeURL string) error {
-	s := c.s
+// Delta streams.
+func (c *adsCallbacks) OnDeltaStreamOpen(ctx context.Context, id int64, _ string) error {
+	return c.opened(ctx, deltaStreams, id)
+}
+func (c *adsCallbacks) OnDeltaStreamClosed(id int64, _ *corev3.Node) {
+	c.s.closeStream(c.ids.close(deltaStreams, id))
+}
+func (c *adsCallbacks) OnStreamDeltaRequest(id int64, req *discoverygrpc.DeltaDiscoveryRequest) error {
+	if err := c.request(deltaStreams, id, req); err != nil {
+		return err
+	}
+	if req.GetTypeUrl() == resourcev3.ListenerType && len(req.GetInitialResourceVersions()) > 0 {
+		// A resumed stream: Envoy holds these already, and is sent only
+		// what changed.
+		c.s.heldListeners(c.ids.get(deltaStreams, id), slices.Collect(maps.Keys(req.GetInitialResourceVersions())))
+	}
+	return nil
+}
+func (c *adsCallbacks) OnStreamDeltaResponse(id int64, _ *discoverygrpc.DeltaDiscoveryRequest, resp *discoverygrpc.DeltaDiscoveryResponse) {
+	names := make([]string, 0, len(resp.GetResources()))
+	for _, r := range resp.GetResources() {
+		names = append(names, r.GetName())
+	}
+	c.s.streamResponse(c.ids.get(deltaStreams, id), resp.GetTypeUrl(), resp.GetNonce(), names, resp.GetRemovedResources())
+}
+
+func (c *adsCallbacks) opened(ctx context.Context, p streamProtocol, goID int64) error {
+	return c.s.openStream(ctx, c.ids.open(p, goID), p.String())
+}
+
+func (c *adsCallbacks) request(p streamProtocol, goID int64, req adsRequest) error {
+	return c.s.streamRequest(c.ids.get(p, goID), req.GetNode(), req.GetTypeUrl(), req.GetResponseNonce(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil)
+}
+
+// openStream registers a new ADS stream; delta's log line is 3.0 mode's.
+func (s *Server) openStream(ctx context.Context, id int64, protocol string) error {
 	s.mu.Lock()
 	if s.down {
 		s.mu.Unlock()
 		return errRestarted
 	}
-	s.streams[id] = &adsStream{ctx: ctx, epochDone: s.epochDone}
+	s.streams[id] = &adsStream{ctx: ctx, epochDone: s.epochDone, protocol: protocol}
 	s.mu.Unlock()
-	s.log.printf("ads: stream %d opened", id)
+	if protocol == ProtocolSotW {
+		s.log.printf("ads: stream %d opened (SotW)", id)
+	} else {
+		s.log.printf("ads: stream %d opened", id)
+	}
 	return nil
 }
 
-// OnDeltaStreamClosed is kuma-cp's onStreamClosed: for the stream holding
+// closeStream is kuma-cp's onStreamClosed: for the stream holding
 // its node it runs DataplaneLifecycle.OnProxyDisconnected (the
 // deregistration delay, inline, then the delete) BEFORE it releases the
 // node, so the node refuses new streams until then. Like kuma-cp it
 // blocks the stream's handler meanwhile.
-func (c *adsCallbacks) OnDeltaStreamClosed(id int64, _ *corev3.Node) {
-	s := c.s
+func (s *Server) closeStream(id int64) {
 	s.mu.Lock()
 	st := s.streams[id]
 	delete(s.streams, id)
@@ -220,16 +303,17 @@ func (s *Server) pause(d time.Duration, epochDone <-chan struct{}) bool {
 	return s.hang.wait(epochDone, s.ctx.Done())
 }
 
-func (c *adsCallbacks) OnStreamDeltaRequest(id int64, req *discoverygrpc.DeltaDiscoveryRequest) error {
-	s := c.s
+// streamRequest runs the per-stream checks on a stream's first node and
+// records ACKs and NACKs.
+func (s *Server) streamRequest(id int64, node *corev3.Node, typeURL, nonce, nackMessage string, nack bool) error {
 	s.mu.Lock()
 	st := s.streams[id]
 	s.mu.Unlock()
 	if st == nil {
 		return errors.New("unknown stream")
 	}
-	if reqID := req.GetNode().GetId(); st.nodeID == "" {
-		if err := s.connect(id, st, req.GetNode()); err != nil {
+	if reqID := node.GetId(); st.nodeID == "" {
+		if err := s.connect(id, st, node); err != nil {
 			s.log.printf("ads: stream %d rejected node=%s: %v", id, reqID, err)
 			return err
 		}
@@ -237,51 +321,49 @@ func (c *adsCallbacks) OnStreamDeltaRequest(id int64, req *discoverygrpc.DeltaDi
 		return fmt.Errorf("stream was authenticated for ID %s. Received request is for node with ID %s. Node ID cannot be changed after stream is initialized", st.nodeID, reqID)
 	}
 
-	if req.GetTypeUrl() == resourcev3.ListenerType && len(req.GetInitialResourceVersions()) > 0 {
-		// A resumed stream: Envoy holds these already, and is sent only
-		// what changed.
-		s.mu.Lock()
-		if p := s.proxies[st.nodeID]; p != nil {
-			for n := range req.GetInitialResourceVersions() {
-				p.listeners[n] = true
-			}
-		}
-		s.mu.Unlock()
-	}
-	if req.GetResponseNonce() != "" {
-		if req.GetErrorDetail() == nil {
+	if nonce != "" {
+		if !nack {
 			s.mu.Lock()
 			if p := s.proxies[st.nodeID]; p != nil {
-				p.acked[req.GetTypeUrl()] = true
+				p.acked[typeURL] = true
 			}
 			s.mu.Unlock()
-			s.log.printf("ads: ACK node=%s type=%s nonce=%s", st.nodeID, shortType(req.GetTypeUrl()), req.GetResponseNonce())
+			s.log.printf("ads: ACK node=%s type=%s nonce=%s", st.nodeID, shortType(typeURL), nonce)
 		} else {
-			s.log.printf("ads: NACK node=%s type=%s nonce=%s: %s", st.nodeID, shortType(req.GetTypeUrl()), req.GetResponseNonce(), req.GetErrorDetail().GetMessage())
+			s.log.printf("ads: NACK node=%s type=%s nonce=%s: %s", st.nodeID, shortType(typeURL), nonce, nackMessage)
 		}
 	}
 	return nil
 }
 
-func (c *adsCallbacks) OnStreamDeltaResponse(id int64, req *discoverygrpc.DeltaDiscoveryRequest, resp *discoverygrpc.DeltaDiscoveryResponse) {
-	s := c.s
-	names := make([]string, 0, len(resp.GetResources()))
-	for _, r := range resp.GetResources() {
-		names = append(names, r.GetName())
+// heldListeners records the listeners a resumed stream says Envoy holds.
+func (s *Server) heldListeners(id int64, names []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st := s.streams[id]; st != nil {
+		if p := s.proxies[st.nodeID]; p != nil {
+			for _, n := range names {
+				p.listeners[n] = true
+			}
+		}
 	}
+}
+
+// streamResponse records the listeners a stream was sent.
+func (s *Server) streamResponse(id int64, typeURL, nonce string, names, removed []string) {
 	s.mu.Lock()
 	st := s.streams[id]
 	nodeID := ""
 	if st != nil {
 		nodeID = st.nodeID
-		if p := s.proxies[nodeID]; p != nil && resp.GetTypeUrl() == resourcev3.ListenerType {
+		if p := s.proxies[nodeID]; p != nil && typeURL == resourcev3.ListenerType {
 			for _, n := range names {
 				p.listeners[n] = true
 			}
 		}
 	}
 	s.mu.Unlock()
-	s.log.printf("ads: sent node=%s type=%s nonce=%s resources=%v removed=%v", nodeID, shortType(resp.GetTypeUrl()), resp.GetNonce(), names, resp.GetRemovedResources())
+	s.log.printf("ads: sent node=%s type=%s nonce=%s resources=%v removed=%v", nodeID, shortType(typeURL), nonce, names, removed)
 }
 
 func shortType(t string) string {
@@ -337,10 +419,19 @@ func (s *Server) connect(id int64, st *adsStream, node *corev3.Node) error {
 		p = &proxyState{}
 		s.proxies[nodeID] = p
 	}
-	p.info = ProxyInfo{NodeID: nodeID, Version: node.GetMetadata().GetFields()["version"].GetStructValue().GetFields()["kumaDp"].GetStructValue().GetFields()["gitTag"].GetStringValue()}
+	kumaDp := node.GetMetadata().GetFields()["version"].GetStructValue().GetFields()["kumaDp"].GetStructValue().GetFields()
+	dpVersion := kumaDp["version"].GetStringValue()
+	p.info = ProxyInfo{
+		NodeID: nodeID, Version: kumaDp["gitTag"].GetStringValue(), Protocol: st.protocol,
+		KumaDpVersion: dpVersion, KumaCpCompatible: deploymentVersionCompatible(s.KumaVersion(), dpVersion),
+	}
+	compatible := p.info.KumaCpCompatible
 	p.acked = map[string]bool{}
 	p.listeners = map[string]bool{}
 	s.mu.Unlock()
+	if !compatible {
+		s.log.printf("ads: node=%s kumaDp version %q is not compatible with kuma-cp %s", nodeID, dpVersion, s.KumaVersion())
+	}
 
 	if err := s.upsertDataplane(st, id, dp, spec); err != nil {
 		return err

@@ -30,14 +30,32 @@ import (
 // deltaClient is a minimal Envoy-like delta ADS client: node on the first
 // message, wildcard CDS and LDS, EDS for the clusters that need it, ACKs.
 type deltaClient struct {
-	t      *testing.T
-	stream discoveryv3.AggregatedDiscoveryService_DeltaAggregatedResourcesClient
-	cancel context.CancelFunc
-	resps  chan *discoveryv3.DeltaDiscoveryResponse
-	errc   chan error
+	*testStream[discoveryv3.DeltaDiscoveryRequest, discoveryv3.DeltaDiscoveryResponse]
 }
 
 func dialADS(t *testing.T, s *Server, token string, node *corev3.Node) *deltaClient {
+	t.Helper()
+	c := &deltaClient{openTestStream(t, s, token, discoveryv3.AggregatedDiscoveryServiceClient.DeltaAggregatedResources)}
+	c.send(&discoveryv3.DeltaDiscoveryRequest{Node: node, TypeUrl: resourcev3.ClusterType})
+	c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.ListenerType})
+	return c
+}
+
+// testStream is one ADS stream of a test client, SotW or delta: what it
+// received, then how it ended.
+type testStream[Req, Resp any] struct {
+	t      *testing.T
+	stream grpc.BidiStreamingClient[Req, Resp]
+	cancel context.CancelFunc
+	resps  chan *Resp
+	errc   chan error
+}
+
+// openTestStream opens a stream with open on a new connection; token,
+// when set, is its authorization metadata.
+func openTestStream[Req, Resp any](t *testing.T, s *Server, token string,
+	open func(discoveryv3.AggregatedDiscoveryServiceClient, context.Context, ...grpc.CallOption) (grpc.BidiStreamingClient[Req, Resp], error),
+) *testStream[Req, Resp] {
 	t.Helper()
 	conn, err := grpc.NewClient(s.Addr(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: caPool(t, s), MinVersion: tls.VersionTLS12})))
 	if err != nil {
@@ -49,24 +67,25 @@ func dialADS(t *testing.T, s *Server, token string, node *corev3.Node) *deltaCli
 	if token != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", token)
 	}
-	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
+	stream, err := open(discoveryv3.NewAggregatedDiscoveryServiceClient(conn), ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &deltaClient{t: t, stream: stream, cancel: cancel, resps: make(chan *discoveryv3.DeltaDiscoveryResponse, 16), errc: make(chan error, 1)}
-	go func() {
-		for {
-			r, err := stream.Recv()
-			if err != nil {
-				c.errc <- err
-				return
-			}
-			c.resps <- r
+	ts := &testStream[Req, Resp]{t: t, stream: stream, cancel: cancel, resps: make(chan *Resp, 16), errc: make(chan error, 1)}
+	go pump(stream.Recv, ts.resps, ts.errc)
+	return ts
+}
+
+// pump passes a stream's responses on until it ends, then its error.
+func pump[R any](recv func() (R, error), resps chan<- R, errc chan<- error) {
+	for {
+		r, err := recv()
+		if err != nil {
+			errc <- err
+			return
 		}
-	}()
-	c.send(&discoveryv3.DeltaDiscoveryRequest{Node: node, TypeUrl: resourcev3.ClusterType})
-	c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.ListenerType})
-	return c
+		resps <- r
+	}
 }
 
 // dialProxy connects the zone proxy payments/name of workload with these
@@ -77,7 +96,7 @@ func dialProxy(t *testing.T, s *Server, workload, name string, ls ...listener) *
 	return dialADS(t, s, tok, nodeFor(t, s, dpJSON(t, "payments", name, workload, ls...), nil))
 }
 
-func (c *deltaClient) send(r *discoveryv3.DeltaDiscoveryRequest) {
+func (c *testStream[Req, Resp]) send(r *Req) {
 	c.t.Helper()
 	if err := c.stream.Send(r); err != nil {
 		c.t.Logf("send: %v", err)
@@ -151,7 +170,9 @@ func (st xdsState) names() map[string][]string {
 }
 
 // expectError waits for the stream to end and checks its status.
-func (c *deltaClient) expectError(code codes.Code, msg string) {
+// expectError waits for the stream to end with code and msg, failing on
+// a response.
+func (c *testStream[Req, Resp]) expectError(code codes.Code, msg string) {
 	c.t.Helper()
 	select {
 	case err := <-c.errc:
@@ -159,8 +180,8 @@ func (c *deltaClient) expectError(code codes.Code, msg string) {
 		if st.Code() != code || st.Message() != msg {
 			c.t.Errorf("stream ended with %v %q\nwant %v %q", st.Code(), st.Message(), code, msg)
 		}
-	case r := <-c.resps:
-		c.t.Fatalf("got a response instead of an error: %v", r.GetTypeUrl())
+	case <-c.resps:
+		c.t.Fatalf("got a response instead of an error")
 	case <-time.After(10 * time.Second):
 		c.t.Fatalf("stream did not end")
 	}
@@ -233,8 +254,8 @@ func checkListener(t *testing.T, st xdsState, name string, port uint32, sni, clu
 	if _, ok := st[resourcev3.ClusterType][cluster]; !ok {
 		t.Errorf("%s references missing cluster %s", name, cluster)
 	}
-	if l.GetEnableReusePort() != nil {
-		t.Errorf("%s sets enable_reuse_port although feature-reuse-port was advertised", name)
+	if rp := l.GetEnableReusePort(); rp != nil && !rp.GetValue() {
+		t.Errorf("%s turns enable_reuse_port off although feature-reuse-port was advertised", name)
 	}
 }
 

@@ -102,6 +102,8 @@ type bootstrapParams struct {
 	reloadable bool
 	// runtime overrides or adds values of the "kuma" static layer.
 	runtime map[string]float64
+	// kuma is the release modelled (Options.Kuma).
+	kuma string
 }
 
 // socketName is kuma's rule: the path is cut at 98 bytes before ".sock".
@@ -143,18 +145,19 @@ func generateBootstrap(p bootstrapParams) (*bootstrapv3.Bootstrap, error) {
 	// With reloadable tokens and a token path, Envoy's own gRPC client reads
 	// the token file per stream; otherwise the token is baked in.
 	tokenFromFile := p.reloadable && req.DataplaneTokenPath != ""
-	clusters := []*clusterv3.Cluster{accessLogSink(req)}
+	adsCluster, alSinkCluster := p.systemClusterNames()
+	clusters := []*clusterv3.Cluster{accessLogSink(req, alSinkCluster)}
 	var grpcService *corev3.GrpcService
 	if tokenFromFile {
 		grpcService = googleGRPCService(p)
 	} else {
 		grpcService = &corev3.GrpcService{
-			TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: adsClusterName}},
+			TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: adsCluster}},
 		}
 		if req.DataplaneToken != "" {
 			grpcService.InitialMetadata = []*corev3.HeaderValue{{Key: "authorization", Value: req.DataplaneToken}}
 		}
-		clusters = append(clusters, adsCluster(p))
+		clusters = append(clusters, xdsCluster(p, adsCluster))
 	}
 	adsSource := func() *corev3.ConfigSource {
 		return &corev3.ConfigSource{
@@ -172,7 +175,7 @@ func generateBootstrap(p bootstrapParams) (*bootstrapv3.Bootstrap, error) {
 		},
 		DynamicResources: &bootstrapv3.Bootstrap_DynamicResources{
 			AdsConfig: &corev3.ApiConfigSource{
-				ApiType:                   corev3.ApiConfigSource_DELTA_GRPC,
+				ApiType:                   p.adsAPIType(),
 				TransportApiVersion:       corev3.ApiVersion_V3,
 				SetNodeOnFirstMessageOnly: true,
 				GrpcServices:              []*corev3.GrpcService{grpcService},
@@ -205,14 +208,7 @@ func generateBootstrap(p bootstrapParams) (*bootstrapv3.Bootstrap, error) {
 				LayerSpecifier: &bootstrapv3.RuntimeLayer_StaticLayer{StaticLayer: &structpb.Struct{Fields: kumaRuntime(p.runtime)}},
 			}},
 		},
-		StatsConfig: &metricsv3.StatsConfig{
-			StatsTags: []*metricsv3.TagSpecifier{
-				{TagName: "name", TagValue: &metricsv3.TagSpecifier_Regex{Regex: `^grpc\.((.+)\.)`}},
-				{TagName: "status", TagValue: &metricsv3.TagSpecifier_Regex{Regex: `^grpc.*streams_closed(_([0-9]+))`}},
-				{TagName: "worker", TagValue: &metricsv3.TagSpecifier_Regex{Regex: `(worker_([0-9]+)\.)`}},
-				{TagName: "listener", TagValue: &metricsv3.TagSpecifier_Regex{Regex: `((.+?)\.)rbac\.`}},
-			},
-		},
+		StatsConfig: &metricsv3.StatsConfig{StatsTags: p.statsTags()},
 		DefaultRegexEngine: &corev3.TypedExtensionConfig{
 			Name:        "envoy.regex_engines.google_re2",
 			TypedConfig: mustAny(&re2v3.GoogleRE2{}),
@@ -277,19 +273,19 @@ func singleEndpoint(name string, addr *corev3.Address) *endpointv3.ClusterLoadAs
 	}
 }
 
-func accessLogSink(req *bootstrapRequest) *clusterv3.Cluster {
+func accessLogSink(req *bootstrapRequest, name string) *clusterv3.Cluster {
 	addr := &corev3.Address{Address: &corev3.Address_Pipe{Pipe: &corev3.Pipe{Path: accessLogSocketPath(req.Workdir, req.Name, req.Mesh)}}}
 	return &clusterv3.Cluster{
-		Name:                          accessLogSinkCluster,
+		Name:                          name,
 		ClusterDiscoveryType:          &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
 		ConnectTimeout:                durationpb.New(xdsConnectTimeout),
-		LoadAssignment:                singleEndpoint(accessLogSinkCluster, addr),
+		LoadAssignment:                singleEndpoint(name, addr),
 		TypedExtensionProtocolOptions: http2Options(),
 		UpstreamConnectionOptions:     keepalive(),
 	}
 }
 
-func adsCluster(p bootstrapParams) *clusterv3.Cluster {
+func xdsCluster(p bootstrapParams, name string) *clusterv3.Cluster {
 	typ := clusterv3.Cluster_STRICT_DNS
 	if net.ParseIP(p.xdsHost) != nil {
 		typ = clusterv3.Cluster_STATIC
@@ -304,11 +300,11 @@ func adsCluster(p bootstrapParams) *clusterv3.Cluster {
 		},
 	}
 	return &clusterv3.Cluster{
-		Name:                          adsClusterName,
+		Name:                          name,
 		ClusterDiscoveryType:          &clusterv3.Cluster_Type{Type: typ},
 		DnsLookupFamily:               dnsLookupFamily(p.xdsHost, p.lookupIP),
 		ConnectTimeout:                durationpb.New(xdsConnectTimeout),
-		LoadAssignment:                singleEndpoint(adsClusterName, socketAddress(p.xdsHost, p.xdsPort)),
+		LoadAssignment:                singleEndpoint(name, socketAddress(p.xdsHost, p.xdsPort)),
 		TypedExtensionProtocolOptions: http2Options(),
 		UpstreamConnectionOptions:     keepalive(),
 		TransportSocket: &corev3.TransportSocket{

@@ -67,6 +67,11 @@ type Options struct {
 	// one is the default: "backend" alone. Egress listeners are unchanged.
 	Services int
 
+	// Kuma is the kuma-cp release modelled: Kuma30 ("3.0", the default
+	// when empty) or Kuma214 ("2.14", kuma-cp 2.14.3: SotW bootstrap and
+	// ADS, its version rule against 2.14.3; see doc.go).
+	Kuma string
+
 	// PadClusterBytes, when positive, adds to every proxy's clusters one
 	// whose metadata carries that many bytes: a control plane sending
 	// responses far larger than any mesh needs (padding.go).
@@ -87,6 +92,15 @@ type ProxyInfo struct {
 	// current/last stream registered, as kuma-cp's DataplaneInsight
 	// subscription keeps the agent's build (zoneproxy: "zoneproxy-<version>").
 	Version string `json:"version"`
+	// Protocol is the ADS protocol of the current/last stream:
+	// ProtocolDelta or ProtocolSotW (2.14 mode only).
+	Protocol string `json:"protocol"`
+	// KumaDpVersion is the node metadata's version.kumaDp.version and
+	// KumaCpCompatible kuma-cp's verdict on it against its own release
+	// (KumaVersion), as its DataplaneInsight subscription records them:
+	// false for another major or more than two minors away.
+	KumaDpVersion    string `json:"kumaDpVersion"`
+	KumaCpCompatible bool   `json:"kumaCpCompatible"`
 }
 
 // BootstrapRecord is one /bootstrap request as received, with the status
@@ -157,6 +171,11 @@ func Start(opts Options) (*Server, error) {
 	if opts.Services < 0 {
 		return nil, errors.New("controlplane: Options.Services cannot be negative")
 	}
+	kuma, err := resolveKuma(opts.Kuma)
+	if err != nil {
+		return nil, err
+	}
+	opts.Kuma = kuma
 	if opts.Addr == "" {
 		opts.Addr = "127.0.0.1:0"
 	}
@@ -208,8 +227,8 @@ func Start(opts Options) (*Server, error) {
 		_ = s.Close()
 		return nil, fmt.Errorf("controlplane: admin listen %s: %w", opts.AdminAddr, err)
 	}
-	s.log.printf("testcp started dp=%s admin=%s ca=%s auth=%s reloadableTokens=%t meshes=%v deregistrationDelay=%s cacheExpiration=%s egressPropagation=%s%s",
-		s.URL(), s.AdminURL(), s.CACertFile(), authMode(opts.AuthDisabled), opts.ReloadableTokens, s.meshNames(),
+	s.log.printf("testcp started kuma=%s dp=%s admin=%s ca=%s auth=%s reloadableTokens=%t meshes=%v deregistrationDelay=%s cacheExpiration=%s egressPropagation=%s%s",
+		s.KumaVersion(), s.URL(), s.AdminURL(), s.CACertFile(), authMode(opts.AuthDisabled), opts.ReloadableTokens, s.meshNames(),
 		s.timings.DeregistrationDelay, s.timings.CacheExpiration, s.timings.EgressPropagation, servicesNote(opts.Services))
 	return s, nil
 }

@@ -1,7 +1,9 @@
 // Package controlplane is a stand-in for kuma-cp's DP server: the
 // /bootstrap endpoint and delta ADS (plus HDS) on one TLS port, strict
 // where the real CP is strict (docs: kuma-contract.md, kuma-live.md), so
-// the zoneproxy agent can be tested without a real control plane.
+// the zoneproxy agent can be tested without a real control plane. It
+// models kuma-cp 3.0 by default and 2.14.3 with Options.Kuma "2.14"
+// (testcp --kuma 2.14; see "Kuma 2.14 mode" below).
 //
 // Like kuma-cp (pkg/xds/bootstrap/generator.go), /bootstrap checks the
 // request's host with x509 VerifyHostname against the DP server
@@ -58,7 +60,7 @@
 //
 // # Stream lifecycle and the Dataplane store
 //
-// Delta ADS streams follow kuma-cp's callbacks (pkg/xds/server/callbacks:
+// ADS streams (delta; SotW too in 2.14 mode) follow kuma-cp's callbacks (pkg/xds/server/callbacks:
 // dataplane_callbacks.go, dataplane_lifecycle.go), in kuma-cp's order on
 // the first request that carries a node: auth (the Dataplane from the node
 // metadata dataplane.resource, then the credential), then one active
@@ -122,6 +124,64 @@
 // a fifth: 2 s, 200 ms, 600 ms); testcp has --deregistration-delay,
 // --cache-expiration and --egress-propagation.
 //
+// # Kuma 2.14 mode
+//
+// Options.Kuma "2.14" models kuma-cp 2.14.3 (checked against its source at
+// v2.14.3 and kuma-214.md's measurements); "3.0", the default, keeps the
+// behaviour described everywhere else here. GET /version says which
+// ({"kuma","version","sotw"}); the start log line names the version.
+//   - Bootstrap (pkg/xds/bootstrap/template_v3.go): ads_config is GRPC
+//     (SotW) unless the request advertises feature-delta-grpc; the ADS and
+//     access log clusters are ads_cluster and access_log_sink unless it
+//     advertises feature-unified-resource-naming (system_ads and
+//     system_access_log_sink then, as 3.0 always); HDS is GRPC on the ADS
+//     cluster, as in 3.0; stats tags add kafka_name and kafka_type.
+//   - SotW ADS is served, through go-control-plane's SotW server on the
+//     same snapshot cache, ordered (sotw.WithOrderedADS, as 2.14.3), with
+//     the callbacks delta streams have (pkg/xds/server/v3/components.go
+//     wires the same chain for both): auth, one stream per node across
+//     both protocols (a SotW stream is refused while a delta one holds the
+//     node, and the reverse), registration, the deregistration delay, the
+//     faults and the snapshots. Each protocol's go-control-plane stream ids
+//     are mapped to one id space (streamIDs). ProxyInfo.Protocol says which
+//     protocol a proxy's stream used. In 3.0 mode SotW is never answered.
+//   - A type with no resources since the node connected has the empty
+//     version (reconcile.go autoVersion against a cleared snapshot), which
+//     a SotW request carries until answered: that type is never answered.
+//     So an ingress with its zone listeners withheld (no MeshService) gets
+//     no LDS at all and Envoy stays INITIALIZING; 3.0's delta sends an
+//     empty LDS. Emptying a type later is a new version, sent empty.
+//   - Zone listeners carry enable_reuse_port: true when the node advertises
+//     feature-reuse-port (false otherwise, as in 3.0 mode, where it is left
+//     unset rather than true).
+//
+// The version rule holds in both modes (pkg/version/compatibility.go,
+// pkg/core/xds/metadata.go): ProxyInfo.KumaDpVersion is the node's
+// version.kumaDp.version and KumaCpCompatible is false when it is another
+// major or more than two minors from the CP's own version (3.0.0, or
+// 2.14.3: 2.12.0–2.16.x pass), or a prerelease; unparsable and preview
+// versions pass. kuma-cp only records it (the DataplaneInsight); so does
+// this CP, and it logs the incompatible ones.
+//
+// Where 2.14 mode still differs from kuma-cp 2.14.3:
+//   - The mesh's meshServices mode is not modelled: every mesh is taken to
+//     be Exclusive, which 2.14's mesh-scoped zone proxies need (otherwise
+//     kuma-cp sends them no zone listener at all).
+//   - Legacy ZoneIngress/ZoneEgress resources, zone tokens and the choice
+//     between them and mesh-scoped proxies (MeshZoneAddress, a Ready
+//     ZoneEgress listener winning) are not modelled; ZoneEgresses is the
+//     mesh-scoped set only.
+//   - Named MeshService ports: the ingress matches the port name
+//     (…backend.http), as both releases do; 2.14.3's sidecars send the
+//     number (…backend.80), which matches nothing; no sidecar is modelled,
+//     so a client naming that SNI sees what a 2.14.3 sidecar would.
+//   - Delta streams (feature-delta-grpc) are not ordered, where 2.14.3
+//     orders both protocols; versions are one hash over every non-empty
+//     type, where kuma-cp keeps a UUID per type, so a change re-sends the
+//     unchanged types too (same resources, a new version).
+//   - Envoy's version (kuma-dp 2.14 is built with Envoy 1.37) is not
+//     checked.
+//
 // # The Hang fault
 //
 // Faults.Hang ("hang" in JSON) models a kuma-cp stopped with SIGSTOP.
@@ -183,10 +243,11 @@
 //	DELETE /meshes/{name}          200 / 404
 //	GET    /meshes                 {"items":[{"type":"Mesh","name":…}],"next":null,"total":n}
 //	POST   /tokens/dataplane       {"mesh","name","workload","tags","type","validFor":"24h"} -> 200 text/plain JWT
-//	GET    /proxies                [ProxyInfo…]
+//	GET    /proxies                [ProxyInfo…] ({"nodeId","connected","connectedAt","acked","listeners","version","protocol","kumaDpVersion","kumaCpCompatible"})
 //	GET    /faults, PUT /faults    Faults as JSON, bootstrapDelay as "2s", {"hang":true} freezes the DP server
 //	POST   /restart?down=2s        answers once the DP listener is back
 //	GET    /bootstrap-requests     {"count":n,"dropped":d,"records":[BootstrapRecord…]} (body base64; the newest 1000, d older ones let go)
+//	GET    /version                {"kuma":"3.0"|"2.14","version":"3.0.0"|"2.14.3","sotw":bool}
 //	GET    /ready                  200 READY
 //
 // The lifecycle (times RFC3339Nano, durations as "300ms"):

@@ -39,7 +39,7 @@ type validator interface{ ValidateAll() error }
 // ingress carries that many MeshServices (Options.Services): "backend"
 // and services-1 more, each an EDS cluster with its ClusterLoadAssignment
 // and a filter chain for its SNI on every ZoneIngress listener.
-func buildSnapshot(dp *dataplane, node *corev3.Node, pol ProxyPolicies, services int) (*cachev3.Snapshot, error) {
+func buildSnapshot(dp *dataplane, node *corev3.Node, pol ProxyPolicies, services int, kuma string) (*cachev3.Snapshot, error) {
 	fields := node.GetMetadata().GetFields()
 	adminPort, err := metaPort(node, "dataplane.admin.port")
 	if err != nil {
@@ -113,6 +113,9 @@ func buildSnapshot(dp *dataplane, node *corev3.Node, pol ProxyPolicies, services
 		if !reusePort {
 			// kuma-cp turns reuse_port off for proxies without feature-reuse-port.
 			lis.EnableReusePort = wrapperspb.Bool(false)
+		} else if kuma == Kuma214 {
+			// 2.14.3 spells it out (InboundListener(…, HasFeature(FeatureReusePort))).
+			lis.EnableReusePort = wrapperspb.Bool(true)
 		}
 		listeners = append(listeners, lis)
 	}

@@ -107,6 +107,7 @@ func TestRenderMeshZoneAddressNeedsIngress(t *testing.T) {
 }
 
 func TestBootstrapCommandRedactsTheToken(t *testing.T) {
+	harness.SkipOnKuma214(t, "looks for DELTA_GRPC in the bootstrap; 2.14 renders GRPC (SotW)")
 	t.Parallel()
 	zone := harness.NewZone(t, bins, "payments")
 	p := zone.NewProxy("payments", "egress")

@@ -52,12 +52,16 @@ func NewZone(t testing.TB, bins Binaries, meshes ...string) *Zone {
 	return NewZoneWith(t, bins, controlplane.Options{Meshes: meshes})
 }
 
-// NewZoneWith starts a test control plane with opts; Dir is set here, and
-// lifecycle timings left zero are FastLifecycle's.
+// NewZoneWith starts a test control plane with opts; Dir is set here,
+// lifecycle timings left zero are FastLifecycle's, and an empty Kuma is
+// the run's (KumaEnv).
 func NewZoneWith(t testing.TB, bins Binaries, opts controlplane.Options) *Zone {
 	t.Helper()
 	dir := ShortTempDir(t)
 	opts = WithFastLifecycle(opts)
+	if opts.Kuma == "" {
+		opts.Kuma = KumaOfRun()
+	}
 	opts.Dir = filepath.Join(dir, "cp")
 	cp, err := controlplane.Start(opts)
 	if err != nil {

@@ -40,6 +40,7 @@ func run(args []string) int {
 	cacheExpiration := fs.Duration("cache-expiration", 0, "sleep after registering a Dataplane before the proxy counts as connected and gets its first response, like KUMA_STORE_CACHE_EXPIRATION_TIME; 0 = kuma-cp's 1s, negative = none")
 	egressPropagation := fs.Duration("egress-propagation", 0, "how long a Dataplane change takes to reach the zone's sidecars (GET /meshes/{mesh}/zone-egresses); 0 = 3s (kuma-cp: 2 x store cache expiration + dataplane configuration refresh interval), negative = none")
 	services := fs.Int("services", 0, "MeshServices a zone ingress's xDS carries, as kuma-cp sends an ingress of a zone with that many: per service an EDS cluster, its endpoints and a filter chain for its SNI (sni.msvc.<mesh>.default.<name>.http); the first is backend, then svc-00001 and on; 0 = backend alone")
+	kuma := fs.String("kuma", controlplane.Kuma30, `kuma-cp release to model: "3.0" (delta ADS only) or "2.14" (kuma-cp 2.14.3: SotW bootstrap and ADS, its version rule)`)
 	policies := fs.String("policies", "", `JSON file of policies per zone proxy: {"<mesh>/<name>": {"meshAccessLogs": {...}, "meshMetrics": {...}, "withholdZoneListeners": false}}`)
 	var meshes meshList
 	fs.Var(&meshes, "mesh", "a mesh that exists at start (repeatable)")
@@ -49,6 +50,10 @@ func run(args []string) int {
 	if *dir == "" || fs.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "testcp: --dir is required and no positional arguments are accepted")
 		fs.Usage()
+		return 2
+	}
+	if *kuma != controlplane.Kuma30 && *kuma != controlplane.Kuma214 {
+		fmt.Fprintf(os.Stderr, "testcp: --kuma %q: use %q or %q\n", *kuma, controlplane.Kuma30, controlplane.Kuma214)
 		return 2
 	}
 	if *services < 0 {
@@ -74,6 +79,7 @@ func run(args []string) int {
 		CacheExpiration:     *cacheExpiration,
 		EgressPropagation:   *egressPropagation,
 		Services:            *services,
+		Kuma:                *kuma,
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "testcp: %v\n", err)

@@ -17,6 +17,7 @@ func TestRunRejectsBadArguments(t *testing.T) {
 		{"--dir", t.TempDir(), "--cache-expiration", "1"},
 		{"--dir", t.TempDir(), "--services", "-1"},
 		{"--dir", t.TempDir(), "--services", "many"},
+		{"--dir", t.TempDir(), "--kuma", "2.13"},
 	} {
 		if got := run(args); got != 2 {
 			t.Errorf("run(%q) = %d, want 2", args, got)
