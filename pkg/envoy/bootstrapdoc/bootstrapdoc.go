@@ -60,25 +60,16 @@ func Section(doc []byte, field string) (json.RawMessage, error) {
 }
 
 func memberOfJSON(d []byte, field string) (json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(d))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, errors.New("not a JSON object")
-	}
 	jsonField := jsonName(field)
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, err
+	var found json.RawMessage
+	err := eachMember(d, func(name string, raw json.RawMessage) bool {
+		if name == field || name == jsonField {
+			found = nullAsAbsent(raw)
+			return false
 		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, err
-		}
-		if t == field || t == jsonField {
-			return nullAsAbsent(raw), nil
-		}
-	}
-	return nil, nil
+		return true
+	})
+	return found, err
 }
 
 // stringKeys turns mappings with non-string keys (YAML allows 1: x) into

@@ -29,26 +29,39 @@ type Member struct {
 // ParseObject splits a JSON object into its members, order and values as
 // written.
 func ParseObject(js []byte) (*Object, error) {
-	dec := json.NewDecoder(bytes.NewReader(js))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, errors.New("not a JSON object")
-	}
 	o := &Object{}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, err
-		}
-		o.members = append(o.members, Member{Name: t.(string), Raw: raw})
-	}
-	if _, err := dec.Token(); err != nil {
+	err := eachMember(js, func(name string, raw json.RawMessage) bool {
+		o.members = append(o.members, Member{Name: name, Raw: raw})
+		return true
+	})
+	if err != nil {
 		return nil, err
 	}
 	return o, nil
+}
+
+// eachMember gives visit the members of the JSON object js in order, until
+// visit returns false; the whole object is checked only if it does not.
+func eachMember(js []byte, visit func(name string, raw json.RawMessage) bool) error {
+	dec := json.NewDecoder(bytes.NewReader(js))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return errors.New("not a JSON object")
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return err
+		}
+		if !visit(t.(string), raw) {
+			return nil
+		}
+	}
+	_, err := dec.Token()
+	return err
 }
 
 // Members are the object's members in order.
