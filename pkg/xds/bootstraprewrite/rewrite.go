@@ -1,15 +1,16 @@
 // Package bootstraprewrite points the Envoy bootstrap that the control
-// plane generated at the agent's xDS relay: the ADS gRPC service (and
-// whatever else talks to the control plane, such as HDS) becomes an
+// plane generated at the agent's xDS relay: the ADS gRPC service (and HDS,
+// and LDS or CDS should they name a gRPC service of their own) becomes an
 // envoy_grpc cluster on a Unix socket, without TLS and without the token.
-// Everything else is kept as it came. It returns what the relay needs to
-// reach the control plane itself (cpdial.Target), and the admin member, so
-// that the document is parsed once. It knows nothing of the relay or the
-// cache.
+// Everything else is kept as it came; a token left anywhere else is
+// refused. It returns what the relay needs to reach the control plane
+// itself (cpdial.Target), and the admin member, so that the document is
+// parsed once. It knows nothing of the relay or the cache.
 //
 // The sections it reads or rewrites are go-control-plane protos
-// (bootstrapdoc); the clusters, whose type the binary does not link, are
-// objects whose members it does not touch stay as written.
+// (bootstrapdoc), refused by name if they hold a field this build does not
+// know; the clusters, whose type the binary does not link, are objects
+// whose untouched members stay as written.
 package bootstraprewrite
 
 import (
