@@ -87,7 +87,7 @@ func (rw *rewriter) rewrite() error {
 		return fmt.Errorf("dynamic_resources.%w", err)
 	}
 	if len(ads.GetGrpcServices()) != 1 {
-		return errors.New("the control plane's bootstrap has no dynamic_resources.ads_config with one gRPC service")
+		return errors.New("no dynamic_resources.ads_config with one gRPC service")
 	}
 	if err := rw.upstreamFrom(ads.GrpcServices[0]); err != nil {
 		return err
