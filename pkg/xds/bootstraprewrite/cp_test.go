@@ -3,6 +3,7 @@ package bootstraprewrite
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"net"
 	"os"
 	"os/exec"
@@ -70,10 +71,8 @@ func fetchBootstrap(t testing.TB, role config.Role) cpBootstrap {
 // cluster (kuma's generator.default-config-token-path golden file).
 func asReloadable(t *testing.T, b cpBootstrap, tokenPath string) []byte {
 	t.Helper()
-	root, err := parse(b.yaml)
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := parseTree(t, b.yaml)
+	type object = map[string]any
 	google := func() object {
 		return object{"googleGrpc": object{
 			"targetUri": b.cpAddr, "statPrefix": "ads",
@@ -96,10 +95,10 @@ func asReloadable(t *testing.T, b cpBootstrap, tokenPath string) []byte {
 			}},
 		}}
 	}
-	obj(root, "dynamicResources", "adsConfig")["grpcServices"] = []any{google()}
-	obj(root, "hdsConfig")["grpcServices"] = []any{google()}
+	root.obj("dynamicResources", "adsConfig")["grpcServices"] = []any{google()}
+	root.obj("hdsConfig")["grpcServices"] = []any{google()}
 	dropRelayCluster(root)
-	out, err := render(root)
+	out, err := json.Marshal(root)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,21 +1,29 @@
 // Package bootstraprewrite points the Envoy bootstrap that the control
-// plane generated at the agent's xDS relay: the ADS gRPC service (and
-// whatever else talks to the control plane, such as HDS) becomes an
+// plane generated at the agent's xDS relay: the ADS gRPC service (and HDS,
+// and LDS or CDS should they name a gRPC service of their own) becomes an
 // envoy_grpc cluster on a Unix socket, without TLS and without the token.
-// Everything else is kept as it came. It returns what the relay needs to
-// reach the control plane itself (cpdial.Target), and the admin member, so
-// that the document is parsed once. It knows nothing of the relay or the
-// cache.
+// Everything else is kept as it came; a token left anywhere else is
+// refused. It returns what the relay needs to reach the control plane
+// itself (cpdial.Target), and the admin member, so that the document is
+// parsed once. It knows nothing of the relay or the cache.
+//
+// The sections it reads or rewrites are go-control-plane protos
+// (bootstrapdoc), refused by name if they hold a field this build does not
+// know; the clusters, whose type the binary does not link, are objects
+// whose untouched members stay as written.
 package bootstraprewrite
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/zoneproxy/zoneproxy/pkg/config"
+	"github.com/zoneproxy/zoneproxy/pkg/envoy/bootstrapdoc"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/cpdial"
 )
 
@@ -46,47 +54,25 @@ func Rewrite(doc []byte, socketPath string) (*Result, error) {
 	if len(socketPath) > maxSocketPath {
 		return nil, fmt.Errorf("relay socket path %s is %d bytes, longer than a Unix socket allows (%d): use a shorter %s", socketPath, len(socketPath), maxSocketPath, config.KeyWorkDir.Flag())
 	}
-	root, err := parse(doc)
+	root, err := bootstrapdoc.Parse(doc)
 	if err != nil {
 		return nil, fmt.Errorf("the control plane's bootstrap: %w", err)
-	}
-	ads := obj(root, "dynamicResources", "adsConfig")
-	services := list(ads, "grpcServices")
-	if ads == nil || len(services) != 1 {
-		return nil, errors.New("the control plane's bootstrap has no dynamic_resources.ads_config with one gRPC service")
-	}
-	adsService, ok := services[0].(object)
-	if !ok {
-		return nil, errors.New("the control plane's bootstrap: ads_config.grpc_services[0] is not an object")
 	}
 	rw := &rewriter{root: root, socket: socketPath}
-	if err := rw.upstreamFrom(adsService); err != nil {
+	if err := rw.rewrite(); err != nil {
 		return nil, fmt.Errorf("the control plane's bootstrap: %w", err)
 	}
-	if err := rw.apply(); err != nil {
-		return nil, fmt.Errorf("the control plane's bootstrap: %w", err)
-	}
-	out, err := render(root)
-	if err != nil {
-		return nil, fmt.Errorf("rendering the rewritten bootstrap: %w", err)
-	}
+	out := append(root.JSON(), '\n')
 	for _, tok := range rw.tokens {
 		if len(tok) > 0 && bytes.Contains(out, []byte(tok)) {
 			return nil, errors.New("the rewritten bootstrap would still hold the dataplane token; refusing to write it")
 		}
 	}
-	rw.up.HDS = rw.usedBy(obj(root, "hdsConfig"))
-	res := &Result{JSON: out, Upstream: rw.up}
-	if admin := get(root, "admin"); admin != nil {
-		if res.Admin, err = json.Marshal(admin); err != nil {
-			return nil, fmt.Errorf("rendering the bootstrap's admin: %w", err)
-		}
-	}
-	return res, nil
+	return &Result{JSON: out, Admin: root.Raw("admin"), Upstream: rw.up}, nil
 }
 
 type rewriter struct {
-	root    object
+	root    *bootstrapdoc.Object
 	socket  string
 	up      cpdial.Target
 	cluster string // the control plane's ADS cluster (envoy_grpc), "" for google_grpc
@@ -94,19 +80,19 @@ type rewriter struct {
 	tokens  []string
 }
 
-// apply rewrites every gRPC service bound for the control plane and the
-// ADS cluster itself.
-func (rw *rewriter) apply() error {
-	var errs []error
-	walk(rw.root, func(m object) {
-		if get(m, "envoyGrpc") == nil && get(m, "googleGrpc") == nil {
-			return
-		}
-		if err := rw.service(m); err != nil {
-			errs = append(errs, err)
-		}
-	})
-	if err := errors.Join(errs...); err != nil {
+func (rw *rewriter) rewrite() error {
+	dynamic := rw.root.Object("dynamic_resources")
+	ads := &corev3.ApiConfigSource{}
+	if _, err := dynamic.Decode("ads_config", ads); err != nil {
+		return fmt.Errorf("dynamic_resources.%w", err)
+	}
+	if len(ads.GetGrpcServices()) != 1 {
+		return errors.New("no dynamic_resources.ads_config with one gRPC service")
+	}
+	if err := rw.upstreamFrom(ads.GrpcServices[0]); err != nil {
+		return err
+	}
+	if err := rw.apply(dynamic, ads); err != nil {
 		return err
 	}
 	if rw.cluster != "" {
@@ -115,114 +101,49 @@ func (rw *rewriter) apply() error {
 	return rw.addCluster()
 }
 
-// service rewrites one GrpcService if it talks to the control plane.
-func (rw *rewriter) service(m object) error {
-	if eg, ok := get(m, "envoyGrpc").(object); ok {
-		if rw.cluster == "" || str(eg, "clusterName") != rw.cluster {
-			return nil
-		}
-	} else {
-		gg, _ := get(m, "googleGrpc").(object)
-		if rw.target == "" || str(gg, "targetUri") != rw.target {
-			return nil
-		}
-		del(m, "googleGrpc")
-		eg := object{"clusterName": ClusterName}
-		if rw.up.MaxReceiveMessageLength > 0 {
-			eg["maxReceiveMessageLength"] = rw.up.MaxReceiveMessageLength
-		}
-		m["envoyGrpc"] = eg
-	}
-	for _, h := range list(m, "initialMetadata") {
-		if ho, ok := h.(object); ok && strings.EqualFold(str(ho, "key"), "authorization") {
-			rw.tokens = append(rw.tokens, str(ho, "value"))
+// apply rewrites every gRPC service bound for the control plane: in the
+// ADS and HDS config sources, and in LDS's and CDS's should they name one.
+func (rw *rewriter) apply(dynamic *bootstrapdoc.Object, ads *corev3.ApiConfigSource) error {
+	if rw.service(ads.GrpcServices[0]) {
+		if err := dynamic.SetProto("ads_config", ads); err != nil {
+			return err
 		}
 	}
-	del(m, "initialMetadata")
-	return nil
-}
-
-// usedBy reports whether the api config source m goes to the relay.
-func (rw *rewriter) usedBy(m object) bool {
-	for _, s := range list(m, "grpcServices") {
-		if so, ok := s.(object); ok && str(obj(so, "envoyGrpc"), "clusterName") == rw.clusterName() {
-			return true
+	for _, field := range []string{"lds_config", "cds_config"} {
+		if _, err := rw.rewriteSource(dynamic, field, &corev3.ConfigSource{}); err != nil {
+			return fmt.Errorf("dynamic_resources.%w", err)
 		}
 	}
-	return false
+	rw.root.Set("dynamic_resources", dynamic.JSON())
+	hds := &corev3.ApiConfigSource{}
+	found, err := rw.rewriteSource(rw.root, "hds_config", hds)
+	rw.up.HDS = found && rw.usedBy(hds)
+	return err
 }
 
-func (rw *rewriter) clusterName() string {
-	if rw.cluster != "" {
-		return rw.cluster
+// rewriteSource rewrites the config source in parent's field, writing it
+// back only if a service in it went to the control plane.
+func (rw *rewriter) rewriteSource(parent *bootstrapdoc.Object, field string, src proto.Message) (bool, error) {
+	found, err := parent.Decode(field, src)
+	if !found || err != nil {
+		return found, err
 	}
-	return ClusterName
+	changed := false
+	for _, s := range grpcServicesOf(src) {
+		changed = rw.service(s) || changed
+	}
+	if !changed {
+		return true, nil
+	}
+	return true, parent.SetProto(field, src)
 }
 
-// relayEndpoint is the load assignment of a cluster on the relay socket.
-func (rw *rewriter) relayEndpoint(name string) object {
-	return object{
-		"clusterName": name,
-		"endpoints": []any{object{"lbEndpoints": []any{object{
-			"endpoint": object{"address": object{"pipe": object{"path": rw.socket}}},
-		}}}},
-	}
-}
-
-// Reaching the control plane over TCP and TLS: meaningless on a Unix socket
-// (TCP keepalive options would even fail there).
-var tcpOnlyClusterFields = []string{
-	"transportSocket", "transportSocketMatches", "dnsLookupFamily", "dnsRefreshRate",
-	"dnsFailureRefreshRate", "respectDnsTtl", "dnsResolvers", "typedDnsResolverConfig",
-	"upstreamConnectionOptions", "upstreamBindConfig", "useTcpForDnsLookups",
-}
-
-func (rw *rewriter) replaceCluster() error {
-	c := rw.staticCluster(rw.cluster)
-	if c == nil {
-		return fmt.Errorf("static cluster %q named by ads_config is missing", rw.cluster)
-	}
-	for _, f := range tcpOnlyClusterFields {
-		del(c, f)
-	}
-	del(c, "type")
-	c["type"] = "STATIC"
-	del(c, "loadAssignment")
-	c["loadAssignment"] = rw.relayEndpoint(rw.cluster)
-	return nil
-}
-
-func (rw *rewriter) addCluster() error {
-	if rw.staticCluster(ClusterName) != nil {
-		return fmt.Errorf("a static cluster %q exists but ads_config does not use it", ClusterName)
-	}
-	static := obj(rw.root, "staticResources")
-	if static == nil {
-		static = object{}
-		rw.root["staticResources"] = static
-	}
-	k := key(static, "clusters")
-	clusters, _ := static[k].([]any)
-	static[k] = append(clusters, object{
-		"name":           ClusterName,
-		"type":           "STATIC",
-		"connectTimeout": "1s",
-		"loadAssignment": rw.relayEndpoint(ClusterName),
-		"typedExtensionProtocolOptions": object{
-			"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": object{
-				"@type":              "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
-				"explicitHttpConfig": object{"http2ProtocolOptions": object{}},
-			},
-		},
-	})
-	return nil
-}
-
-func (rw *rewriter) staticCluster(name string) object {
-	for _, c := range list(obj(rw.root, "staticResources"), "clusters") {
-		if co, ok := c.(object); ok && str(co, "name") == name {
-			return co
-		}
+func grpcServicesOf(src proto.Message) []*corev3.GrpcService {
+	switch s := src.(type) {
+	case *corev3.ApiConfigSource:
+		return s.GetGrpcServices()
+	case *corev3.ConfigSource:
+		return s.GetApiConfigSource().GetGrpcServices()
 	}
 	return nil
 }

@@ -19,13 +19,10 @@ import (
 
 // withoutRelayedParts drops what Rewrite may change, so the rest of two
 // bootstraps can be compared.
-func withoutRelayedParts(t *testing.T, doc []byte) object {
+func withoutRelayedParts(t *testing.T, doc []byte) tree {
 	t.Helper()
-	root, err := parse(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	del(obj(root, "dynamicResources"), "adsConfig")
+	root := parseTree(t, doc)
+	delete(root.obj("dynamicResources"), "adsConfig")
 	delete(root, "hdsConfig")
 	dropRelayCluster(root)
 	return root
@@ -33,11 +30,11 @@ func withoutRelayedParts(t *testing.T, doc []byte) object {
 
 // dropRelayCluster removes the ADS cluster (system_ads), which Rewrite
 // points at the relay.
-func dropRelayCluster(root object) {
-	static := obj(root, "staticResources")
+func dropRelayCluster(root tree) {
+	static := root.obj("staticResources")
 	var kept []any
-	for _, c := range list(static, "clusters") {
-		if str(c.(object), "name") != ClusterName {
+	for _, c := range root.list("staticResources", "clusters") {
+		if c.(map[string]any)["name"] != ClusterName {
 			kept = append(kept, c)
 		}
 	}
@@ -68,26 +65,24 @@ func TestRewritePointsADSAndHDSAtTheRelay(t *testing.T) {
 					}
 				}
 
-				root, err := parse(res.JSON)
-				if err != nil {
-					t.Fatal(err)
-				}
+				root := parseTree(t, res.JSON)
 				for _, path := range [][]string{{"dynamicResources", "adsConfig"}, {"hdsConfig"}} {
-					svcs := list(obj(root, path...), "grpcServices")
-					if len(svcs) != 1 || str(obj(svcs[0].(object), "envoyGrpc"), "clusterName") != ClusterName {
+					svcs := root.list(append(path, "grpcServices")...)
+					if len(svcs) != 1 || tree(svcs[0].(map[string]any)).str("envoyGrpc", "clusterName") != ClusterName {
 						t.Errorf("%v grpc services = %v, want envoy_grpc %s", path, svcs, ClusterName)
 					}
 				}
-				rw := &rewriter{root: root}
-				c := rw.staticCluster(ClusterName)
+				c := root.staticCluster(ClusterName)
 				if c == nil {
 					t.Fatalf("no %s cluster in\n%s", ClusterName, res.JSON)
 				}
-				pipe := obj(list(obj(list(obj(c, "loadAssignment"), "endpoints")[0].(object)), "lbEndpoints")[0].(object), "endpoint", "address", "pipe")
-				if str(pipe, "path") != sock || str(c, "type") != "STATIC" || get(c, "transportSocket") != nil || get(c, "upstreamConnectionOptions") != nil {
+				endpoints := c.list("loadAssignment", "endpoints")
+				lb := tree(tree(endpoints[0].(map[string]any)).list("lbEndpoints")[0].(map[string]any))
+				if lb.str("endpoint", "address", "pipe", "path") != sock || c.str("type") != "STATIC" || c["transportSocket"] != nil || c["upstreamConnectionOptions"] != nil {
 					t.Errorf("relay cluster = %v", c)
 				}
-				if get(obj(list(obj(root, "dynamicResources", "adsConfig"), "grpcServices")[0].(object), "envoyGrpc"), "maxReceiveMessageLength") == nil && form == "google_grpc" {
+				ads := tree(root.list("dynamicResources", "adsConfig", "grpcServices")[0].(map[string]any))
+				if ads.obj("envoyGrpc")["maxReceiveMessageLength"] == nil && form == "google_grpc" {
 					t.Error("the control plane's message size limit was lost")
 				}
 				if !reflect.DeepEqual(withoutRelayedParts(t, orig), withoutRelayedParts(t, res.JSON)) {
@@ -179,12 +174,9 @@ func TestRewriteRefuses(t *testing.T) {
 	good := fetchBootstrap(t, config.RoleIngress)
 	sock := filepath.Join(good.workDir, "xds.sock")
 	leak := strings.Replace(string(good.yaml), "workdir:", "leak: "+good.token+"\n    workdir:", 1)
-	noTLS, err := parse(good.yaml)
-	if err != nil {
-		t.Fatal(err)
-	}
-	del((&rewriter{root: noTLS}).staticCluster(ClusterName), "transportSocket")
-	noTLSDoc, _ := render(noTLS)
+	noTLS := parseTree(t, good.yaml)
+	delete(noTLS.staticCluster(ClusterName), "transportSocket")
+	noTLSDoc, _ := json.Marshal(noTLS)
 	for _, tc := range []struct {
 		name, doc, sock, want string
 	}{

@@ -1,7 +1,6 @@
 package bootstraprewrite
 
 import (
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -9,35 +8,36 @@ import (
 	"strconv"
 	"strings"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	grpccredentialv3 "github.com/envoyproxy/go-control-plane/envoy/config/grpc_credential/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+
+	"github.com/zoneproxy/zoneproxy/pkg/envoy/bootstrapdoc"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/cpdial"
 )
 
 const fileBasedMetadata = "envoy.grpc_credentials.file_based_metadata"
 
 // upstreamFrom reads how the ADS service reaches the control plane.
-func (rw *rewriter) upstreamFrom(svc object) error {
-	for _, h := range list(svc, "initialMetadata") {
-		ho, ok := h.(object)
-		if !ok {
-			continue
-		}
-		if strings.EqualFold(str(ho, "key"), "authorization") {
+func (rw *rewriter) upstreamFrom(svc *corev3.GrpcService) error {
+	for _, h := range svc.GetInitialMetadata() {
+		if strings.EqualFold(h.GetKey(), "authorization") {
 			rw.up.HadToken = true
 			continue
 		}
-		rw.up.Metadata = append(rw.up.Metadata, cpdial.Header{Key: strings.ToLower(str(ho, "key")), Value: str(ho, "value")})
+		rw.up.Metadata = append(rw.up.Metadata, cpdial.Header{Key: strings.ToLower(h.GetKey()), Value: h.GetValue()})
 	}
-	if eg := obj(svc, "envoyGrpc"); eg != nil {
-		rw.cluster = str(eg, "clusterName")
+	if eg := svc.GetEnvoyGrpc(); eg != nil {
+		rw.cluster = eg.GetClusterName()
 		if rw.cluster == "" {
 			return errors.New("ads_config envoy_grpc has no cluster_name")
 		}
-		if n, ok := number(get(eg, "maxReceiveMessageLength")); ok {
-			rw.up.MaxReceiveMessageLength = n
+		if n := eg.GetMaxReceiveMessageLength(); n != nil {
+			rw.up.MaxReceiveMessageLength = int(n.GetValue())
 		}
 		return rw.fromCluster()
 	}
-	if gg := obj(svc, "googleGrpc"); gg != nil {
+	if gg := svc.GetGoogleGrpc(); gg != nil {
 		rw.up.GoogleGRPC = true
 		return rw.fromGoogleGRPC(gg)
 	}
@@ -45,80 +45,115 @@ func (rw *rewriter) upstreamFrom(svc object) error {
 }
 
 func (rw *rewriter) fromCluster() error {
-	c := rw.staticCluster(rw.cluster)
-	if c == nil {
+	_, clusters, i := rw.staticCluster(rw.cluster)
+	if i < 0 {
 		return fmt.Errorf("static cluster %q named by ads_config is missing", rw.cluster)
 	}
-	var sa object
-	for _, e := range list(obj(c, "loadAssignment"), "endpoints") {
-		eo, _ := e.(object)
-		for _, lb := range list(eo, "lbEndpoints") {
-			lbo, _ := lb.(object)
-			if sa == nil {
-				sa = obj(lbo, "endpoint", "address", "socketAddress")
-			}
-		}
+	c := clusters[i]
+	sa, err := firstSocketAddress(c.Object("load_assignment"))
+	if err != nil {
+		return fmt.Errorf("cluster %q load_assignment: %w", rw.cluster, err)
 	}
-	port, ok := number(get(sa, "portValue"))
-	if sa == nil || str(sa, "address") == "" || !ok {
+	_, hasPort := sa.GetPortSpecifier().(*corev3.SocketAddress_PortValue)
+	if sa.GetAddress() == "" || !hasPort {
 		return fmt.Errorf("cluster %q has no endpoint with a socket address and port", rw.cluster)
 	}
-	host := str(sa, "address")
-	rw.up.Address = net.JoinHostPort(host, strconv.Itoa(port))
+	host := sa.GetAddress()
+	rw.up.Address = net.JoinHostPort(host, strconv.Itoa(int(sa.GetPortValue())))
 
-	ts := obj(c, "transportSocket", "typedConfig")
-	if !strings.HasSuffix(str(ts, "@type"), ".UpstreamTlsContext") {
-		return fmt.Errorf("cluster %q reaches the control plane without TLS; zoneproxy relays only to a TLS control plane", rw.cluster)
+	tls, err := rw.upstreamTLS(c)
+	if err != nil {
+		return err
 	}
-	common := obj(ts, "commonTlsContext")
-	vc := obj(common, "validationContext")
+	common := tls.GetCommonTlsContext()
+	vc := common.GetValidationContext()
 	if vc == nil {
-		vc = obj(common, "combinedValidationContext", "defaultValidationContext")
+		vc = common.GetCombinedValidationContext().GetDefaultValidationContext()
 	}
 	if vc == nil {
-		name := str(obj(common, "validationContextSdsSecretConfig"), "name")
+		name := common.GetValidationContextSdsSecretConfig().GetName()
 		if name == "" {
-			name = str(obj(common, "combinedValidationContext", "validationContextSdsSecretConfig"), "name")
+			name = common.GetCombinedValidationContext().GetValidationContextSdsSecretConfig().GetName()
 		}
 		vc = rw.staticSecret(name)
 	}
 	if vc == nil {
 		return fmt.Errorf("cluster %q has no validation context for the control plane's certificate", rw.cluster)
 	}
-	ca, err := dataSource(obj(vc, "trustedCa"))
+	ca, err := dataSource(vc.GetTrustedCa())
 	if err != nil {
 		return fmt.Errorf("cluster %q trusted_ca: %w", rw.cluster, err)
 	}
 	rw.up.CAPEM = ca
 	rw.up.ServerName = host
-	if sni := str(ts, "sni"); sni != "" {
+	if sni := tls.GetSni(); sni != "" {
 		rw.up.ServerName = sni
 	}
-	for _, m := range list(vc, "matchTypedSubjectAltNames") {
-		if mo, ok := m.(object); ok {
-			if exact := str(obj(mo, "matcher"), "exact"); exact != "" {
-				rw.up.ServerName = exact
-				break
+	for _, m := range vc.GetMatchTypedSubjectAltNames() {
+		if exact := m.GetMatcher().GetExact(); exact != "" {
+			rw.up.ServerName = exact
+			break
+		}
+	}
+	return nil
+}
+
+// firstSocketAddress is the address of the load assignment's first
+// endpoint (nil if it has none): ClusterLoadAssignment is not linked, its
+// Address is.
+func firstSocketAddress(la *bootstrapdoc.Object) (*corev3.SocketAddress, error) {
+	for _, locality := range la.ObjectsIn("endpoints") {
+		for _, lb := range locality.ObjectsIn("lb_endpoints") {
+			addr := &corev3.Address{}
+			if _, err := lb.Object("endpoint").DecodeKnown("address", addr); err != nil {
+				return nil, err
+			}
+			if sa := addr.GetSocketAddress(); sa != nil {
+				return sa, nil
 			}
 		}
 	}
-	return nil
+	return nil, nil
 }
 
-func (rw *rewriter) staticSecret(name string) object {
+// upstreamTLS is the cluster's UpstreamTlsContext; its type is checked
+// first, so that another transport socket reads as "without TLS", not as
+// a type this build does not know.
+func (rw *rewriter) upstreamTLS(c *bootstrapdoc.Object) (*tlsv3.UpstreamTlsContext, error) {
+	withoutTLS := fmt.Errorf("cluster %q reaches the control plane without TLS; zoneproxy relays only to a TLS control plane", rw.cluster)
+	typed := c.Object("transport_socket").Object("typed_config")
+	if !strings.HasSuffix(typed.String("@type"), ".UpstreamTlsContext") {
+		return nil, withoutTLS
+	}
+	ts := &corev3.TransportSocket{}
+	if _, err := c.DecodeKnown("transport_socket", ts); err != nil {
+		return nil, fmt.Errorf("cluster %q %w", rw.cluster, err)
+	}
+	tls := &tlsv3.UpstreamTlsContext{}
+	if err := ts.GetTypedConfig().UnmarshalTo(tls); err != nil {
+		return nil, withoutTLS
+	}
+	return tls, nil
+}
+
+func (rw *rewriter) staticSecret(name string) *tlsv3.CertificateValidationContext {
 	if name == "" {
 		return nil
 	}
-	for _, s := range list(obj(rw.root, "staticResources"), "secrets") {
-		if so, ok := s.(object); ok && str(so, "name") == name {
-			return obj(so, "validationContext")
+	for _, s := range rw.root.Object("static_resources").ObjectsIn("secrets") {
+		if s.String("name") != name {
+			continue
+		}
+		vc := &tlsv3.CertificateValidationContext{}
+		if found, err := s.DecodeKnown("validation_context", vc); found && err == nil {
+			return vc
 		}
 	}
 	return nil
 }
 
-func (rw *rewriter) fromGoogleGRPC(gg object) error {
-	rw.target = str(gg, "targetUri")
+func (rw *rewriter) fromGoogleGRPC(gg *corev3.GrpcService_GoogleGrpc) error {
+	rw.target = gg.GetTargetUri()
 	addr := rw.target
 	for _, p := range []string{"dns:///", "dns:", "ipv4:", "ipv6:"} {
 		addr = strings.TrimPrefix(addr, p)
@@ -129,64 +164,56 @@ func (rw *rewriter) fromGoogleGRPC(gg object) error {
 	}
 	rw.up.Address = addr
 	rw.up.ServerName = host
-	for k, v := range obj(gg, "channelArgs", "args") {
-		vo, _ := v.(object)
+	for k, v := range gg.GetChannelArgs().GetArgs() {
 		switch k {
 		case "grpc.ssl_target_name_override":
-			rw.up.ServerName = str(vo, "stringValue")
+			rw.up.ServerName = v.GetStringValue()
 		case "grpc.max_receive_message_length":
-			if n, ok := number(get(vo, "intValue")); ok {
-				rw.up.MaxReceiveMessageLength = n
+			if n, ok := v.GetValueSpecifier().(*corev3.GrpcService_GoogleGrpc_ChannelArgs_Value_IntValue); ok && n.IntValue >= 0 {
+				rw.up.MaxReceiveMessageLength = int(n.IntValue)
 			}
 		}
 	}
-	ssl := obj(gg, "channelCredentials", "sslCredentials")
+	ssl := gg.GetChannelCredentials().GetSslCredentials()
 	if ssl == nil {
 		return fmt.Errorf("google_grpc to %s has no ssl_credentials; zoneproxy relays only to a TLS control plane", rw.target)
 	}
-	if roots := obj(ssl, "rootCerts"); roots != nil {
+	if roots := ssl.GetRootCerts(); roots != nil {
 		if rw.up.CAPEM, err = dataSource(roots); err != nil {
 			return fmt.Errorf("google_grpc root_certs: %w", err)
 		}
 	}
-	for _, cc := range list(gg, "callCredentials") {
-		cco, _ := cc.(object)
-		fp := obj(cco, "fromPlugin")
-		if str(fp, "name") == fileBasedMetadata {
-			rw.up.TokenPath = str(obj(fp, "typedConfig", "secretData"), "filename")
-			rw.up.HadToken = rw.up.TokenPath != ""
+	for _, cc := range gg.GetCallCredentials() {
+		fp := cc.GetFromPlugin()
+		if fp.GetName() != fileBasedMetadata {
+			continue
 		}
+		cfg := &grpccredentialv3.FileBasedMetadataConfig{}
+		if fp.GetTypedConfig() == nil {
+			continue
+		}
+		if err := fp.GetTypedConfig().UnmarshalTo(cfg); err != nil {
+			return fmt.Errorf("google_grpc %s: %w", fileBasedMetadata, err)
+		}
+		rw.up.TokenPath = cfg.GetSecretData().GetFilename()
+		rw.up.HadToken = rw.up.TokenPath != ""
 	}
 	return nil
 }
 
 // dataSource reads an Envoy DataSource.
-func dataSource(ds object) ([]byte, error) {
-	switch {
-	case ds == nil:
-		return nil, errors.New("missing")
-	case get(ds, "inlineBytes") != nil:
-		return base64.StdEncoding.DecodeString(str(ds, "inlineBytes"))
-	case get(ds, "inlineString") != nil:
-		return []byte(str(ds, "inlineString")), nil
-	case get(ds, "filename") != nil:
-		return os.ReadFile(str(ds, "filename"))
+func dataSource(ds *corev3.DataSource) ([]byte, error) {
+	switch s := ds.GetSpecifier().(type) {
+	case nil:
+		if ds == nil {
+			return nil, errors.New("missing")
+		}
+	case *corev3.DataSource_InlineBytes:
+		return s.InlineBytes, nil
+	case *corev3.DataSource_InlineString:
+		return []byte(s.InlineString), nil
+	case *corev3.DataSource_Filename:
+		return os.ReadFile(s.Filename)
 	}
 	return nil, errors.New("neither inline_bytes, inline_string nor filename")
-}
-
-// number reads a JSON number or a decimal string (protojson's 64-bit form).
-func number(v any) (int, bool) {
-	switch t := v.(type) {
-	case int:
-		return t, t >= 0
-	case uint64:
-		return int(t), t < 1<<62
-	case float64:
-		return int(t), t >= 0 && t == float64(int(t))
-	case string:
-		n, err := strconv.Atoi(t)
-		return n, err == nil && n >= 0
-	}
-	return 0, false
 }
