@@ -140,8 +140,8 @@ func (a *Agent) awaitLive(ctx context.Context, admin drainAdmin, proc EnvoyProce
 			if refusal := a.xds.lastRefusal(); refusal != "" {
 				reason = "it reports " + word + "; the control plane refused its configuration stream: " + refusal
 			} else if a.xds.noListenersSent() {
-				reason = "it reports " + word + "; " + xds.NoListenersWords
-				a.tracker.Set(state.WaitingForControlPlane, "Envoy is running, but "+xds.NoListenersWords)
+				reason = "it reports " + word + "; " + xds.NoListenersWords(a.cfg.Role)
+				a.tracker.Set(state.WaitingForControlPlane, "Envoy is running, but "+xds.NoListenersWords(a.cfg.Role))
 			} else {
 				a.tracker.Set(state.WaitingForControlPlane, fmt.Sprintf("Envoy is running but waits for its configuration from the control plane (%s for %s)", word, waited.Round(time.Second)))
 			}

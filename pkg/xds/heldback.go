@@ -2,6 +2,7 @@ package xds
 
 import (
 	"slices"
+	"strings"
 	"sync/atomic"
 
 	"go.uber.org/zap"
@@ -139,5 +140,15 @@ func (f *Feature) NoListenersSent() bool {
 	return slices.Contains(f.relay.Unanswered(), listenerTypeURL)
 }
 
-// NoListenersWords says so to the operator.
-const NoListenersWords = "kuma-cp has this proxy's stream but has sent Envoy no listeners at all, so Envoy stays INITIALIZING: Kuma 2.14 sends a zone ingress none while its zone has no MeshService (create one, or deploy a service in this zone)"
+// NoListenersWords says so to the operator, with what Kuma 2.14 waits
+// for before it sends a zone proxy of role any listener.
+func NoListenersWords(role config.Role) string {
+	var why []string
+	if role.HasIngress() {
+		why = append(why, "a zone ingress none while its zone has no MeshService (create one, or deploy a service in this zone)")
+	}
+	if role.HasEgress() {
+		why = append(why, "a zone egress none while no MeshIdentity selects it (create one)")
+	}
+	return "kuma-cp has this proxy's stream but has sent Envoy no listeners at all, so Envoy stays INITIALIZING: Kuma 2.14 sends " + strings.Join(why, ", and ")
+}

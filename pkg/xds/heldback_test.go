@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/lkgcache"
 	"github.com/zoneproxy/zoneproxy/pkg/xds/relay"
 )
@@ -118,5 +119,24 @@ func TestNoListenersSentIsSaidOnlyWhileKumaCPHasTheStream(t *testing.T) {
 	}
 	if (*Feature)(nil).NoListenersSent() {
 		t.Error("direct mode cannot know")
+	}
+}
+
+// The words name what Kuma 2.14 waits for, per role.
+func TestNoListenersWordsNameWhatKuma214WaitsFor(t *testing.T) {
+	for role, want := range map[config.Role][]string{
+		config.RoleIngress:  {"MeshService"},
+		config.RoleEgress:   {"MeshIdentity"},
+		config.RoleCombined: {"MeshService", "MeshIdentity"},
+	} {
+		got := NoListenersWords(role)
+		for _, w := range want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: %q does not name %s", role, got, w)
+			}
+		}
+		if role == config.RoleEgress && strings.Contains(got, "MeshService") {
+			t.Errorf("egress: %q names the ingress's condition", got)
+		}
 	}
 }

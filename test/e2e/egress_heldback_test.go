@@ -28,7 +28,15 @@ func TestAnEgressIsHandedToSidecarsOnlyOnceItServes(t *testing.T) {
 	t.Cleanup(func() { car.finish() })
 	agent := zone.Start(p, nil, "--name", "zp-egress-new")
 	agent.AwaitLog("registered with its listener NotReady until Envoy has it", promptly)
-	agent.AwaitReadiness(p.Readiness, 503, "NO_ZONE_LISTENER", promptly)
+	if zone.CP.Kuma() == "2.14" {
+		// 2.14 sends no LDS at all while the listener is withheld.
+		agent.AwaitReadiness(p.Readiness, 503, "WAITING_FOR_CONTROL_PLANE", promptly)
+		harness.Eventually(t, promptly, "/status to name the MeshIdentity kuma-cp waits for", func() bool {
+			return strings.Contains(statusOf(t, p).Detail, "MeshIdentity")
+		})
+	} else {
+		agent.AwaitReadiness(p.Readiness, 503, "NO_ZONE_LISTENER", promptly)
+	}
 	dp := onlyDataplane(t, zone)
 	if len(dp.Listeners) != 1 || dp.Listeners[0].State != "NotReady" {
 		t.Fatalf("kuma-cp registered listeners %+v, want the egress listener NotReady", dp.Listeners)
