@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/errtext"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 	"github.com/zoneproxy/zoneproxy/pkg/host/securedir"
@@ -34,7 +35,7 @@ func (a *Agent) openStateDir() (*stateDir, error) {
 	if a.cfg.StateDir == "" {
 		return nil, nil
 	}
-	d, err := securedir.Open(a.cfg.StateDir, "--state-dir", true)
+	d, err := securedir.Open(a.cfg.StateDir, config.KeyStateDir.Flag(), true)
 	if errors.Is(err, securedir.ErrUntrusted) {
 		return nil, exitcode.AsConfig(fmt.Errorf("%w; the state dir holds the configuration served to Envoy while the control plane is away", err))
 	}
@@ -46,7 +47,7 @@ func (a *Agent) openStateDir() (*stateDir, error) {
 	lock, err := d.Lock()
 	if errors.Is(err, securedir.ErrLocked) {
 		d.Close()
-		return nil, exitcode.AsConfig(fmt.Errorf("state dir %s is %w; give each zone proxy its own --state-dir (the systemd unit gives each instance /var/lib/zoneproxy/<instance>)", d.Path(), err))
+		return nil, exitcode.AsConfig(fmt.Errorf("state dir %s is %w; give each zone proxy its own %s (the systemd unit gives each instance /var/lib/zoneproxy/<instance>)", d.Path(), err, config.KeyStateDir.Flag()))
 	}
 	if err != nil {
 		d.Close()

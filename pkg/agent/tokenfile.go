@@ -5,6 +5,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/kuma/token"
 )
 
@@ -25,6 +26,6 @@ func (a *Agent) warnIfEnvoyReadsUntrimmedToken(doc []byte) {
 	if err != nil || len(bytes.TrimSpace(raw)) == len(raw) {
 		return
 	}
-	a.log.Warn("Envoy reads the dataplane token file itself (the control plane has reloadable tokens on and --xds-relay=false), and the file has a leading or trailing newline or space, which Envoy sends as it is and every stream fails on: write the token without it (printf '%s' \"$TOKEN\" > file) or use the xDS relay (--xds-relay=true, the default), which trims it",
+	a.log.Warn("Envoy reads the dataplane token file itself (the control plane has reloadable tokens on and "+config.KeyXDSRelay.Flag()+"=false), and the file has a leading or trailing newline or space, which Envoy sends as it is and every stream fails on: write the token without it (printf '%s' \"$TOKEN\" > file) or use the xDS relay ("+config.KeyXDSRelay.Flag()+"=true, the default), which trims it",
 		zap.String("file", path))
 }

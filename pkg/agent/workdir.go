@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/errtext"
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 	"github.com/zoneproxy/zoneproxy/pkg/host/securedir"
@@ -49,11 +50,11 @@ func openWorkDir(dir string) (*workDir, error) {
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "zoneproxy-")
 		if err != nil {
-			return nil, classify(fmt.Errorf("cannot create a temporary work dir: %w; set --work-dir", errtext.PathCause(err)))
+			return nil, classify(fmt.Errorf("cannot create a temporary work dir: %w; set %s", errtext.PathCause(err), config.KeyWorkDir.Flag()))
 		}
 		w.path, w.temporary = tmp, true
 	}
-	d, err := securedir.Open(w.path, "--work-dir", true)
+	d, err := securedir.Open(w.path, config.KeyWorkDir.Flag(), true)
 	if err != nil {
 		w.removeTemp()
 		return nil, dirError(err)
@@ -63,9 +64,9 @@ func openWorkDir(dir string) (*workDir, error) {
 		d.Close()
 		w.removeTemp()
 		if errors.Is(err, securedir.ErrLocked) {
-			return nil, exitcode.AsConfig(fmt.Errorf("work dir %s is %w; give each zone proxy its own --work-dir", w.path, err))
+			return nil, exitcode.AsConfig(fmt.Errorf("work dir %s is %w; give each zone proxy its own %s", w.path, err, config.KeyWorkDir.Flag()))
 		}
-		return nil, classify(fmt.Errorf("work dir %s is not writable: %w; set --work-dir to a directory this user can write", w.path, errtext.PathCause(err)))
+		return nil, classify(fmt.Errorf("work dir %s is not writable: %w; set %s to a directory this user can write", w.path, errtext.PathCause(err), config.KeyWorkDir.Flag()))
 	}
 	for _, name := range ownFiles {
 		if err := d.Remove(name); err == nil && (name == bootstrapFile || name == upgrade.SlotBBootstrapFile) {
@@ -91,7 +92,7 @@ func CheckWorkDir(dir string) (string, error) {
 	if dir == "" {
 		return "none set: a temporary one is made at every start", nil
 	}
-	desc, err := securedir.Check(dir, "--work-dir")
+	desc, err := securedir.Check(dir, config.KeyWorkDir.Flag())
 	if err != nil {
 		return "", err
 	}

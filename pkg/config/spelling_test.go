@@ -25,8 +25,6 @@ var notYetFromKeys = map[string]string{
 	"pkg/envoy/versioncache.go": "pkg/config imports pkg/envoy",
 	// pkg/config imports it (the token's claims are checked in validation).
 	"pkg/kuma/token": "pkg/config imports it",
-	// Being restructured; its messages move to Keys once it settles.
-	"pkg/agent": "being restructured",
 }
 
 // othersFlags match text in a literal that names another program's flag
