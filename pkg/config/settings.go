@@ -6,62 +6,56 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/zoneproxy/zoneproxy/pkg/config/key"
 )
 
-// Key names a setting: flag --<key>, variable ZONEPROXY_<KEY> and key
-// <key> of the --config file. Code names a setting by its constant only.
-type Key string
+// Key names a setting (package key, which packages pkg/config imports use
+// too).
+type Key = key.Key
 
 // The settings' names; Settings declares each one.
 const (
-	KeyConfig                 Key = "config"
-	KeyMesh                   Key = "mesh"
-	KeyRole                   Key = "role"
-	KeyName                   Key = "name"
-	KeyWorkload               Key = "workload"
-	KeyLabel                  Key = "label"
-	KeyAddress                Key = "address"
-	KeyIngressPort            Key = "ingress-port"
-	KeyEgressPort             Key = "egress-port"
-	KeyAdminPort              Key = "admin-port"
-	KeyCPAddress              Key = "cp-address"
-	KeyCACertFile             Key = "ca-cert-file"
-	KeyDataplaneTokenFile     Key = "dataplane-token-file"
-	KeyDataplaneToken         Key = "dataplane-token"
-	KeyEnvoyBinary            Key = "envoy-binary"
-	KeyWorkDir                Key = "work-dir"
-	KeyReadinessPort          Key = "readiness-port"
-	KeyHealthAddress          Key = "health-address"
-	KeyMetricsAddress         Key = "metrics-address"
-	KeyDrainTime              Key = "drain-time"
-	KeyDrainMin               Key = "drain-min"
-	KeyXDSRelay               Key = "xds-relay"
-	KeyStateDir               Key = "state-dir"
-	KeyCacheMaxAge            Key = "cache-max-age"
-	KeyEnvoyLogLevel          Key = "envoy-log-level"
-	KeyEnvoyComponentLogLevel Key = "envoy-component-log-level"
-	KeyConcurrency            Key = "concurrency"
-	KeyEnvoyArg               Key = "envoy-arg"
-	KeyRetryInitial           Key = "retry-initial"
-	KeyRetryMax               Key = "retry-max"
-	KeyBootstrapTimeout       Key = "bootstrap-timeout"
-	KeyLogLevel               Key = "log-level"
-	KeyLogFormat              Key = "log-format"
-	KeyZone                   Key = "zone"
-	KeyAdvertisedAddress      Key = "advertised-address"
-	KeyAdvertisedPort         Key = "advertised-port"
+	KeyConfig                 = key.Config
+	KeyMesh                   = key.Mesh
+	KeyRole                   = key.Role
+	KeyName                   = key.Name
+	KeyWorkload               = key.Workload
+	KeyLabel                  = key.Label
+	KeyAddress                = key.Address
+	KeyIngressPort            = key.IngressPort
+	KeyEgressPort             = key.EgressPort
+	KeyAdminPort              = key.AdminPort
+	KeyCPAddress              = key.CPAddress
+	KeyCACertFile             = key.CACertFile
+	KeyDataplaneTokenFile     = key.DataplaneTokenFile
+	KeyDataplaneToken         = key.DataplaneToken
+	KeyEnvoyBinary            = key.EnvoyBinary
+	KeyWorkDir                = key.WorkDir
+	KeyReadinessPort          = key.ReadinessPort
+	KeyHealthAddress          = key.HealthAddress
+	KeyMetricsAddress         = key.MetricsAddress
+	KeyDrainTime              = key.DrainTime
+	KeyDrainMin               = key.DrainMin
+	KeyXDSRelay               = key.XDSRelay
+	KeyStateDir               = key.StateDir
+	KeyCacheMaxAge            = key.CacheMaxAge
+	KeyEnvoyLogLevel          = key.EnvoyLogLevel
+	KeyEnvoyComponentLogLevel = key.EnvoyComponentLogLevel
+	KeyConcurrency            = key.Concurrency
+	KeyEnvoyArg               = key.EnvoyArg
+	KeyRetryInitial           = key.RetryInitial
+	KeyRetryMax               = key.RetryMax
+	KeyBootstrapTimeout       = key.BootstrapTimeout
+	KeyLogLevel               = key.LogLevel
+	KeyLogFormat              = key.LogFormat
+	KeyZone                   = key.Zone
+	KeyAdvertisedAddress      = key.AdvertisedAddress
+	KeyAdvertisedPort         = key.AdvertisedPort
 )
 
 // EnvPrefix starts every environment variable zoneproxy reads.
-const EnvPrefix = "ZONEPROXY_"
-
-// Flag is the setting as a flag, e.g. --drain-time.
-func (k Key) Flag() string { return "--" + string(k) }
-
-// Env is the setting's environment variable, e.g. ZONEPROXY_DRAIN_TIME.
-func (k Key) Env() string {
-	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(string(k), "-", "_"))
-}
+const EnvPrefix = key.EnvPrefix
 
 // Kind is how a setting's value is written.
 type Kind int

@@ -13,18 +13,12 @@ import (
 )
 
 // notYetFromKeys are product files and directories (relative to the
-// repository root) whose string literals may still spell a setting's
-// flag or variable, each with why.
+// repository root) whose string literals may spell a setting's flag or
+// variable, each with why.
 var notYetFromKeys = map[string]string{
-	// pkg/config imports pkg/envoy, so these cannot use a Key: args.go
-	// lists Envoy's own flags (--concurrency, --log-level) with advice
-	// naming ours; binary.go and versioncache.go name --envoy-binary and
-	// --state-dir in their errors.
-	"pkg/envoy/args.go":         "pkg/config imports pkg/envoy",
-	"pkg/envoy/binary.go":       "pkg/config imports pkg/envoy",
-	"pkg/envoy/versioncache.go": "pkg/config imports pkg/envoy",
-	// pkg/config imports it (the token's claims are checked in validation).
-	"pkg/kuma/token": "pkg/config imports it",
+	// Envoy's own command line: its --concurrency and --log-level share
+	// our flags' names (the advice beside them uses Keys).
+	"pkg/envoy/args.go": "Envoy's own flags",
 }
 
 // othersFlags match text in a literal that names another program's flag

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/zoneproxy/zoneproxy/pkg/config/key"
 )
 
 // Options are the command-line settings the agent controls.
@@ -57,13 +59,13 @@ var reserved = map[string]string{
 	"-c":                              "the agent runs Envoy with the control plane's bootstrap",
 	"--config-yaml":                   "the agent runs Envoy with the control plane's bootstrap as it is",
 	"--mode":                          "the agent runs Envoy to serve; `zoneproxy check` validates a setup",
-	"--drain-time-s":                  "use --drain-time",
-	"--drain-strategy":                "the agent paces the drain itself: use --drain-time and --drain-min",
-	"--log-level":                     "use --envoy-log-level",
-	"-l":                              "use --envoy-log-level",
-	"--component-log-level":           "use --envoy-component-log-level",
-	"--concurrency":                   "use --concurrency",
-	"--cpuset-threads":                "the agent passes it when --concurrency is 0",
+	"--drain-time-s":                  "use " + key.DrainTime.Flag(),
+	"--drain-strategy":                "the agent paces the drain itself: use " + key.DrainTime.Flag() + " and " + key.DrainMin.Flag(),
+	"--log-level":                     "use " + key.EnvoyLogLevel.Flag(),
+	"-l":                              "use " + key.EnvoyLogLevel.Flag(),
+	"--component-log-level":           "use " + key.EnvoyComponentLogLevel.Flag(),
+	"--concurrency":                   "use " + key.Concurrency.Flag(),
+	"--cpuset-threads":                "the agent passes it when " + key.Concurrency.Flag() + " is 0",
 	"--file-flush-interval-msec":      "the agent flushes access logs every second so that they reach their backends promptly",
 	"--log-path":                      "Envoy's log goes through the agent, which keeps the token out of it, to stderr (the journal under systemd)",
 	"--service-node":                  "the control plane's bootstrap names the node",

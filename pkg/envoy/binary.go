@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/zoneproxy/zoneproxy/pkg/config/key"
 	"github.com/zoneproxy/zoneproxy/pkg/errtext"
 )
 
@@ -31,12 +32,12 @@ func Locate(name string) (string, error) {
 	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			if strings.Contains(name, "/") {
-				return "", fmt.Errorf("Envoy binary %s does not exist: install Envoy or fix --envoy-binary", name)
+				return "", fmt.Errorf("Envoy binary %s does not exist: install Envoy or fix %s", name, key.EnvoyBinary.Flag())
 			}
-			return "", fmt.Errorf("Envoy binary %q not found on PATH: install Envoy or set --envoy-binary to its path", name)
+			return "", fmt.Errorf("Envoy binary %q not found on PATH: install Envoy or set %s to its path", name, key.EnvoyBinary.Flag())
 		}
 		if errors.Is(err, os.ErrPermission) {
-			return "", fmt.Errorf("Envoy binary %s is not executable: chmod +x it or fix --envoy-binary", name)
+			return "", fmt.Errorf("Envoy binary %s is not executable: chmod +x it or fix %s", name, key.EnvoyBinary.Flag())
 		}
 		return "", fmt.Errorf("Envoy binary %s cannot be used: %v", name, err)
 	}
@@ -69,7 +70,7 @@ func ReadVersion(ctx context.Context, path string) (Version, error) {
 		if msg != "" {
 			msg = ": " + errtext.Truncate(msg, 300)
 		}
-		err = fmt.Errorf("`%s --version` failed (%v)%s: check --envoy-binary points at Envoy", path, err, msg)
+		err = fmt.Errorf("`%s --version` failed (%v)%s: check %s points at Envoy", path, err, msg, key.EnvoyBinary.Flag())
 		if transient(ctx, cmd, err) {
 			return Version{}, &TransientError{err}
 		}

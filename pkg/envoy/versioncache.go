@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/zoneproxy/zoneproxy/pkg/config/key"
 	"github.com/zoneproxy/zoneproxy/pkg/errtext"
 )
 
@@ -145,7 +146,7 @@ func writeVersionRecord(dir string, rec versionRecord) error {
 		return err
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("--state-dir: %w", err)
+		return fmt.Errorf("%s: %w", key.StateDir.Flag(), err)
 	}
 	stale, _ := filepath.Glob(filepath.Join(dir, versionCacheTemp))
 	for _, s := range stale {
@@ -153,7 +154,7 @@ func writeVersionRecord(dir string, rec versionRecord) error {
 	}
 	f, err := os.CreateTemp(dir, versionCacheTemp) // 0600
 	if err != nil {
-		return fmt.Errorf("--state-dir: %w", err)
+		return fmt.Errorf("%s: %w", key.StateDir.Flag(), err)
 	}
 	tmp := f.Name()
 	_, err = f.Write(append(data, '\n'))
@@ -165,7 +166,7 @@ func writeVersionRecord(dir string, rec versionRecord) error {
 	}
 	if err != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("--state-dir: %w", err)
+		return fmt.Errorf("%s: %w", key.StateDir.Flag(), err)
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/zoneproxy/zoneproxy/pkg/config/key"
 	"github.com/zoneproxy/zoneproxy/pkg/errtext"
 )
 
@@ -85,24 +86,24 @@ func (c Claims) Check(mesh, name, workload string, labels map[string]string, set
 		// Both values are shown, --mesh first: a typo in either is likelier
 		// than a deliberate mismatch, and minting a token for a mistyped
 		// mesh would only move the failure to the control plane.
-		return fmt.Errorf("token is for mesh %s, but --mesh is %s: one of the two is likely a typo; set --mesh %s if this proxy serves that mesh, or issue a token for mesh %s",
-			q(c.Mesh), q(mesh), errtext.Arg(c.Mesh), errtext.Arg(mesh))
+		return fmt.Errorf("token is for mesh %s, but %s is %s: one of the two is likely a typo; set %s %s if this proxy serves that mesh, or issue a token for mesh %s",
+			q(c.Mesh), key.Mesh.Flag(), q(mesh), key.Mesh.Flag(), errtext.Arg(c.Mesh), errtext.Arg(mesh))
 	}
 	if c.Name != "" && c.Name != name {
-		return fmt.Errorf("token is bound to name %s, but this proxy is %s; set --name %s or issue a token without --name", q(c.Name), q(name), errtext.Arg(c.Name))
+		return fmt.Errorf("token is bound to name %s, but this proxy is %s; set %s %s or issue a token bound to no name", q(c.Name), q(name), key.Name.Flag(), errtext.Arg(c.Name))
 	}
 	for _, k := range slices.Sorted(maps.Keys(c.Tags)) {
 		v, ok := labels[k]
 		switch {
 		case setByControlPlane != nil && setByControlPlane(k):
 		case !ok:
-			return fmt.Errorf("token requires the label %s (one of %s), which this proxy does not have; add --label %s=<value> or issue a token without --tag %s", errtext.Arg(k), quoteAll(c.Tags[k]), errtext.Arg(k), errtext.Arg(k))
+			return fmt.Errorf("token requires the label %s (one of %s), which this proxy does not have; add %s %s=<value> or issue a token without --tag %s", errtext.Arg(k), quoteAll(c.Tags[k]), key.Label.Flag(), errtext.Arg(k), errtext.Arg(k))
 		case !slices.Contains(c.Tags[k], v):
 			return fmt.Errorf("token allows label %s only as one of %s, but this proxy has %s=%s; change the label or issue a token for it", errtext.Arg(k), quoteAll(c.Tags[k]), errtext.Arg(k), errtext.Arg(v))
 		}
 	}
 	if c.Workload != "" && c.Workload != workload {
-		return fmt.Errorf("token is bound to workload %s, but this proxy's workload is %s; set --workload %s or issue a token for this workload", q(c.Workload), q(workload), errtext.Arg(c.Workload))
+		return fmt.Errorf("token is bound to workload %s, but this proxy's workload is %s; set %s %s or issue a token for this workload", q(c.Workload), q(workload), key.Workload.Flag(), errtext.Arg(c.Workload))
 	}
 	return nil
 }
