@@ -64,20 +64,12 @@ const (
 // holdBack is the hold for the egress listener named listener ("" for a
 // role without one), nil when the proxy registers Ready at once.
 func holdBack(listener string, cached *lkgcache.Snapshot, cache *lkgcache.Cache) *heldBack {
-	if listener == "" || snapshotHolds(cached, listener) || (cache != nil && cache.Holds(listenerTypeURL, listener)) {
+	if listener == "" || cached.Holds(listenerTypeURL, listener) || (cache != nil && cache.Holds(listenerTypeURL, listener)) {
 		return nil
 	}
 	h := &heldBack{listener: listener}
 	h.on.Store(true)
 	return h
-}
-
-func snapshotHolds(s *lkgcache.Snapshot, listener string) bool {
-	if s == nil {
-		return false
-	}
-	t := s.Type(listenerTypeURL)
-	return t != nil && slices.ContainsFunc(t.Resources, func(r lkgcache.Resource) bool { return r.Name == listener })
 }
 
 // mark sets the egress listener NotReady in md's Dataplane while held.

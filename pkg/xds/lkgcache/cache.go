@@ -450,17 +450,5 @@ func (c *Cache) Holds(typeURL, name string) bool {
 	c.mu.Lock()
 	s := c.current
 	c.mu.Unlock()
-	if s == nil {
-		return false
-	}
-	t := s.Type(typeURL)
-	if t == nil {
-		return false
-	}
-	for _, r := range t.Resources {
-		if r.Name == name {
-			return true
-		}
-	}
-	return false
+	return s.Holds(typeURL, name)
 }

@@ -7,6 +7,7 @@
 package lkgcache
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -47,6 +48,15 @@ type Snapshot struct {
 	Bootstrap []byte
 	Upstream  cpdial.Target
 	Types     []TypeState
+}
+
+// Holds says whether s (nil: none) has a resource of typeURL named name.
+func (s *Snapshot) Holds(typeURL, name string) bool {
+	if s == nil {
+		return false
+	}
+	t := s.Type(typeURL)
+	return t != nil && slices.ContainsFunc(t.Resources, func(r Resource) bool { return r.Name == name })
 }
 
 // Type returns the state of typeURL, nil if the snapshot has none.
