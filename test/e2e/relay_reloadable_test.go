@@ -100,9 +100,11 @@ func TestRelayWithReloadableTokens(t *testing.T) {
 	}
 
 	// Envoy got its configuration through the relay: the zone listener is up.
-	if _, ok := connectedSince(zone, time.Time{}); !ok {
-		t.Fatalf("control plane sees %+v", zone.CP.Proxies())
-	}
+	// Its ACK on the registered stream may land just after the agent's log.
+	harness.Eventually(t, promptly, "the control plane to see Envoy's ACKs", func() bool {
+		_, ok := connectedSince(zone, time.Time{})
+		return ok
+	})
 	c, err := harness.DialTLSHello("127.0.0.1:"+strconv.Itoa(p.Egress), controlplane.DestinationSNI("payments", "egress"))
 	if err != nil {
 		t.Fatalf("the zone listener is not bound: %v", err)
@@ -166,9 +168,10 @@ func TestDirectModeWithReloadableTokens(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(p.WorkDir, "zoneproxy-xds.sock")); !os.IsNotExist(err) {
 		t.Errorf("a relay socket in direct mode: %v", err)
 	}
-	if _, ok := connectedSince(zone, time.Time{}); !ok {
-		t.Fatalf("control plane sees %+v", zone.CP.Proxies())
-	}
+	harness.Eventually(t, promptly, "the control plane to see Envoy's ACKs", func() bool {
+		_, ok := connectedSince(zone, time.Time{})
+		return ok
+	})
 
 	rotateAndBack(t, zone, cpLog, p, agent)
 }
