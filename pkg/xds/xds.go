@@ -121,7 +121,7 @@ func Start(o Options) (*Feature, error) {
 	}
 	switch {
 	case !o.Relay:
-		return direct(o.Bootstrap)
+		return direct(withAgentBuild(o.Bootstrap, o.AgentMetadata))
 	case o.Cached != nil:
 		return startOnCache(o)
 	case o.Resume != nil:
@@ -148,7 +148,7 @@ func Start(o Options) (*Feature, error) {
 // cache, when the relay cannot serve it.
 func fallBack(o Options, why error) (*Feature, error) {
 	o.Log.Warn("cannot relay Envoy's xDS; Envoy talks to the control plane directly", zap.Error(why))
-	return direct(o.Bootstrap)
+	return direct(withAgentBuild(o.Bootstrap, o.AgentMetadata))
 }
 
 // direct is Envoy talking to the control plane itself.

@@ -29,15 +29,24 @@ func TestKuma214ServesTheAgentOverSotW(t *testing.T) {
 
 // kuma-cp marks a kumaDp version more than two minors from its own (or of
 // another major) as not kumaCpCompatible: the agent's node metadata must
-// pass on each supported release.
+// pass on each supported release, through the relay and in direct mode
+// (where Envoy's own node is what kuma-cp judges).
 func TestKuma214DoesNotFlagTheAgentIncompatible(t *testing.T) {
 	t.Parallel()
-	for _, kuma := range []string{controlplane.Kuma214, controlplane.Kuma30} {
-		t.Run(kuma, func(t *testing.T) {
+	for _, tc := range []struct {
+		kuma  string
+		extra []string
+	}{
+		{kuma: controlplane.Kuma214},
+		{kuma: controlplane.Kuma30},
+		{kuma: controlplane.Kuma214, extra: []string{"--xds-relay=false"}},
+		{kuma: controlplane.Kuma30, extra: []string{"--xds-relay=false"}},
+	} {
+		t.Run(tc.kuma+strings.Join(tc.extra, ""), func(t *testing.T) {
 			t.Parallel()
-			px := readyProxyOn(t, kuma, "egress")
+			px := readyProxyOn(t, tc.kuma, "egress", tc.extra...)
 			if !px.KumaCpCompatible {
-				t.Errorf("kuma-cp %s flags the agent's kumaDp version %q as not kumaCpCompatible", kuma, px.KumaDpVersion)
+				t.Errorf("kuma-cp %s flags the agent's kumaDp version %q as not kumaCpCompatible", tc.kuma, px.KumaDpVersion)
 			}
 		})
 	}
@@ -45,11 +54,11 @@ func TestKuma214DoesNotFlagTheAgentIncompatible(t *testing.T) {
 
 // readyProxyOn runs a proxy of role against a zone modelling kuma until
 // READY, and returns what that control plane knows of its stream.
-func readyProxyOn(t *testing.T, kuma, role string) controlplane.ProxyInfo {
+func readyProxyOn(t *testing.T, kuma, role string, extra ...string) controlplane.ProxyInfo {
 	t.Helper()
 	zone := harness.NewZoneWith(t, bins, controlplane.Options{Meshes: []string{"payments"}, Kuma: kuma})
 	p := zone.NewProxy("payments", role)
-	agent := zone.Start(p, nil)
+	agent := zone.Start(p, nil, extra...)
 	agent.AwaitReadiness(p.Readiness, 200, "READY", promptly)
 	var info controlplane.ProxyInfo
 	harness.Eventually(t, promptly, "the control plane to count the proxy connected", func() bool {

@@ -160,7 +160,9 @@ func TestDirectModeWithReloadableTokens(t *testing.T) {
 	if strings.Contains(boot, strings.TrimSpace(string(tok))) {
 		t.Errorf("Envoy's bootstrap holds the token")
 	}
-	for _, want := range []string{"googleGrpc", "targetUri: " + zone.CP.Addr(), "filename: " + p.TokenFile} {
+	// (kuma-cp's bootstrap, written back as JSON with the agent build in
+	// Envoy's node.)
+	for _, want := range []string{`"googleGrpc"`, `"targetUri":"` + zone.CP.Addr() + `"`, `"filename":"` + p.TokenFile + `"`} {
 		if !strings.Contains(boot, want) {
 			t.Errorf("Envoy's bootstrap lacks %q:\n%s", want, boot)
 		}
