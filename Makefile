@@ -47,15 +47,20 @@ check-format:
 vet:
 	$(GO) vet ./...
 
+# The e2e tests spend most of their time waiting on the processes they run
+# (drains, kuma-cp's deregistration delay), so four run at once whatever
+# the core count: on two cores that halves the suite's time.
+E2E_PARALLEL = 4
+
 unit: ## Unit, end-to-end and fuzz-seed tests.
-	$(GO) test -count=1 -timeout 15m ./...
+	$(GO) test -count=1 -timeout 15m -parallel $(E2E_PARALLEL) ./...
 
 # The e2e suite's core, run again against the test control plane's kuma-cp
 # 2.14 mode: test/e2e/README.md lists the tests and why these.
 E2E_KUMA214 = TestWaitForMeshThenServeThenDrain|TestKuma214[A-Za-z]*|TestRestartServesTheCacheWhileKumaCPHoldsTheOldStream|TestRestartWhileTheControlPlaneIsDownServesFromCache|TestControlPlaneRestartWhileRunning|TestReloadKeepsEnvoyAndEveryConnection|TestEnvoyHandoverDropsNoConnection|TestDrainUndrainAndStopWhileDrained|TestEgressStopAndDrainRefuseNoSidecarConnection|TestUndrainAfterAWithdrawalThatFailedServesAgain|TestMeshAccessLogReachesATCPBackend|TestMeshMetricPrometheusScrapeIsFilteredAndLabelled|TestRelayKeepsTheTokenOutOfEnvoysBootstrap|TestAnEgressIsHandedToSidecarsOnlyOnceItServes
 
 test-e2e-kuma214: ## The e2e suite's core against kuma-cp 2.14 (ZP_E2E_KUMA=2.14).
-	ZP_E2E_KUMA=2.14 $(GO) test -count=1 -timeout 10m -run '^($(E2E_KUMA214))$$' ./test/e2e
+	ZP_E2E_KUMA=2.14 $(GO) test -count=1 -timeout 10m -parallel $(E2E_PARALLEL) -run '^($(E2E_KUMA214))$$' ./test/e2e
 
 race: ## Unit and end-to-end tests with the race detector (binaries too).
 	GORACE=atexit_sleep_ms=0 GOFLAGS=-race $(GO) test -count=1 -timeout 20m ./...
