@@ -1,6 +1,8 @@
 package controlplane
 
 import (
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -15,11 +17,17 @@ func storeEgress(s *Server, mesh, name, state string, port uint32) {
 		Listeners: []DataplaneListener{{Type: "ZoneEgress", Address: "127.0.0.1", Port: port, State: state}}})
 }
 
+// routeOf is every route's "via sni", comma-separated: a mix of legacy
+// and mesh-scoped proxies shows.
 func routeOf(rs []SidecarRoute) string {
 	if len(rs) == 0 {
 		return "none"
 	}
-	return rs[0].Via + " " + rs[0].SNI
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.Via+" "+r.SNI)
+	}
+	return strings.Join(out, ", ")
 }
 
 // What kuma-cp 2.14.3 sends a sidecar as the migration's resources change
@@ -146,6 +154,48 @@ func TestMigrationResourcesAreValidated(t *testing.T) {
 	} {
 		if tc.err == nil || !strings.Contains(tc.err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want %q", tc.name, tc.err, tc.want)
+		}
+	}
+}
+
+// The admin API sets the same resources, refuses bad bodies naming the
+// field, and serves the view.
+func TestMigrationAdminAPI(t *testing.T) {
+	s := startTestServer(t, Options{Meshes: []string{"payments"}, EgressPropagation: -1})
+	do := func(method, path, body string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, s.AdminURL()+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, tc := range []struct {
+		method, path, body string
+		code               int
+		want               string
+	}{
+		{"PUT", "/zone-egresses/legacy", `{"address":"127.0.0.1","port":9001}`, 200, "{}"},
+		{"PUT", "/zone-ingresses/legacy", `{"zone":"default","address":"127.0.0.1","port":9002}`, 200, "{}"},
+		{"PUT", "/zone-ingresses/bad", `{"zone":"default","address":"127.0.0.1","port":9002,"typo":1}`, 400, `unknown field "typo"`},
+		{"PUT", "/meshes/payments/meshservice-port", `{}`, 400, "named: required"},
+		{"PUT", "/meshes/orders/meshidentity", ``, 400, `mesh "orders": not found`},
+		{"GET", "/meshes/payments/sidecar", ``, 200, `"via":"legacy-ingress"`},
+		{"PUT", "/meshes/payments/meshzoneaddresses/zp", `{"zone":"default","address":"127.0.0.1","port":9003}`, 200, "{}"},
+		{"GET", "/meshes/payments/sidecar?zone=default", ``, 200, `"via":"meshzoneaddress","name":"zp","address":"127.0.0.1","port":9003`},
+		{"DELETE", "/meshes/payments/meshzoneaddresses/zp", ``, 200, "{}"},
+		{"PUT", "/meshes/payments/meshidentity", ``, 200, "{}"},
+		{"GET", "/meshes/payments/sidecar", ``, 200, `"frozen":true`},
+	} {
+		code, body := do(tc.method, tc.path, tc.body)
+		if code != tc.code || !strings.Contains(body, tc.want) {
+			t.Fatalf("%s %s: %d %s, want %d with %s", tc.method, tc.path, code, body, tc.code, tc.want)
 		}
 	}
 }
