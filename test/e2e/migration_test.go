@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -173,5 +174,52 @@ func TestKuma214NoWayBackToTheLegacyEgress(t *testing.T) {
 	}
 	if v := cp.SidecarView("payments", controlplane.LocalZone); !v.Frozen {
 		t.Fatalf("the sidecar's configuration is not frozen: %+v", v)
+	}
+}
+
+// The guide's reasons for the MeshZoneAddress coming after the
+// MeshIdentity, and for numbered MeshService ports on 2.14: either way the
+// sidecar reaches the zoneproxy ingress with an SNI it does not match,
+// until that is fixed.
+func TestKuma214MZATrapsSendSidecarsAnSNINothingMatches(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name              string
+		identity, numbers bool
+		fix               func(cp *controlplane.Server) error
+	}{
+		{"MZA before MeshIdentity", false, true, func(cp *controlplane.Server) error { return cp.SetMeshIdentity("payments", true) }},
+		{"named MeshService port", true, false, func(cp *controlplane.Server) error { return cp.SetMeshServicePortNamed("payments", false) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			zone, _, _ := migrationZone(t)
+			cp := zone.CP
+			cp.DeleteLegacyZoneEgress("legacy-egress")
+			if err := cp.SetMeshServicePortNamed("payments", !tc.numbers); err != nil {
+				t.Fatal(err)
+			}
+			if err := cp.SetMeshIdentity("payments", tc.identity); err != nil {
+				t.Fatal(err)
+			}
+			car := startMigrationSidecar(t, cp, "payments", toRemote)
+			car.await(t, toRemote, controlplane.ViaLegacyIngress, 3)
+			ingress, agent := namedProxy(t, zone, "payments", "ingress", "zp-ingress")
+			agent.AwaitReadiness(ingress.Readiness, 200, "READY", promptly)
+			from := car.mark()
+			setMZA(t, zone, ingress)
+			harness.Eventually(t, promptly, "the sidecar's connections to the ingress closed for want of a filter chain", func() bool {
+				return car.count(from, toRemote, controlplane.ViaMeshZoneAddress, false) >= 3
+			})
+			for _, bad := range car.unusable(from) {
+				if !strings.Contains(bad, "closed: no filter chain") {
+					t.Fatalf("a sample failed otherwise: %s", bad)
+				}
+			}
+			if err := tc.fix(cp); err != nil {
+				t.Fatal(err)
+			}
+			car.await(t, toRemote, controlplane.ViaMeshZoneAddress, 3)
+		})
 	}
 }
