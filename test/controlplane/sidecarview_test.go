@@ -1,11 +1,11 @@
 package controlplane
 
 import (
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zoneproxy/zoneproxy/internal/testutil"
 )
 
 // storeEgress writes a Dataplane with one ZoneEgress listener in state to
@@ -162,20 +162,6 @@ func TestMigrationResourcesAreValidated(t *testing.T) {
 // field, and serves the view.
 func TestMigrationAdminAPI(t *testing.T) {
 	s := startTestServer(t, Options{Meshes: []string{"payments"}, EgressPropagation: -1})
-	do := func(method, path, body string) (int, string) {
-		t.Helper()
-		req, err := http.NewRequest(method, s.AdminURL()+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
 	for _, tc := range []struct {
 		method, path, body string
 		code               int
@@ -193,7 +179,7 @@ func TestMigrationAdminAPI(t *testing.T) {
 		{"PUT", "/meshes/payments/meshidentity", ``, 200, "{}"},
 		{"GET", "/meshes/payments/sidecar", ``, 200, `"frozen":true`},
 	} {
-		code, body := do(tc.method, tc.path, tc.body)
+		code, body := testutil.HTTP(t, tc.method, s.AdminURL()+tc.path, tc.body)
 		if code != tc.code || !strings.Contains(body, tc.want) {
 			t.Fatalf("%s %s: %d %s, want %d with %s", tc.method, tc.path, code, body, tc.code, tc.want)
 		}

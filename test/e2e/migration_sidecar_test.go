@@ -223,3 +223,13 @@ func (s *migrationSidecar) unusable(from int) []string {
 	}
 	return out
 }
+
+// allUsable stops the sidecar and fails the test if a sample since from
+// had no usable endpoint.
+func (s *migrationSidecar) allUsable(t *testing.T, from int, phase string) {
+	t.Helper()
+	s.finish()
+	if bad := s.unusable(from); len(bad) > 0 {
+		t.Fatalf("%s: %d samples without a usable endpoint, the first: %v", phase, len(bad), bad[:min(len(bad), 10)])
+	}
+}

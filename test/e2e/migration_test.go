@@ -15,10 +15,12 @@ import (
 // ZP_E2E_KUMA says.
 
 // migrationZone is a 2.14 zone whose mesh "payments" has a legacy
-// ZoneIngress (for LocalZone, as seen from another zone) and a legacy
-// ZoneEgress, each served by a stand-in, and a MeshService with a
-// numbered port (the guide's advice for 2.14).
-func migrationZone(t *testing.T) (*harness.Zone, *legacyProxy, *legacyProxy) {
+// ZoneIngress (for LocalZone, as seen from another zone), a legacy
+// ZoneEgress unless legacyEgress is false (a MeshIdentity would freeze
+// the sidecar with it), each served by a stand-in, a MeshService with a
+// numbered port (the guide's advice for 2.14), and a MeshIdentity if
+// meshIdentity.
+func migrationZone(t *testing.T, meshIdentity, legacyEgress bool) (*harness.Zone, *legacyProxy, *legacyProxy) {
 	t.Helper()
 	zone := harness.NewZoneWith(t, bins, controlplane.Options{Meshes: []string{"payments"}, Kuma: controlplane.Kuma214})
 	cp := zone.CP
@@ -30,10 +32,14 @@ func migrationZone(t *testing.T) (*harness.Zone, *legacyProxy, *legacyProxy) {
 		cp.SetMeshServicePortNamed("payments", false),
 		cp.SetLegacyZoneIngress("legacy-ingress", controlplane.LegacyZoneIngress{Zone: controlplane.LocalZone, Address: inAddr, Port: inPort}),
 		cp.SetLegacyZoneEgress("legacy-egress", controlplane.LegacyZoneEgress{Address: outAddr, Port: outPort}),
+		cp.SetMeshIdentity("payments", meshIdentity),
 	} {
 		if err != nil {
 			t.Fatal(err)
 		}
+	}
+	if !legacyEgress {
+		cp.DeleteLegacyZoneEgress("legacy-egress")
 	}
 	return zone, in, out
 }
@@ -44,6 +50,15 @@ func setMZA(t *testing.T, zone *harness.Zone, p harness.Proxy) {
 	if err := zone.CP.SetMeshZoneAddress("payments", "zp-ingress", mza); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// readyZoneProxy starts a zone proxy of mesh payments named name and
+// waits until it is READY.
+func readyZoneProxy(t *testing.T, zone *harness.Zone, role, name string) (harness.Proxy, *harness.Agent) {
+	t.Helper()
+	p, agent := namedProxy(t, zone, "payments", role, name)
+	agent.AwaitReadiness(p.Readiness, 200, "READY", promptly)
+	return p, agent
 }
 
 func stopAgent(t *testing.T, a *harness.Agent) {
@@ -60,7 +75,7 @@ func stopAgent(t *testing.T, a *harness.Agent) {
 // the external service nor for the remote zone's service.
 func TestKuma214MigrationInTheGuidesOrderKeepsEverySampleUsable(t *testing.T) {
 	t.Parallel()
-	zone, legacyIn, legacyOut := migrationZone(t)
+	zone, legacyIn, legacyOut := migrationZone(t, false, true)
 	cp := zone.CP
 	car := startMigrationSidecar(t, cp, "payments", toExternal, toRemote)
 
@@ -73,13 +88,11 @@ func TestKuma214MigrationInTheGuidesOrderKeepsEverySampleUsable(t *testing.T) {
 	if err := cp.SetMeshIdentity("payments", true); err != nil {
 		t.Fatal(err)
 	}
-	egress, egressAgent := namedProxy(t, zone, "payments", "egress", "zp-egress")
-	egressAgent.AwaitReadiness(egress.Readiness, 200, "READY", promptly)
+	readyZoneProxy(t, zone, "egress", "zp-egress")
 	car.await(t, toExternal, controlplane.ViaZoneproxyEgress, 3)
 
 	// 3. The zoneproxy ingress, until READY: nothing is sent to it yet.
-	ingress, ingressAgent := namedProxy(t, zone, "payments", "ingress", "zp-ingress")
-	ingressAgent.AwaitReadiness(ingress.Readiness, 200, "READY", promptly)
+	ingress, _ := readyZoneProxy(t, zone, "ingress", "zp-ingress")
 	car.await(t, toRemote, controlplane.ViaLegacyIngress, 3)
 
 	// 4. The MeshZoneAddress last.
@@ -94,10 +107,7 @@ func TestKuma214MigrationInTheGuidesOrderKeepsEverySampleUsable(t *testing.T) {
 	car.await(t, toExternal, controlplane.ViaZoneproxyEgress, 3)
 	car.await(t, toRemote, controlplane.ViaMeshZoneAddress, 3)
 
-	car.finish()
-	if bad := car.unusable(from); len(bad) > 0 {
-		t.Fatalf("%d samples without a usable endpoint, the first: %v", len(bad), bad[:min(len(bad), 10)])
-	}
+	car.allUsable(t, from, "the migration")
 }
 
 // Rolling the ingress back: stopping the zoneproxy ingress first leaves
@@ -106,16 +116,10 @@ func TestKuma214MigrationInTheGuidesOrderKeepsEverySampleUsable(t *testing.T) {
 // leaves no sample without a usable endpoint.
 func TestKuma214IngressRollbackDeletesTheMZAFirst(t *testing.T) {
 	t.Parallel()
-	zone, _, _ := migrationZone(t)
+	zone, _, _ := migrationZone(t, true, false)
 	cp := zone.CP
-	// Without an egress, so the MeshIdentity does not freeze the sidecar.
-	cp.DeleteLegacyZoneEgress("legacy-egress")
-	if err := cp.SetMeshIdentity("payments", true); err != nil {
-		t.Fatal(err)
-	}
 	car := startMigrationSidecar(t, cp, "payments", toRemote)
-	ingress, agent := namedProxy(t, zone, "payments", "ingress", "zp-ingress")
-	agent.AwaitReadiness(ingress.Readiness, 200, "READY", promptly)
+	ingress, agent := readyZoneProxy(t, zone, "ingress", "zp-ingress")
 	setMZA(t, zone, ingress)
 	car.await(t, toRemote, controlplane.ViaMeshZoneAddress, 3)
 
@@ -135,8 +139,7 @@ func TestKuma214IngressRollbackDeletesTheMZAFirst(t *testing.T) {
 	car.await(t, toRemote, controlplane.ViaLegacyIngress, 3)
 
 	// The right order, from a serving ingress again: the MZA, then the ingress.
-	ingress, agent = namedProxy(t, zone, "payments", "ingress", "zp-ingress")
-	agent.AwaitReadiness(ingress.Readiness, 200, "READY", promptly)
+	ingress, agent = readyZoneProxy(t, zone, "ingress", "zp-ingress")
 	setMZA(t, zone, ingress)
 	car.await(t, toRemote, controlplane.ViaMeshZoneAddress, 3)
 	from = car.mark()
@@ -144,10 +147,7 @@ func TestKuma214IngressRollbackDeletesTheMZAFirst(t *testing.T) {
 	car.await(t, toRemote, controlplane.ViaLegacyIngress, 3)
 	stopAgent(t, agent)
 	car.await(t, toRemote, controlplane.ViaLegacyIngress, 3)
-	car.finish()
-	if bad := car.unusable(from); len(bad) > 0 {
-		t.Fatalf("rolling back MZA first: %d samples without a usable endpoint, the first: %v", len(bad), bad[:min(len(bad), 10)])
-	}
+	car.allUsable(t, from, "rolling back MZA first")
 }
 
 // Once the mesh has a MeshIdentity there is no way back to the legacy
@@ -155,14 +155,10 @@ func TestKuma214IngressRollbackDeletesTheMZAFirst(t *testing.T) {
 // legacy ZoneEgress exists (kuma-cp 2.14.3 freezes them).
 func TestKuma214NoWayBackToTheLegacyEgress(t *testing.T) {
 	t.Parallel()
-	zone, _, _ := migrationZone(t)
+	zone, _, _ := migrationZone(t, true, true)
 	cp := zone.CP
-	if err := cp.SetMeshIdentity("payments", true); err != nil {
-		t.Fatal(err)
-	}
 	car := startMigrationSidecar(t, cp, "payments", toExternal)
-	egress, agent := namedProxy(t, zone, "payments", "egress", "zp-egress")
-	agent.AwaitReadiness(egress.Readiness, 200, "READY", promptly)
+	_, agent := readyZoneProxy(t, zone, "egress", "zp-egress")
 	car.await(t, toExternal, controlplane.ViaZoneproxyEgress, 3)
 	from := car.mark()
 	stopAgent(t, agent)
@@ -193,19 +189,14 @@ func TestKuma214MZATrapsSendSidecarsAnSNINothingMatches(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			zone, _, _ := migrationZone(t)
+			zone, _, _ := migrationZone(t, tc.identity, false)
 			cp := zone.CP
-			cp.DeleteLegacyZoneEgress("legacy-egress")
 			if err := cp.SetMeshServicePortNamed("payments", !tc.numbers); err != nil {
-				t.Fatal(err)
-			}
-			if err := cp.SetMeshIdentity("payments", tc.identity); err != nil {
 				t.Fatal(err)
 			}
 			car := startMigrationSidecar(t, cp, "payments", toRemote)
 			car.await(t, toRemote, controlplane.ViaLegacyIngress, 3)
-			ingress, agent := namedProxy(t, zone, "payments", "ingress", "zp-ingress")
-			agent.AwaitReadiness(ingress.Readiness, 200, "READY", promptly)
+			ingress, _ := readyZoneProxy(t, zone, "ingress", "zp-ingress")
 			from := car.mark()
 			setMZA(t, zone, ingress)
 			harness.Eventually(t, promptly, "the sidecar's connections to the ingress closed for want of a filter chain", func() bool {
