@@ -274,8 +274,10 @@
 //     pretend MeshService "backend" (ingress, EDS; or Options.Services
 //     of them) or MeshExternalService "httpbin" (egress, STATIC
 //     127.0.0.1:8080), plus system_envoy_admin and
-//     system_probe_readiness. No MeshIdentity/SDS is modelled, and the
-//     public admin listener (networking.address != 127.0.0.1) is not sent.
+//     system_probe_readiness. No SDS is modelled (a MeshIdentity only
+//     decides SidecarView, see "Legacy zone proxies and the sidecar
+//     view"), and the public admin listener (networking.address !=
+//     127.0.0.1) is not sent.
 //   - Without caCert in the request, Envoy is told to trust this server's
 //     CA (ca.pem), which is what kuma-cp's self-signed default amounts to.
 //
