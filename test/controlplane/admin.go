@@ -45,6 +45,7 @@ func (s *Server) startAdmin() error {
 	})
 	s.registerLifecycleAdmin(mux)
 	s.registerPolicyAdmin(mux)
+	s.registerMigrationAdmin(mux)
 	s.adminListener = ln
 	s.adminServer = &http.Server{
 		Handler:           mux,

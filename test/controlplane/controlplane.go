@@ -142,6 +142,8 @@ type Server struct {
 
 	obs observabilityState // policies attached to proxies, zone listeners withheld
 
+	migration migrationState // legacy zone proxies, MeshIdentity, MZAs (migration.go)
+
 	// runtime is added to the bootstrap's static runtime layer "kuma".
 	runtime map[string]float64
 

@@ -167,20 +167,62 @@
 //   - The mesh's meshServices mode is not modelled: every mesh is taken to
 //     be Exclusive, which 2.14's mesh-scoped zone proxies need (otherwise
 //     kuma-cp sends them no zone listener at all).
-//   - Legacy ZoneIngress/ZoneEgress resources, zone tokens and the choice
-//     between them and mesh-scoped proxies (MeshZoneAddress, a Ready
-//     ZoneEgress listener winning) are not modelled; ZoneEgresses is the
-//     mesh-scoped set only.
+//   - Legacy zone proxies are resources only (see "Legacy zone proxies and
+//     the sidecar view" below): no kuma-dp process, no zone token, no
+//     ZoneIngress availableServices; ZoneEgresses is the mesh-scoped set.
 //   - Named MeshService ports: the ingress matches the port name
-//     (…backend.http), as both releases do; 2.14.3's sidecars send the
-//     number (…backend.80), which matches nothing; no sidecar is modelled,
-//     so a client naming that SNI sees what a 2.14.3 sidecar would.
+//     (…backend.http, the default; SetMeshServicePortNamed(mesh, false)
+//     renders the number), as both releases do; 2.14.3's sidecars send the
+//     number (…backend.80), which matches nothing. SidecarView names the
+//     number, as a 2.14.3 sidecar would. Cluster names keep "http".
 //   - Delta streams (feature-delta-grpc) are not ordered, where 2.14.3
 //     orders both protocols; versions are one hash over every non-empty
 //     type, where kuma-cp keeps a UUID per type, so a change re-sends the
 //     unchanged types too (same resources, a new version).
 //   - Envoy's version (kuma-dp 2.14 is built with Envoy 1.37) is not
 //     checked.
+//
+// # Legacy zone proxies and the sidecar view
+//
+// What the migration from legacy zone proxies depends on, in both modes
+// (3.0 removed legacy proxies; a test of them runs in 2.14 mode), checked
+// against kuma-cp v2.14.3 (migration.go, sidecarview.go):
+// SetLegacyZoneIngress/SetLegacyZoneEgress (a ZoneIngress's zone and
+// advertised address, a ZoneEgress's address), SetMeshIdentity and
+// SetMeshZoneAddress (per mesh, labelled with a zone), each with a delete.
+// SidecarView(mesh, zone) is what a sidecar of mesh in another zone is
+// sent, computed over the store and those resources as they were
+// EgressPropagation ago (the same lag as ZoneEgresses; kuma-cp's MZA took
+// 2.5–4.6 s to reach the other zone, plus 0.4–1.2 s to the sidecar):
+//   - MeshExternalService "httpbin" port 80: the mesh's Ready ZoneEgress
+//     listeners, or the legacy ZoneEgresses when there is none, never both
+//     (resolveZoneEgresses, resolveLegacyZoneEgresses).
+//   - MeshService "backend" port 80 of zone: the zone's MeshZoneAddresses,
+//     or its legacy ZoneIngresses when it has none (fillRemoteMeshServices,
+//     pkg/xds/topology/outbound.go).
+//   - The SNI: the KRI format (sni.extsvc.…, sni.msvc.<mesh>.<zone>.backend.80)
+//     only with a MeshIdentity, and toward an ingress only through an MZA
+//     (meshroute/clusters.go, ZonesWithMeshScopedProxy); otherwise the hash
+//     format of tls.SNIForResource (LegacySNI: "a<fnv64a>.backend.80.<mesh>.ms",
+//     ".mes" for an external service), to legacy and mesh-scoped proxies
+//     alike.
+//   - Frozen: with a MeshIdentity, no Ready mesh-scoped egress and a legacy
+//     ZoneEgress, kuma-cp skips the external service's cluster but builds
+//     its endpoints, and every update fails ("inconsistent snapshot"): the
+//     view keeps the last routes it could build (ingress too), since
+//     FrozenSince. So a stopped mesh-scoped egress stays the sidecars'
+//     egress while a legacy one exists.
+//
+// Where it still differs from kuma-cp 2.14.3: one pretend sidecar with
+// one outbound of each kind; mesh mTLS is taken to be on (without it
+// kuma-cp sends no cross-zone endpoints); MeshIdentity does not withhold
+// an egress's listener (WithholdZoneListeners does) nor give SANs; an MZA
+// or ZoneIngress of the sidecar's own zone is not excluded (the caller
+// names the remote zone); a MeshExternalService without a port (which
+// freezes a 2.14.3 sidecar too) is not modelled; the lag is fixed, where
+// kuma-cp's varies; the MeshMultiZoneService SNI choice is not modelled.
+// The view replays every change of the mesh on each call: meant for tests,
+// not for a store with 100000 changes.
 //
 // # The Hang fault
 //
@@ -232,8 +274,10 @@
 //     pretend MeshService "backend" (ingress, EDS; or Options.Services
 //     of them) or MeshExternalService "httpbin" (egress, STATIC
 //     127.0.0.1:8080), plus system_envoy_admin and
-//     system_probe_readiness. No MeshIdentity/SDS is modelled, and the
-//     public admin listener (networking.address != 127.0.0.1) is not sent.
+//     system_probe_readiness. No SDS is modelled (a MeshIdentity only
+//     decides SidecarView, see "Legacy zone proxies and the sidecar
+//     view"), and the public admin listener (networking.address !=
+//     127.0.0.1) is not sent.
 //   - Without caCert in the request, Envoy is told to trust this server's
 //     CA (ca.pem), which is what kuma-cp's self-signed default amounts to.
 //
@@ -259,6 +303,16 @@
 //	GET    /meshes/{mesh}/zone-egresses             {"at","asOf","egressPropagation","mesh","handedOut":[{"dataplane","address","port"}…],"raw":[…]}
 //	GET    /meshes/{mesh}/zone-egresses/timeline    {"at","egressPropagation","mesh","changes":[{"at","effectiveAt","dataplane","kind","egresses":[…]}…]}
 //	GET    /nodes/{nodeId}/stream                   NodeStreamInfo {"at","nodeId","activeStream","activeSince","connected","connectedAt","deregisteringSince","deregistrationAt","refusals","lastRefusalAt","accepted"}
+//
+// Legacy zone proxies and the sidecar view (migration_admin.go; bodies
+// decoded strictly, 400 naming the field):
+//
+//	PUT    /zone-ingresses/{name}                   {"zone","address","port"}; DELETE
+//	PUT    /zone-egresses/{name}                    {"address","port"}; DELETE
+//	PUT    /meshes/{mesh}/meshidentity              no body; DELETE
+//	PUT    /meshes/{mesh}/meshzoneaddresses/{name}  {"zone","address","port"}; DELETE
+//	PUT    /meshes/{mesh}/meshservice-port          {"named": true|false}
+//	GET    /meshes/{mesh}/sidecar?zone=default      SidecarView {"at","asOf","mesh","zone","meshIdentity","egress":[{"via","name","address","port","sni"}…],"ingress":[…],"frozen","frozenSince"}
 //
 // Observability policies on a zone proxy (observability*.go), by node id
 // mesh/name, attached before or after it connects; every change is pushed

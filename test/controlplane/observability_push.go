@@ -27,7 +27,7 @@ func (s *Server) setSnapshotFor(nodeID string, dp *dataplane, node *corev3.Node,
 	pol := st.policies[nodeID].clone()
 	st.mu.Unlock()
 
-	snap, err := buildSnapshot(dp, node, pol, s.opts.Services, s.opts.Kuma)
+	snap, err := buildSnapshot(dp, node, pol, s.opts.Services, s.opts.Kuma, s.backendPortSection(dp.Mesh))
 	if err != nil {
 		if atConnect {
 			s.xdsCache.ClearSnapshot(nodeID)

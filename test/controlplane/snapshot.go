@@ -39,7 +39,7 @@ type validator interface{ ValidateAll() error }
 // ingress carries that many MeshServices (Options.Services): "backend"
 // and services-1 more, each an EDS cluster with its ClusterLoadAssignment
 // and a filter chain for its SNI on every ZoneIngress listener.
-func buildSnapshot(dp *dataplane, node *corev3.Node, pol ProxyPolicies, services int, kuma string) (*cachev3.Snapshot, error) {
+func buildSnapshot(dp *dataplane, node *corev3.Node, pol ProxyPolicies, services int, kuma, backendPort string) (*cachev3.Snapshot, error) {
 	fields := node.GetMetadata().GetFields()
 	adminPort, err := metaPort(node, "dataplane.admin.port")
 	if err != nil {
@@ -71,7 +71,7 @@ func buildSnapshot(dp *dataplane, node *corev3.Node, pol ProxyPolicies, services
 		switch l.Type {
 		case listenerZoneIngress:
 			name = "self_zoneingress_dp_" + l.sectionName()
-			sni = DestinationSNI(dp.Mesh, "ingress")
+			sni = ingressBackendSNI(dp.Mesh, backendPort)
 			clusterName = serviceCluster(dp.Mesh, "backend")
 			if !seenCluster[clusterName] {
 				endpoints = append(endpoints, singleEndpoint(clusterName, socketAddress(destinationAddress, destinationPort)))

@@ -194,6 +194,7 @@ func (o *observer) answered(nonce string, nack bool, errMsg string) {
 		return
 	}
 	o.r.envoyState.apply(p, keep)
+	o.r.warnNamedPorts(p)
 	o.r.accepted(p)
 }
 

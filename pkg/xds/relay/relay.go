@@ -36,7 +36,8 @@ type Relay struct {
 	ln     net.Listener
 	met    relayMetrics
 
-	envoyState envoyState // what Envoy holds, as far as its ACKs tell
+	envoyState envoyState     // what Envoy holds, as far as its ACKs tell
+	namedPorts namedPortWatch // MeshService SNIs with port names, last warned (namedports.go)
 
 	closeOnce sync.Once
 

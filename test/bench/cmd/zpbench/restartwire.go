@@ -20,6 +20,11 @@ func (b *bed) measureRestarts(m *measured) {
 		res, err := b.egressStopFigure()
 		m.egressStop, m.errs["egress-stop"] = &res, err
 	}
+	if b.s.figures["egress-holdback"] {
+		progress("zone egress hold-back, kuma-cp's default timings: %d first starts with an empty cache, each then started from its cache", holdbackRuns)
+		res, err := b.holdbackFigure()
+		m.holdback, m.errs["egress-holdback"] = &res, err
+	}
 	if b.s.figures["upgrade"] {
 		progress("a zone egress under %d sidecar connections per second: %d reloads in a row, then %d Envoy handovers in a row", b.s.egressRate, b.s.upgradeReloads, b.s.upgradeHandovers)
 		res, err := b.upgradeFigure()
@@ -37,6 +42,9 @@ func (m *measured) restartFigureRows(s settings) []row {
 	}
 	if s.figures["egress-stop"] {
 		rows = append(rows, m.egressStopRow())
+	}
+	if s.figures["egress-holdback"] {
+		rows = append(rows, m.holdbackRows()...)
 	}
 	if s.figures["upgrade"] {
 		rows = append(rows, m.upgradeRows(s)...)

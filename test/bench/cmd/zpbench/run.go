@@ -24,6 +24,7 @@ type measured struct {
 	restart      *restartResult
 	hung         []restartRun
 	egressStop   *egressStopResult
+	holdback     *holdbackResult
 	upgrade      *upgradeResult
 	large        *largeResult
 	an           *analysis
