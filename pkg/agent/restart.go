@@ -114,11 +114,8 @@ func (a *Agent) stopServing(e *supervised) {
 	kind := a.stopAs.wait()
 	drainMin := a.cfg.DrainMin
 	switch {
-	case kind.restart && a.cfg.Role.HasEgress() && !a.egressWithdrawn:
-		a.log.Info("restart: the egress stays in kuma-cp's egress set; Envoy drains only the connections in flight, and the next start serves from its cache at once",
-			zap.String("why", kind.why))
 	case kind.restart:
-		a.log.Info("restart: draining as for a stop, so that a load balancer sees the failing health check before the listeners close", zap.String("why", kind.why))
+		a.log.Info(restartWords(a.cfg.Role.HasEgress() && !a.egressWithdrawn, a.cfg.Role.HasIngress()), zap.String("why", kind.why))
 	case a.cfg.Role.HasEgress() && !a.egressWithdrawn && a.xds.get() != nil:
 		a.log.Info("stop: withdrawing the zone egress from kuma-cp's egress set first", zap.String("why", kind.why))
 	}
@@ -133,6 +130,19 @@ func (a *Agent) stopServing(e *supervised) {
 	}
 	a.drain(e.Admin, e.Proc, drainMin)
 	a.stop(e.Proc, "stopped")
+}
+
+// restartWords is the journal's line for a restart: what happens to the
+// egress, and how long the drain lasts.
+func restartWords(egress, loadBalanced bool) string {
+	drain := "Envoy drains only the connections in flight, and the next start serves from its cache at once"
+	if loadBalanced {
+		drain = "Envoy drains as for a stop, so that a load balancer sees the failing health check before the listeners close"
+	}
+	if egress {
+		return "restart: the egress stays in kuma-cp's egress set; " + drain
+	}
+	return "restart: " + drain
 }
 
 // stopStatus is /status's stop word while one is under way.

@@ -69,9 +69,9 @@ func TestARestartsDrainWaitsDrainMinOnlyForALoadBalancer(t *testing.T) {
 			t.Parallel()
 			a, logs := testAgent(t, &config.Config{Role: tt.role, DrainMin: 5 * time.Second, DrainTime: time.Minute})
 			a.stopAs.settle(stopKind{restart: true, why: "test"})
-			admin := &supervisetest.Admin{Counts: func(int) (int, error) { return 0, nil }}
+			admin := &maintAdmin{Admin: supervisetest.Admin{Counts: func(int) (int, error) { return 0, nil }}}
 			start := time.Now()
-			a.stopServing(&supervised{Admin: &maintAdmin{Admin: *admin}, Proc: supervisetest.NewProc()})
+			a.stopServing(&supervised{Admin: admin, Proc: supervisetest.NewProc()})
 			took := time.Since(start)
 			if took < tt.atLeast || (tt.atMost > 0 && took > tt.atMost) {
 				t.Fatalf("the restart's drain took %s, want between %s and %s", took, tt.atLeast, tt.atMost)
