@@ -85,41 +85,6 @@ func TestALoneEgressRestartKeepsItsSidecarsServed(t *testing.T) {
 	again.Wait(promptly)
 }
 
-// A stop of one of two egresses still withdraws it first and says so: the
-// sidecars have 0 connections refused.
-func TestAStopOfOneOfTwoEgressesStillWithdraws(t *testing.T) {
-	t.Parallel()
-	zone := harness.NewZone(t, bins, "payments")
-	a := zone.NewProxy("payments", "egress")
-	b := zone.NewProxy("payments", "egress")
-	agentA := zone.Start(a, nil, "--name", "zp-egress-a")
-	agentB := zone.Start(b, nil, "--name", "zp-egress-b")
-	agentA.AwaitReadiness(a.Readiness, 200, "READY", promptly)
-	agentB.AwaitReadiness(b.Readiness, 200, "READY", promptly)
-	awaitEgressSetSettled(t, zone, 2)
-	probe := startEgressProbe(zone)
-	t.Cleanup(func() { probe.finish() })
-	probe.awaitWorking(t, 20)
-
-	agentA.Signal(syscall.SIGTERM)
-	harness.Eventually(t, promptly, "/status to say a stop is under way", func() bool {
-		st, ok := tryStatus(a)
-		return ok && st.Phase == "TERMINATING" && st.Stop == "stop"
-	})
-	if code := agentA.Wait(2 * promptly); code != 0 {
-		t.Fatalf("A exited %d\n%s", code, agentA.Output())
-	}
-	if out := agentA.Output(); !strings.Contains(out, stopLog) || !strings.Contains(out, "kuma-cp took the zone egress out of its egress set") {
-		t.Fatalf("A did not withdraw before it stopped:\n%s", out)
-	}
-	probe.awaitWorking(t, 20)
-	if outages := probe.finish(); len(outages) > 0 {
-		t.Errorf("the sidecar had no working egress %d times: %v", len(outages), outages)
-	}
-	agentB.Signal(syscall.SIGKILL)
-	agentB.Wait(promptly)
-}
-
 // stopStatus is what GET /status says of a stop under way.
 type stopStatus struct{ Phase, Stop string }
 
@@ -228,14 +193,18 @@ func (p *egressProbe) record(failure string) {
 // awaitWorking waits for n more connections that worked.
 func (p *egressProbe) awaitWorking(t *testing.T, n int) {
 	t.Helper()
-	p.mu.Lock()
-	from := p.working
-	p.mu.Unlock()
-	harness.Eventually(t, promptly, "sidecar connections through an egress", func() bool {
+	awaitMore(t, "sidecar connections through an egress", func() int {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		return p.working >= from+n
-	})
+		return p.working
+	}, n)
+}
+
+// awaitMore waits until count has grown by n.
+func awaitMore(t *testing.T, what string, count func() int, n int) {
+	t.Helper()
+	from := count()
+	harness.Eventually(t, promptly, what, func() bool { return count() >= from+n })
 }
 
 // finish stops the probe and returns its outages, one still running

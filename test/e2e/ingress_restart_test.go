@@ -144,14 +144,11 @@ func (lb *loadBalancer) flip(healthy bool) {
 
 func (lb *loadBalancer) awaitServed(t *testing.T, n int) {
 	t.Helper()
-	lb.mu.Lock()
-	from := lb.served
-	lb.mu.Unlock()
-	harness.Eventually(t, promptly, "remote zones' connections through the balancer", func() bool {
+	awaitMore(t, "remote zones' connections through the balancer", func() int {
 		lb.mu.Lock()
 		defer lb.mu.Unlock()
-		return lb.served >= from+n
-	})
+		return lb.served
+	}, n)
 }
 
 func (lb *loadBalancer) finish() {
