@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -47,9 +48,10 @@ func (k stopKind) Word() string {
 // stopIntent is settled once, at the first stop signal; without one (a
 // cancelled context) a stop is a stop.
 type stopIntent struct {
-	once sync.Once
-	done chan struct{}
-	kind stopKind
+	once  sync.Once
+	done  chan struct{}
+	kind  stopKind
+	asked atomic.Bool // a stop signal came: its kind is on its way
 }
 
 func newStopIntent() *stopIntent { return &stopIntent{done: make(chan struct{})} }
@@ -62,8 +64,11 @@ func (s *stopIntent) settle(k stopKind) {
 }
 
 // wait is the stop's kind once known; past sdjob.AskTimeout and a margin
-// it is a stop.
+// it is a stop, and without a stop signal at once.
 func (s *stopIntent) wait() stopKind {
+	if !s.asked.Load() {
+		s.settle(stopKind{why: "no stop signal: the agent's context ended"})
+	}
 	t := time.NewTimer(sdjob.AskTimeout + time.Second)
 	defer t.Stop()
 	select {
@@ -87,6 +92,7 @@ func (s *stopIntent) settled() (stopKind, bool) {
 // readStop settles what the stop signal sig is for, off the signal loop:
 // systemd may take up to sdjob.AskTimeout to answer.
 func (a *Agent) readStop(sig os.Signal) {
+	a.stopAs.asked.Store(true)
 	if sig == RestartSignal {
 		a.stopAs.settle(stopKind{restart: true, why: "SIGUSR1 asked for a restart"})
 		return

@@ -10,6 +10,7 @@ import (
 
 	"github.com/zoneproxy/zoneproxy/pkg/config"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy/supervise/supervisetest"
+	"github.com/zoneproxy/zoneproxy/pkg/host/sdjob"
 )
 
 // The stop signal is read as a restart only when asked for: SIGUSR1, or
@@ -80,5 +81,18 @@ func TestARestartsDrainWaitsDrainMinOnlyForALoadBalancer(t *testing.T) {
 				t.Fatal("the journal does not say it was a restart")
 			}
 		})
+	}
+}
+
+// A stop that no signal asked for (Run's context cancelled) is a stop, and
+// does not wait for an answer that never comes.
+func TestAStopWithoutASignalIsAStopAtOnce(t *testing.T) {
+	a, _ := testAgent(t, &config.Config{Role: config.RoleEgress})
+	start := time.Now()
+	if k := a.stopAs.wait(); k.restart {
+		t.Fatalf("a restart (%s)", k.why)
+	}
+	if took := time.Since(start); took >= sdjob.AskTimeout {
+		t.Fatalf("waited %s for the stop's kind", took)
 	}
 }
