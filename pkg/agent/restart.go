@@ -16,7 +16,7 @@ import (
 
 // A restart is not a stop. A stopping zone egress leaves kuma-cp's egress
 // set first (withdraw.go), which is right when it goes away and costs a
-// lone egress's sidecars about 25 s when it comes straight back: the
+// lone egress's sidecars about 15 s when it comes straight back: the
 // withdrawal, then kuma-cp's refusal of the next stream. So at the stop
 // signal the agent finds out which it is: under systemd from the unit's
 // pending job (`systemctl restart` is a job of its own), elsewhere from
