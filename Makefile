@@ -57,7 +57,7 @@ unit: ## Unit, end-to-end and fuzz-seed tests.
 
 # The e2e suite's core, run again against the test control plane's kuma-cp
 # 2.14 mode: test/e2e/README.md lists the tests and why these.
-E2E_KUMA214 = TestWaitForMeshThenServeThenDrain|TestKuma214[A-Za-z]*|TestRestartServesTheCacheWhileKumaCPHoldsTheOldStream|TestRestartWhileTheControlPlaneIsDownServesFromCache|TestControlPlaneRestartWhileRunning|TestReloadKeepsEnvoyAndEveryConnection|TestEnvoyHandoverDropsNoConnection|TestDrainUndrainAndStopWhileDrained|TestEgressStopAndDrainRefuseNoSidecarConnection|TestUndrainAfterAWithdrawalThatFailedServesAgain|TestMeshAccessLogReachesATCPBackend|TestMeshMetricPrometheusScrapeIsFilteredAndLabelled|TestRelayKeepsTheTokenOutOfEnvoysBootstrap|TestAnEgressIsHandedToSidecarsOnlyOnceItServes
+E2E_KUMA214 = TestWaitForMeshThenServeThenDrain|TestKuma214[A-Za-z]*|TestRestartServesTheCacheWhileKumaCPHoldsTheOldStream|TestRestartWhileTheControlPlaneIsDownServesFromCache|TestControlPlaneRestartWhileRunning|TestReloadKeepsEnvoyAndEveryConnection|TestEnvoyHandoverDropsNoConnection|TestDrainUndrainAndStopWhileDrained|TestEgressStopAndDrainRefuseNoSidecarConnection|TestUndrainAfterAWithdrawalThatFailedServesAgain|TestMeshAccessLogReachesATCPBackend|TestMeshMetricPrometheusScrapeIsFilteredAndLabelled|TestRelayKeepsTheTokenOutOfEnvoysBootstrap|TestAnEgressIsHandedToSidecarsOnlyOnceItServes|TestALoneEgressRestartKeepsItsSidecarsServed|TestAnIngressRestartBehindALoadBalancerRefusesNothing
 
 test-e2e-kuma214: ## The e2e suite's core against kuma-cp 2.14 (ZP_E2E_KUMA=2.14).
 	ZP_E2E_KUMA=2.14 $(GO) test -count=1 -timeout 10m -parallel $(E2E_PARALLEL) -run '^($(E2E_KUMA214))$$' ./test/e2e

@@ -18,6 +18,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/exitcode"
 	"github.com/zoneproxy/zoneproxy/pkg/host/preflight"
 	"github.com/zoneproxy/zoneproxy/pkg/host/reexec"
+	"github.com/zoneproxy/zoneproxy/pkg/host/sdjob"
 	"github.com/zoneproxy/zoneproxy/pkg/host/timesync"
 	"github.com/zoneproxy/zoneproxy/pkg/kuma/bootstrap"
 	"github.com/zoneproxy/zoneproxy/pkg/localserver"
@@ -61,6 +62,9 @@ type Options struct {
 	Handover *reexec.Handover
 	// StartXDS starts Envoy's configuration stream; nil is xds.Start.
 	StartXDS StartXDS
+	// StopJob says whether systemd's job is a restart; nil asks systemd
+	// over D-Bus (restart.go).
+	StopJob StopJob
 }
 
 // Agent runs one zone proxy.
@@ -76,6 +80,8 @@ type Agent struct {
 	// skipDrain is closed on a second stop signal: skip the rest of the
 	// drain (and of an egress's withdrawal).
 	skipDrain chan struct{}
+	// stopAs is what the stop is for: a restart or a stop (restart.go).
+	stopAs *stopIntent
 
 	token *xds.Token // the last one sent is redacted from Envoy's output
 
@@ -106,13 +112,16 @@ func New(o Options) *Agent {
 	if o.StartXDS == nil {
 		o.StartXDS = startRealXDS
 	}
+	if o.StopJob == nil {
+		o.StopJob = sdjob.Asker{}.Restarting
+	}
 	if o.Tracker == nil {
 		o.Tracker = state.NewTracker()
 	}
 	if o.Metrics == nil {
 		o.Metrics = metrics.New(o.Tracker)
 	}
-	a := &Agent{opts: o, cfg: o.Config, log: o.Log, tracker: o.Tracker, envoy: o.Envoy, skipDrain: make(chan struct{})}
+	a := &Agent{opts: o, cfg: o.Config, log: o.Log, tracker: o.Tracker, envoy: o.Envoy, skipDrain: make(chan struct{}), stopAs: newStopIntent()}
 	a.sup = &supervise.Supervisor{Envoy: o.Envoy, Log: o.Log, Grace: StopGrace, Skip: a.skipDrain}
 	a.token = &xds.Token{Expiry: o.Metrics.SetTokenExpiry}
 	if c := o.Config; c != nil {
@@ -145,7 +154,7 @@ func New(o Options) *Agent {
 //     control plane or `envoy --version`: nil, at once.
 //  2. A stop while Envoy starts: Envoy is stopped without a drain; nil.
 //  3. A stop while serving: a zone egress first leaves kuma-cp's egress set
-//     (withdraw.go), then Envoy fails its health checks and drains
+//     (withdraw.go) unless the stop is a restart (restart.go), then Envoy fails its health checks and drains
 //     (--drain-min to --drain-time; a second stop signal cuts both
 //     short), then Envoy is stopped (SIGTERM, SIGKILL after StopGrace)
 //     and the cache written; nil. So also during DRAINED.

@@ -11,19 +11,24 @@ import (
 )
 
 // drain is a stop's drain (supervise.Drain): --drain-time, which may end
-// once --drain-min has passed (so a load balancer has seen the failing
+// once drainMin has passed (so a load balancer has seen the failing
 // health check) and the listeners are quiet; a second stop signal or
 // Envoy's exit ends it. Health checks failing since a maintenance drain
-// count toward --drain-min.
-func (a *Agent) drain(admin drainAdmin, proc EnvoyProcess) supervise.DrainEnd {
-	w := supervise.NewWindow(a.failingSince, a.cfg.DrainMin, a.cfg.DrainTime)
-	a.tracker.SetDraining(drainDetail(w.Deadline), w.Deadline)
-	a.log.Info("draining Envoy", zap.Duration("drain-time", a.cfg.DrainTime), zap.Duration("drain-min", min(a.cfg.DrainMin, a.cfg.DrainTime)))
-	return a.sup.Drain(admin, proc, w, func() { a.tracker.SetDraining(drainDetail(w.Deadline), w.Deadline) })
+// count toward drainMin.
+func (a *Agent) drain(admin drainAdmin, proc EnvoyProcess, drainMin time.Duration) supervise.DrainEnd {
+	w := supervise.NewWindow(a.failingSince, drainMin, a.cfg.DrainTime)
+	a.tracker.SetDraining(a.drainDetail(w.Deadline), w.Deadline)
+	a.log.Info("draining Envoy", zap.Duration("drain-time", a.cfg.DrainTime), zap.Duration("drain-min", min(drainMin, a.cfg.DrainTime)))
+	return a.sup.Drain(admin, proc, w, func() { a.tracker.SetDraining(a.drainDetail(w.Deadline), w.Deadline) })
 }
 
-func drainDetail(deadline time.Time) string {
-	return fmt.Sprintf("draining (%s left)", time.Until(deadline).Round(time.Second))
+// drainDetail names a restart's drain as such.
+func (a *Agent) drainDetail(deadline time.Time) string {
+	d := fmt.Sprintf("draining (%s left)", time.Until(deadline).Round(time.Second))
+	if k, ok := a.stopAs.settled(); ok && k.restart {
+		return "restart: " + d
+	}
+	return d
 }
 
 // stop ends Envoy: SIGTERM, then SIGKILL after StopGrace.

@@ -58,7 +58,7 @@ func TestDrainDecisions(t *testing.T) {
 				proc.Exit()
 			}
 			start := time.Now()
-			got := a.drain(admin, proc)
+			got := a.drain(admin, proc, tt.drainMin)
 			took := time.Since(start)
 			if got != tt.want {
 				t.Fatalf("drain ended with %q, want %q", got, tt.want)
@@ -81,7 +81,7 @@ func TestDrainLogsCountsAtDebugAndErrorsOnceAtWarn(t *testing.T) {
 		}
 		return 2, nil
 	}}
-	a.drain(admin, supervisetest.NewProc())
+	a.drain(admin, supervisetest.NewProc(), 0)
 	if n := logs.FilterMessage("cannot read Envoy's connection count during the drain").Len(); n != 1 {
 		t.Errorf("%d warnings for one repeated error, want 1", n)
 	}

@@ -95,12 +95,7 @@ func (a *Agent) serve(ctx context.Context, e *supervised) error {
 			}
 			continue
 		case endStop:
-			if !a.egressWithdrawn {
-				a.tracker.SetDraining(withdrawingWords("draining"), time.Now().Add(WithdrawTime+a.cfg.DrainTime))
-				a.egressWithdrawn = a.withdrawEgress(a.skipDrain)
-			}
-			a.drain(e.Admin, e.Proc)
-			a.stop(e.Proc, "stopped")
+			a.stopServing(e) // restart.go: a restart does not withdraw
 			return nil
 		}
 		// Always: a withdrawal that failed half way must not keep the

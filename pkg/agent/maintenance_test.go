@@ -208,7 +208,7 @@ func TestStopWhileDrainedSkipsDrainMin(t *testing.T) {
 	a.failingSince = time.Now().Add(-time.Hour)
 	admin := &supervisetest.Admin{Counts: func(int) (int, error) { return 0, nil }}
 	start := time.Now()
-	if got := a.drain(admin, supervisetest.NewProc()); got != supervise.DrainIdle {
+	if got := a.drain(admin, supervisetest.NewProc(), cfg.DrainMin); got != supervise.DrainIdle {
 		t.Fatalf("drain ended with %q, want idle", got)
 	}
 	if took := time.Since(start); took >= cfg.DrainMin/2 {

@@ -14,6 +14,8 @@ import (
 //   - SIGTERM, SIGINT (Ctrl-C) and SIGHUP (the terminal or ssh session
 //     closing) stop the agent with a drain; a second one skips the rest of
 //     the drain. SIGHUP stays ignored when it was at start (nohup).
+//   - SIGUSR1 stops it for a restart (restart.go): a zone egress stays in
+//     kuma-cp's egress set. Under systemd the unit's job says so already.
 //   - Under systemd (NOTIFY_SOCKET or INVOCATION_ID set) no terminal
 //     closes: SIGHUP is a reload, as `zoneproxy reload` (pkg/upgrade/inplace).
 //   - SIGUSR2 is a maintenance drain, as in kuma-dp; only `zoneproxy
@@ -49,7 +51,7 @@ func newSignals() *Signals {
 // never kills the agent outright — unless it was already ignored when the
 // agent started (nohup).
 func stopSignals() []os.Signal {
-	sigs := []os.Signal{syscall.SIGINT, syscall.SIGTERM}
+	sigs := []os.Signal{syscall.SIGINT, syscall.SIGTERM, RestartSignal}
 	if !signal.Ignored(syscall.SIGHUP) && !reloadOnHangUp() {
 		sigs = append(sigs, syscall.SIGHUP)
 	}
@@ -84,6 +86,7 @@ func (a *Agent) followSignals(s *Signals, stop context.CancelFunc, done <-chan s
 				switch stops {
 				case 1:
 					a.log.Info("stop signal received; stopping", zap.String("signal", sig.String()))
+					a.readStop(sig)
 					a.up.StopAsked() // a reload under way gives way
 					stop()
 				case 2:

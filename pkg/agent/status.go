@@ -23,6 +23,8 @@ type Status struct {
 	// Drain is "" in rotation, "maintenance" while `zoneproxy drain` or
 	// SIGUSR2 holds the proxy out of it.
 	Drain string `json:"drain,omitempty"`
+	// Stop is "restart" or "stop" while the agent stops (restart.go).
+	Stop string `json:"stop,omitempty"`
 	// Generation is the agent's program: 1 at start, one more at each
 	// reload; EnvoyGeneration counts the Envoys started in place.
 	Generation      int `json:"generation"`
@@ -71,6 +73,7 @@ func (a *Agent) Status() Status {
 	if a.maint.want.Load() {
 		st.Drain = "maintenance"
 	}
+	st.Stop = a.stopStatus()
 	st.Generation, st.EnvoyGeneration, st.Reload = a.up.Record().Generations()
 	if x != nil {
 		if _, c := x.Live(); c.InUse {

@@ -30,7 +30,10 @@ work dir is cleaned. A second signal skips the rest of the drain. Under nohup
 (SIGHUP ignored at start) SIGHUP stays ignored. Under systemd (NOTIFY_SOCKET
 or INVOCATION_ID set) SIGHUP is a reload instead, as "zoneproxy reload":
 the agent replaces itself in place and Envoy keeps running. SIGUSR2 drains
-for maintenance, as "zoneproxy drain".
+for maintenance, as "zoneproxy drain". SIGUSR1 stops it for a restart: a
+zone egress stays in kuma-cp's egress set and drains only its connections
+in flight; under systemd "systemctl restart" does so by itself (the agent
+asks systemd over D-Bus what the unit's job is).
 
 Exit codes: 0 clean stop; 1 a failure a restart may fix (Envoy died, a full
 disk, --bootstrap-timeout); 64 a command line zoneproxy cannot parse (an

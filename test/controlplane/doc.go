@@ -111,7 +111,12 @@
 // cache has just expired). StoredZoneEgresses is the set without the lag
 // and ZoneEgressTimeline each change: At (store) and EffectiveAt
 // (At+EgressPropagation, at the sidecars). No sidecar is modelled beyond
-// that.
+// that. Where it is less strict than kuma-cp: the lag is a plain shift,
+// so a Dataplane deleted and upserted again within a few hundred
+// milliseconds (a restart's release and the next stream's registration)
+// reaches the sidecars as a gap just as long; kuma-cp's caches sample the
+// store once per expiration period, and a sample that falls inside the
+// gap keeps the egress away from the sidecars for about that period (1 s).
 //
 // The store keeps every change (the newest 100000): Dataplane,
 // Dataplanes, DataplaneTimeline, and DataplaneGaps for the intervals a

@@ -280,10 +280,14 @@ func TestEgressStopAndDrainRefuseNoSidecarConnection(t *testing.T) {
 
 	// A stops, and starts again.
 	agentA.Signal(syscall.SIGTERM)
+	harness.Eventually(t, promptly, "A's /status to say a stop is under way", func() bool {
+		st, ok := tryStatus(a)
+		return ok && st.Phase == "TERMINATING" && st.Stop == "stop"
+	})
 	if code := agentA.Wait(2 * promptly); code != 0 {
 		t.Fatalf("A exited %d\n%s", code, agentA.Output())
 	}
-	if !strings.Contains(agentA.Output(), "kuma-cp took the zone egress out of its egress set") {
+	if !strings.Contains(agentA.Output(), stopLog) || !strings.Contains(agentA.Output(), "kuma-cp took the zone egress out of its egress set") {
 		t.Fatalf("A did not withdraw before it stopped:\n%s", agentA.Output())
 	}
 	await("sidecar traffic with A gone", 20)

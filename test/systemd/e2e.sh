@@ -474,7 +474,27 @@ await 30 "zoneproxy@demo active after the reinstall" is_state zoneproxy@demo act
 settled() { ! status_has "$1" 'took over the running Envoy'; }
 await 10 "the reloaded zoneproxy@demo to see Envoy ready" settled zoneproxy@demo
 
-# --- stop drains and leaves nothing behind ------------------------------------------------
+# --- a restart is not a stop ---------------------------------------------------------------
+# At the stop signal the agent asks systemd over D-Bus (the system bus, as
+# the unit's sandbox allows) for the unit's job: `systemctl restart` keeps
+# the egress in kuma-cp's egress set, `systemctl stop` withdraws it first.
+said() { ct journalctl -u zoneproxy@demo --no-pager -o cat | grep -cF "$1" || true; }
+restart_line="restart: the egress stays in kuma-cp's egress set"
+stop_line="stop: withdrawing the zone egress from kuma-cp's egress set first"
+restarts_before=$(said "$restart_line")
+stops_before=$(said "$stop_line")
+main_before=$(prop zoneproxy@demo MainPID)
+t0=$SECONDS
+ct systemctl restart zoneproxy@demo || die "systemctl restart zoneproxy@demo"
+await 30 "zoneproxy@demo's /ready answering 200 after the restart" ready_200
+[ "$(prop zoneproxy@demo MainPID)" != "$main_before" ] || die "systemctl restart did not restart zoneproxy@demo"
+[ "$(said "$restart_line")" -gt "$restarts_before" ] ||
+	die "systemctl restart was not told apart from a stop: $(ct journalctl -u zoneproxy@demo --no-pager -o cat -n 30)"
+[ "$(said "$stop_line")" = "$stops_before" ] || die "systemctl restart withdrew the egress"
+[[ "$(ct journalctl -u zoneproxy@demo --no-pager -o cat)" != *"cannot ask systemd whether this stop is a restart"* ]] ||
+	die "the agent could not ask systemd over D-Bus"
+say "systemctl restart kept the egress in the egress set, serving again after $((SECONDS - t0))s"
+
 # An open downstream connection, or the agent ends the drain at once.
 exec 3<>"/dev/tcp/127.0.0.1/$egress_port" || die "cannot connect to the egress listener"
 say "stopping zoneproxy@demo with a connection open (3s drain, TimeoutStopSec=2s)"
@@ -490,6 +510,7 @@ exec 3<&-
 [ "$(prop zoneproxy@demo ExecMainStatus)" = 0 ] || die "agent exited $(prop zoneproxy@demo ExecMainStatus)"
 [ -z "$(leftovers)" ] || die "processes left after stop: $(leftovers)"
 [ ! -e "$root/run/zoneproxy/demo" ] || die "runtime directory left after stop"
+[ "$(said "$stop_line")" -gt "$stops_before" ] || die "systemctl stop did not say it withdraws the egress"
 say "stopped in ${took}s, exit 0, no processes left"
 
 # --- remove stops instances; purge removes state ---------------------------------------------

@@ -20,6 +20,11 @@ func (b *bed) measureRestarts(m *measured) {
 		res, err := b.egressStopFigure()
 		m.egressStop, m.errs["egress-stop"] = &res, err
 	}
+	if b.s.figures["egress-restart"] {
+		progress("a lone zone egress restarted %d times (SIGUSR1) and stopped once (SIGTERM) under %d sidecar connections per second", b.s.restartRuns, b.s.egressRate)
+		res, err := b.egressRestartFigure()
+		m.egressRestart, m.errs["egress-restart"] = &res, err
+	}
 	if b.s.figures["egress-holdback"] {
 		progress("zone egress hold-back, kuma-cp's default timings: %d first starts with an empty cache, each then started from its cache", holdbackRuns)
 		res, err := b.holdbackFigure()
@@ -43,6 +48,9 @@ func (m *measured) restartFigureRows(s settings) []row {
 	if s.figures["egress-stop"] {
 		rows = append(rows, m.egressStopRow())
 	}
+	if s.figures["egress-restart"] {
+		rows = append(rows, m.egressRestartRow())
+	}
 	if s.figures["egress-holdback"] {
 		rows = append(rows, m.holdbackRows()...)
 	}
@@ -65,6 +73,9 @@ func writeRestartFigureDetails(w io.Writer, m *measured, s settings) {
 	}
 	if r := m.egressStop; r != nil && m.errs["egress-stop"] == nil {
 		writeEgressStopDetails(w, r)
+	}
+	if r := m.egressRestart; r != nil && m.errs["egress-restart"] == nil {
+		writeEgressRestartDetails(w, r)
 	}
 	if r := m.upgrade; r != nil && m.errs["upgrade"] == nil {
 		writeUpgradeDetails(w, r, s)

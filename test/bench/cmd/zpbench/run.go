@@ -31,6 +31,9 @@ type measured struct {
 	errs         map[string]error
 	duration     time.Duration
 	loadEnd      string
+
+	// egressRestart: a lone egress restarted under sidecar load.
+	egressRestart *egressRestartResult
 }
 
 func (b *bed) measure() ([]row, *measured) {
