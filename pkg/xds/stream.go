@@ -40,6 +40,9 @@ type Hooks struct {
 	ServingChanged func()
 	// Rejected: Envoy NACKed a configuration (the relay logs and counts it).
 	Rejected func(Rejection)
+	// ProtocolUnserved: the control plane answers but refuses, or leaves
+	// unanswered, the ADS protocol Envoy speaks; why in words (unserved.go).
+	ProtocolUnserved func(why string)
 }
 
 // StreamState is what the relay's events said of the stream.
@@ -76,6 +79,10 @@ func (s StreamState) servingDetail() string {
 	switch {
 	case s.Upstream.State == AnotherProxy:
 		why = AnotherProxyWords
+	case s.Upstream.State == Unserved:
+		why = UnservedWords
+	case s.Upstream.State == Unanswered:
+		why = UnansweredWords
 	case s.Cached.Held:
 		why = HeldWords
 	case s.Refusal != "":
@@ -120,6 +127,10 @@ func ControlPlaneWords(s UpstreamState, relayed bool, refusal string) string {
 		return "the control plane refused this proxy's stream: " + refusal
 	case Withdrawn:
 		return WithdrawnWords
+	case Unserved:
+		return UnservedWords
+	case Unanswered:
+		return UnansweredWords
 	}
 	if !relayed {
 		return "unknown: Envoy talks to the control plane directly (" + config.KeyXDSRelay.Flag() + "=false)"
@@ -143,6 +154,7 @@ func (w *watch) events() relay.Events {
 		CachedConfig: w.cachedConfig,
 		Upstream:     w.upstreamChanged,
 		Rejected:     w.hooks.Rejected,
+		Unanswered:   w.unanswered,
 	}
 }
 
@@ -162,6 +174,10 @@ func (w *watch) streamError(e relay.StreamError) {
 			why = AnotherProxyWords
 		}
 		w.waiting(why)
+		return
+	}
+	if e.Unserved {
+		w.unserved()
 		return
 	}
 	// Local and unreachable ones the relay logs and retries (the cache may
@@ -185,9 +201,11 @@ func (w *watch) cachedConfig(c CacheState) {
 	if !c.InUse {
 		w.st.Refusal = ""
 	}
+	up := w.st.Upstream.State
 	w.mu.Unlock()
 	switch {
 	case c.InUse && c.Held: // expected after a restart: the relay said so
+	case c.InUse && (up == Unserved || up == Unanswered): // it answers: the relay said what
 	case c.InUse:
 		w.log.Warn("the control plane is unreachable: Envoy serves the last-known-good configuration",
 			zap.Time("configuration from", c.WrittenAt), zap.Time("since", c.Since))
