@@ -40,9 +40,11 @@ type Hooks struct {
 	ServingChanged func()
 	// Rejected: Envoy NACKed a configuration (the relay logs and counts it).
 	Rejected func(Rejection)
-	// ProtocolUnserved: the control plane answers but refuses, or leaves
-	// unanswered, the ADS protocol Envoy speaks; why in words (unserved.go).
-	ProtocolUnserved func(why string)
+	// CheckProtocol: the control plane's bootstrap may ask for another ADS
+	// protocol than Envoy speaks; unserved: it answers but refuses, or
+	// leaves unanswered, Envoy's protocol (why says which), else it came
+	// back from an outage (unserved.go).
+	CheckProtocol func(why string, unserved bool)
 }
 
 // StreamState is what the relay's events said of the stream.
@@ -211,6 +213,7 @@ func (w *watch) cachedConfig(c CacheState) {
 			zap.Time("configuration from", c.WrittenAt), zap.Time("since", c.Since))
 	default:
 		w.log.Info("the control plane is back: Envoy's configuration comes from it again")
+		w.back()
 	}
 	w.servingChanged()
 }

@@ -53,17 +53,25 @@ func ProtocolName(delta bool) string {
 
 // unserved tells the agent the control plane refused Envoy's protocol.
 func (w *watch) unserved() {
-	if w.hooks.ProtocolUnserved != nil {
-		w.hooks.ProtocolUnserved(UnservedWords)
-	}
+	w.checkProtocol(UnservedWords, true)
 	w.servingChanged()
 }
 
 // unanswered tells the agent the control plane accepted Envoy's stream
 // and has not answered it.
 func (w *watch) unanswered(relay.UnansweredStream) {
-	if w.hooks.ProtocolUnserved != nil {
-		w.hooks.ProtocolUnserved(UnansweredWords)
-	}
+	w.checkProtocol(UnansweredWords, true)
 	w.servingChanged()
+}
+
+// back: the control plane answers again after an outage; it may be
+// another release (an upgrade or a rollback).
+func (w *watch) back() {
+	w.checkProtocol("the control plane is back after an outage", false)
+}
+
+func (w *watch) checkProtocol(why string, unserved bool) {
+	if w.hooks.CheckProtocol != nil {
+		w.hooks.CheckProtocol(why, unserved)
+	}
 }
