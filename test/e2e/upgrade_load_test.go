@@ -45,11 +45,24 @@ func (f loadFailure) String() string {
 const loadAnswerWindow = 30 * time.Millisecond
 
 func startLoad(p harness.Proxy, perSecond int) *loadClient {
-	l := &loadClient{stop: make(chan struct{})}
-	targets := []struct{ addr, sni string }{
-		{net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Egress)), controlplane.DestinationSNI(p.Mesh, "egress")},
-		{net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Ingress)), controlplane.DestinationSNI(p.Mesh, "ingress")},
+	return startLoadOn(perSecond, zoneTarget(p, "egress"), zoneTarget(p, "ingress"))
+}
+
+// loadTarget is a zone listener and the SNI a sidecar sends it.
+type loadTarget struct{ addr, sni string }
+
+// zoneTarget is p's zone listener of role ("egress" or "ingress").
+func zoneTarget(p harness.Proxy, role string) loadTarget {
+	port := p.Egress
+	if role == "ingress" {
+		port = p.Ingress
 	}
+	return loadTarget{net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), controlplane.DestinationSNI(p.Mesh, role)}
+}
+
+// startLoadOn opens perSecond connections a second to targets in turn.
+func startLoadOn(perSecond int, targets ...loadTarget) *loadClient {
+	l := &loadClient{stop: make(chan struct{})}
 	l.done.Add(1)
 	go func() {
 		defer l.done.Done()
