@@ -23,8 +23,9 @@ import (
 // an Envoy started from it takes over (the Envoy handover, which drops no
 // connection). Envoy serves its cached configuration meanwhile.
 
-// followEvery spaces the checks: the relay retries a refused stream every
-// few seconds, and each check is a bootstrap request.
+// followEvery spaces the checks prompted by refusals: the relay retries a
+// refused stream every few seconds, and each check is a bootstrap request.
+// A control plane back from an outage is checked at once: it says so once.
 var followEvery = 10 * time.Second
 
 // The states of ProtocolChangeStatus.
@@ -46,7 +47,7 @@ type ProtocolChangeStatus struct {
 type follow struct {
 	mu      sync.Mutex
 	running bool
-	last    time.Time
+	last    time.Time // the last check prompted by a refusal
 	status  *ProtocolChangeStatus
 	changes *prometheus.CounterVec
 }
@@ -73,9 +74,10 @@ func (u *Upgrades) ProtocolChange() *ProtocolChangeStatus {
 // FollowControlPlane checks the control plane's bootstrap and hands over
 // to an Envoy started from it if it asks for another ADS protocol; why is
 // what prompted it, unserved when the control plane refused or left
-// unanswered Envoy's protocol. One check at a time, one per followEvery.
+// unanswered Envoy's protocol. One check at a time; those prompted by
+// refusals one per followEvery.
 func (u *Upgrades) FollowControlPlane(ctx context.Context, why string, unserved bool) {
-	if !u.h.Serving() || u.h.Drained() || !u.startFollowing() {
+	if !u.h.Serving() || u.h.Drained() || !u.startFollowing(unserved) {
 		return
 	}
 	defer u.endFollowing()
@@ -140,14 +142,17 @@ func (u *Upgrades) offeredProtocol(ctx context.Context, log *zap.Logger, unserve
 	return doc, change, delta, true
 }
 
-func (u *Upgrades) startFollowing() bool {
+func (u *Upgrades) startFollowing(unserved bool) bool {
 	u.follow.mu.Lock()
 	defer u.follow.mu.Unlock()
 	now := time.Now()
-	if u.follow.running || now.Sub(u.follow.last) < followEvery {
+	if u.follow.running || unserved && now.Sub(u.follow.last) < followEvery {
 		return false
 	}
-	u.follow.running, u.follow.last = true, now
+	u.follow.running = true
+	if unserved {
+		u.follow.last = now
+	}
 	return true
 }
 

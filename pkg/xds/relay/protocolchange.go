@@ -55,7 +55,8 @@ func (h *protocolChange) end() {
 
 // changesProtocol: s is the new Envoy's session and speaks another
 // protocol than the serving Envoy: it opens its own stream (not a standby)
-// and the serving protocol is retired.
+// and the serving protocol is retired in place of any retired before (a
+// rollback brings back the protocol an upgrade retired).
 func (r *Relay) changesProtocol(kind streamKind, s *session) bool {
 	r.hand.mu.Lock()
 	defer r.hand.mu.Unlock()
@@ -105,7 +106,7 @@ func (r *Relay) completeProtocolChange(ctx context.Context, s *session) error {
 
 // parkRetired holds a retired protocol's stream open, answering nothing:
 // the old Envoy reconnecting while it drains keeps what it has.
-func parkRetired(kind streamKind, stream grpc.ServerStream) error {
+func parkRetired(stream grpc.ServerStream) error {
 	for {
 		if err := stream.RecvMsg(&frame{}); err != nil {
 			return nil

@@ -234,9 +234,6 @@ func (r *Relay) observeAfter(done chan struct{}) <-chan struct{} {
 
 // serve runs one Envoy stream to its end.
 func (r *Relay) serve(kind streamKind, stream grpc.ServerStream) error {
-	if kind.exclusive() && r.isRetired(kind) {
-		return parkRetired(kind, stream)
-	}
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	s := &session{r: r, kind: kind, envoy: stream, obs: newObserver(r), reqs: make(chan envoyRequest),
@@ -245,6 +242,9 @@ func (r *Relay) serve(kind streamKind, stream grpc.ServerStream) error {
 	s.observedDone, s.detach, s.pid, s.ctx = observed, make(chan struct{}), peerPID(stream.Context()), ctx
 	// A handover's new Envoy (handover.go) stands by beside the serving one.
 	fresh := kind.exclusive() && r.changesProtocol(kind, s)
+	if !fresh && kind.exclusive() && r.isRetired(kind) {
+		return parkRetired(stream)
+	}
 	standby := !fresh && kind.exclusive() && r.isStandby(s.pid)
 	var prev <-chan struct{}
 	if kind.exclusive() && !standby { // ADS: one stream at a time; HDS runs beside it
