@@ -25,6 +25,7 @@ type measured struct {
 	hung         []restartRun
 	egressStop   *egressStopResult
 	upgrade      *upgradeResult
+	kumaUpgrade  *kumaUpgradeResult
 	large        *largeResult
 	an           *analysis
 	errs         map[string]error
