@@ -140,22 +140,8 @@ func acrossKumaChange(t *testing.T, zone *harness.Zone, role, to string) kumaCha
 		}
 		return false
 	})
-	tries, failures := load.finish()
-	probes, notReady := ready.finish()
+	tries, probes := checkLoad(t, agent, load, ready)
 	t.Logf("kuma-cp %s: live configuration %s after it answered; %d connections, %d /ready probes", to, live.Round(time.Millisecond), tries, probes)
-	if !migratesQueuedConnections() {
-		var kernel []loadFailure
-		failures, kernel = splitKernelResets(failures, listenerCloses(t, agent.Output()))
-		for _, f := range kernel {
-			t.Logf("reset by the kernel as the old Envoy closed its listener (net.ipv4.tcp_migrate_req is not 1 here): %s", f)
-		}
-	}
-	if len(failures) > 0 {
-		t.Errorf("%d of %d connections were refused or reset:\n%s", len(failures), tries, joinFailures(failures))
-	}
-	if len(notReady) > 0 {
-		t.Errorf("/ready was not 200 %d times of %d:\n%s", len(notReady), probes, strings.Join(notReady, "\n"))
-	}
 	run.proxy, run.output = p, agent.Output()
 	return run
 }

@@ -189,25 +189,9 @@ func TestSteadyLoadThroughReloadsAndEnvoyHandovers(t *testing.T) {
 			reload(fmt.Sprintf("bootstrap change %d", int(runtime)-1000), true)
 		}
 	}
-	tries, failures := load.finish()
-	probes, notReady := ready.finish()
+	tries, probes := checkLoad(t, agent, load, ready)
 	t.Logf("%d connections and %d /ready probes through %d reloads, %d Envoy upgrades, %d bootstrap changes in %s",
 		tries, probes, reloads, upgrades, bootstrapChanges, time.Since(from).Round(time.Second))
-	if !migratesQueuedConnections() {
-		// The kernel resets what waits in a closing listener's queue: the
-		// agent warns of it, and the package's sysctl.d sets it.
-		var kernel []loadFailure
-		failures, kernel = splitKernelResets(failures, listenerCloses(t, agent.Output()))
-		for _, f := range kernel {
-			t.Logf("reset by the kernel as the old Envoy closed its listener (net.ipv4.tcp_migrate_req is not 1 here): %s", f)
-		}
-	}
-	if len(failures) > 0 {
-		t.Errorf("%d of %d connections were refused or reset:\n%s", len(failures), tries, joinFailures(failures))
-	}
-	if len(notReady) > 0 {
-		t.Errorf("/ready was not 200 %d times of %d:\n%s", len(notReady), probes, strings.Join(notReady, "\n"))
-	}
 	if m := agentMetrics(t, p.Readiness); !strings.Contains(m, fmt.Sprintf(`zoneproxy_envoy_handovers_total{result="success"} %d`, upgrades+bootstrapChanges)) ||
 		!strings.Contains(m, fmt.Sprintf(`zoneproxy_reloads_total{result="ok"} %d`, reloads+upgrades+bootstrapChanges)) {
 		t.Errorf("metrics do not count %d reloads and %d handovers:\n%s", reloads+upgrades+bootstrapChanges, upgrades+bootstrapChanges, m)
@@ -332,4 +316,28 @@ func agentSeenBy(zone *harness.Zone, node string) string {
 		}
 	}
 	return ""
+}
+
+// checkLoad stops the load and the /ready watch and fails on any
+// connection refused or reset (but the kernel's, where it resets what
+// waits in a closing listener's queue: the agent warns of it, and the
+// package's sysctl.d sets it) and any /ready that was not 200.
+func checkLoad(t *testing.T, agent *harness.Agent, load *loadClient, ready *watcher) (tries, probes int) {
+	t.Helper()
+	tries, failures := load.finish()
+	probes, notReady := ready.finish()
+	if !migratesQueuedConnections() {
+		var kernel []loadFailure
+		failures, kernel = splitKernelResets(failures, listenerCloses(t, agent.Output()))
+		for _, f := range kernel {
+			t.Logf("reset by the kernel as the old Envoy closed its listener (net.ipv4.tcp_migrate_req is not 1 here): %s", f)
+		}
+	}
+	if len(failures) > 0 {
+		t.Errorf("%d of %d connections were refused or reset:\n%s", len(failures), tries, joinFailures(failures))
+	}
+	if len(notReady) > 0 {
+		t.Errorf("/ready was not 200 %d times of %d:\n%s", len(notReady), probes, strings.Join(notReady, "\n"))
+	}
+	return tries, probes
 }

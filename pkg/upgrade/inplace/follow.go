@@ -103,24 +103,19 @@ func (u *Upgrades) FollowControlPlane(ctx context.Context, why string, unserved 
 // offeredProtocol asks the control plane for the bootstrap a start would
 // get and decides; doc is it, rewritten for the relay; delta its protocol.
 func (u *Upgrades) offeredProtocol(ctx context.Context, log *zap.Logger, unserved bool) (doc []byte, change upgrade.ProtocolChange, delta, ok bool) {
-	kit := u.kit.Load()
+	kit, feature := u.kit.Load(), u.h.Feature()
 	u.hmu.Lock()
-	refetch, ev := u.held.refetch, u.held.envoyVer
+	ev := u.held.envoyVer
 	u.hmu.Unlock()
-	feature := u.h.Feature()
-	if refetch == nil || kit == nil || kit.Relay == nil || feature == nil || feature.Resumption() == nil {
-		return nil, change, false, false
-	}
 	cannot := func(err error) ([]byte, upgrade.ProtocolChange, bool, bool) {
 		log.Warn("cannot compare the control plane's bootstrap with the running Envoy's ADS protocol; Envoy serves on, and zoneproxy asks again", zap.Error(err))
 		return nil, change, false, false
 	}
-	fetched, err := refetch(ctx, ev)
-	if err != nil {
-		return cannot(err)
-	}
-	doc, up, err := xds.Rewrite(fetched, kit.Socket)
-	if err != nil {
+	doc, up, asked, err := u.offeredBootstrap(ctx, kit, feature, ev)
+	switch {
+	case !asked || kit.Relay == nil:
+		return nil, change, false, false
+	case err != nil:
 		return cannot(err)
 	}
 	running, err := xds.ADSIsDelta(kit.Launch.Bootstrap)
