@@ -167,13 +167,13 @@ var ErrHandoverNotReady = errors.New("no quiet moment to move the stream")
 // CompleteHandover moves the control plane's stream to the standby
 // session, waiting for a quiet moment until ctx ends.
 func (r *Relay) CompleteHandover(ctx context.Context) error {
-	if s := r.freshSession(); s != nil {
-		return r.completeProtocolChange(ctx, s)
-	}
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	var last error
 	for {
+		if s := r.freshSession(); s != nil {
+			return r.completeProtocolChange(ctx, s)
+		}
 		r.hand.mu.Lock()
 		s := r.hand.standby
 		r.hand.mu.Unlock()
