@@ -199,7 +199,6 @@ func (w *watch) streamError(e relay.StreamError) {
 
 func (w *watch) cachedConfig(c CacheState) {
 	w.mu.Lock()
-	was := w.st.Cached
 	w.st.Cached = c
 	if !c.InUse {
 		w.st.Refusal = ""
@@ -214,9 +213,9 @@ func (w *watch) cachedConfig(c CacheState) {
 			zap.Time("configuration from", c.WrittenAt), zap.Time("since", c.Since))
 	default:
 		w.log.Info("the control plane is back: Envoy's configuration comes from it again")
-		if !was.Held { // after an outage: another release may have come back
-			w.back()
-		}
+		// Another release may have come back; even a cache served while
+		// kuma-cp held a reregistration may have outlasted an outage.
+		w.back()
 	}
 	w.servingChanged()
 }

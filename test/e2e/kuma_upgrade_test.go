@@ -94,6 +94,9 @@ func acrossKumaChange(t *testing.T, zone *harness.Zone, role, to string) kumaCha
 	name := "zp-kuma-" + role
 	p, agent := namedProxy(t, zone, "payments", role, name, "--drain-time", "1s", "--drain-min", "300ms")
 	agent.AwaitReadiness(p.Readiness, 200, "READY", promptly)
+	if role == "egress" {
+		agent.AwaitLog(egressRegisteredLog, promptly) // settled: kuma-cp took it
+	}
 	awaitCached(t, p)
 	node := "payments." + name
 	oldPID, _ := envoyOf(t, p)
