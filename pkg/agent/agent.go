@@ -96,6 +96,7 @@ type Agent struct {
 	stateDirPath string
 	listeners    *listenwatch.Watch // Envoy's zone listeners, and the binds it rejected
 	up           *inplace.Upgrades  // reloads and Envoy handovers
+	follow       protocolFollow     // follow.go: the control plane's ADS protocol
 }
 
 // New returns an agent for a validated configuration.

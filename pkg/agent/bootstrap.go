@@ -153,6 +153,16 @@ func (a *Agent) logWait(w bootstrap.Wait) {
 // bootstrap it was started with (xds.Options.Resume).
 func (a *Agent) bootstrapOrResume(ctx context.Context, wd *workDir, ev envoy.Version, cache *xds.Cache, client *bootstrap.Client) ([]byte, *xds.Cached, error) {
 	a.up.KeepCache(cache, ev)
+	// One bootstrap request as a start makes it, for the adopted Envoy's
+	// refresh and to follow the control plane's ADS protocol (follow.go).
+	a.up.KeepRefetch(func(ctx context.Context, ev envoy.Version) ([]byte, error) {
+		f, err := a.fetcher(wd, client, ev)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { go f.Close() }()
+		return f.Attempt(ctx)
+	})
 	taken := a.up.Taken()
 	if !taken.AdoptsEnvoy() {
 		taken.CloseUnclaimed()
@@ -163,16 +173,6 @@ func (a *Agent) bootstrapOrResume(ctx context.Context, wd *workDir, ev envoy.Ver
 	if _, err := a.token.Read(); err != nil {
 		a.log.Warn("cannot read the dataplane token; Envoy's output is not redacted of it until the relay reads it", zap.Error(err))
 	}
-	// One bootstrap request as a start makes it, for the adopted Envoy's
-	// refresh.
-	a.up.KeepRefetch(func(ctx context.Context, ev envoy.Version) ([]byte, error) {
-		f, err := a.fetcher(wd, client, ev)
-		if err != nil {
-			return nil, err
-		}
-		defer func() { go f.Close() }()
-		return f.Attempt(ctx)
-	})
 	f, err := wd.dir.OpenFile(bootstrapFile, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot read the running Envoy's bootstrap: %w", err)

@@ -21,6 +21,7 @@ var ErrEnvoyExited = errors.New("Envoy exited unexpectedly")
 
 // runEnvoy launches Envoy on what prep made ready meanwhile.
 func (a *Agent) runEnvoy(ctx context.Context, wd *workDir, envoyPath string, envoyVersion envoy.Version, doc []byte, cached *xds.Cached, cache *xds.Cache, prep *launchPrep) error {
+	a.follow.ctx.Store(&ctx)
 	f, err := a.startXDS(wd, doc, cached, cache, prep)
 	if err != nil {
 		return err

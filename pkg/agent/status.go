@@ -7,6 +7,7 @@ import (
 
 	"github.com/zoneproxy/zoneproxy/pkg/errtext"
 	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
+	"github.com/zoneproxy/zoneproxy/pkg/upgrade/inplace"
 	"github.com/zoneproxy/zoneproxy/pkg/xds"
 )
 
@@ -31,6 +32,9 @@ type Status struct {
 	EnvoyGeneration int `json:"envoyGeneration"`
 	// Reload is the last reload, nil if none.
 	Reload *upgrade.ReloadStatus `json:"reload,omitempty"`
+	// ProtocolChange is the last handover to another ADS protocol after
+	// the control plane's bootstrap changed it (follow.go); nil if none.
+	ProtocolChange *inplace.ProtocolChangeStatus `json:"protocolChange,omitempty"`
 }
 
 // EnvoyStatus is the supervised Envoy: its PID (0 once it has exited) and
@@ -75,6 +79,7 @@ func (a *Agent) Status() Status {
 	}
 	st.Stop = a.stopStatus()
 	st.Generation, st.EnvoyGeneration, st.Reload = a.up.Record().Generations()
+	a.protocolChangeStatus(&st)
 	if x != nil {
 		if _, c := x.Live(); c.InUse {
 			st.Cache = &c
@@ -99,6 +104,11 @@ func (st Status) outbound() Status {
 		r := *st.Reload
 		r.Error = errtext.Outbound(r.Error)
 		st.Reload = &r
+	}
+	if st.ProtocolChange != nil {
+		p := *st.ProtocolChange
+		p.Says = errtext.Outbound(p.Says)
+		st.ProtocolChange = &p
 	}
 	return st
 }

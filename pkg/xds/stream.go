@@ -40,6 +40,11 @@ type Hooks struct {
 	ServingChanged func()
 	// Rejected: Envoy NACKed a configuration (the relay logs and counts it).
 	Rejected func(Rejection)
+	// CheckProtocol: the control plane's bootstrap may ask for another ADS
+	// protocol than Envoy speaks; unserved: it answers but refuses, or
+	// leaves unanswered, Envoy's protocol (why says which), else it came
+	// back from an outage (unserved.go).
+	CheckProtocol func(why string, unserved bool)
 }
 
 // StreamState is what the relay's events said of the stream.
@@ -76,6 +81,10 @@ func (s StreamState) servingDetail() string {
 	switch {
 	case s.Upstream.State == AnotherProxy:
 		why = AnotherProxyWords
+	case s.Upstream.State == Unserved:
+		why = UnservedWords
+	case s.Upstream.State == Unanswered:
+		why = UnansweredWords
 	case s.Cached.Held:
 		why = HeldWords
 	case s.Refusal != "":
@@ -120,6 +129,10 @@ func ControlPlaneWords(s UpstreamState, relayed bool, refusal string) string {
 		return "the control plane refused this proxy's stream: " + refusal
 	case Withdrawn:
 		return WithdrawnWords
+	case Unserved:
+		return UnservedWords
+	case Unanswered:
+		return UnansweredWords
 	}
 	if !relayed {
 		return "unknown: Envoy talks to the control plane directly (" + config.KeyXDSRelay.Flag() + "=false)"
@@ -143,6 +156,7 @@ func (w *watch) events() relay.Events {
 		CachedConfig: w.cachedConfig,
 		Upstream:     w.upstreamChanged,
 		Rejected:     w.hooks.Rejected,
+		Unanswered:   w.unanswered,
 	}
 }
 
@@ -162,6 +176,10 @@ func (w *watch) streamError(e relay.StreamError) {
 			why = AnotherProxyWords
 		}
 		w.waiting(why)
+		return
+	}
+	if e.Unserved {
+		w.unserved()
 		return
 	}
 	// Local and unreachable ones the relay logs and retries (the cache may
@@ -185,14 +203,19 @@ func (w *watch) cachedConfig(c CacheState) {
 	if !c.InUse {
 		w.st.Refusal = ""
 	}
+	up := w.st.Upstream.State
 	w.mu.Unlock()
 	switch {
 	case c.InUse && c.Held: // expected after a restart: the relay said so
+	case c.InUse && (up == Unserved || up == Unanswered): // it answers: the relay said what
 	case c.InUse:
 		w.log.Warn("the control plane is unreachable: Envoy serves the last-known-good configuration",
 			zap.Time("configuration from", c.WrittenAt), zap.Time("since", c.Since))
 	default:
 		w.log.Info("the control plane is back: Envoy's configuration comes from it again")
+		// Another release may have come back; even a cache served while
+		// kuma-cp held a reregistration may have outlasted an outage.
+		w.back()
 	}
 	w.servingChanged()
 }

@@ -68,9 +68,11 @@ func (s *Server) setupXDS() {
 }
 
 // adsService serves delta ADS through go-control-plane, and SotW in 2.14
-// mode. In 3.0 mode SotW streams are accepted and never answered:
-// kuma-cp 3.0 registers SotW but wires no callbacks for it, so it never
-// serves config there; 2.14.3 wires the same callbacks for both.
+// mode. In 3.0 mode a SotW stream is refused as gRPC refuses a method it
+// does not register (kumahq/kuma#17040: 3.0 serves delta only), or, with
+// Options.SotWNeverAnswered, accepted and never answered: kuma-cp master
+// 348b6528 still registers SotW but wires no callbacks for it, so it never
+// serves config there. 2.14.3 wires the same callbacks for both.
 type adsService struct {
 	discoverygrpc.UnimplementedAggregatedDiscoveryServiceServer
 	s *Server
@@ -79,6 +81,10 @@ type adsService struct {
 func (a *adsService) StreamAggregatedResources(stream discoverygrpc.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
 	if a.s.servesSotW() {
 		return a.s.xdsServer.StreamAggregatedResources(stream)
+	}
+	if !a.s.opts.SotWNeverAnswered {
+		a.s.log.printf("ads: SotW stream refused: kuma-cp %s serves delta ADS only", a.s.KumaVersion())
+		return sotwUnimplemented
 	}
 	a.s.log.printf("ads: SotW stream opened; it is never served (use DELTA_GRPC)")
 	for {

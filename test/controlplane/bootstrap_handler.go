@@ -194,7 +194,7 @@ func (s *Server) bootstrap(w http.ResponseWriter, r *http.Request, body []byte, 
 		adminPort:  adminPort,
 		reloadable: s.opts.ReloadableTokens,
 		runtime:    s.bootstrapRuntime(),
-		kuma:       s.opts.Kuma,
+		kuma:       s.Kuma(),
 	})
 	if err != nil {
 		writeEmpty(w, http.StatusInternalServerError)

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
@@ -71,6 +72,10 @@ type Options struct {
 	// when empty) or Kuma214 ("2.14", kuma-cp 2.14.3: SotW bootstrap and
 	// ADS, its version rule against 2.14.3; see doc.go).
 	Kuma string
+	// SotWNeverAnswered: in 3.0 mode a SotW stream is accepted and never
+	// answered, as kuma-cp master 348b6528 does (it registers SotW and
+	// wires no callbacks), instead of refused with Unimplemented.
+	SotWNeverAnswered bool
 
 	// PadClusterBytes, when positive, adds to every proxy's clusters one
 	// whose metadata carries that many bytes: a control plane sending
@@ -115,6 +120,7 @@ type BootstrapRecord struct {
 // Server is a running test control plane.
 type Server struct {
 	opts   Options
+	kuma   atomic.Pointer[string] // the release modelled now (Upgrade)
 	log    *logger
 	certs  *certs
 	tokens *tokenIssuer
@@ -211,6 +217,7 @@ func Start(opts Options) (*Server, error) {
 		epochDone: make(chan struct{}),
 		timings:   resolveTimings(opts),
 	}
+	s.kuma.Store(&kuma)
 	for _, m := range opts.Meshes {
 		s.meshes[m] = true
 	}

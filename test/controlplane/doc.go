@@ -149,7 +149,19 @@
 //     node, and the reverse), registration, the deregistration delay, the
 //     faults and the snapshots. Each protocol's go-control-plane stream ids
 //     are mapped to one id space (streamIDs). ProxyInfo.Protocol says which
-//     protocol a proxy's stream used. In 3.0 mode SotW is never answered.
+//     protocol a proxy's stream used. In 3.0 mode a SotW stream is
+//     refused with Unimplemented ("unknown method …"), as gRPC refuses a
+//     method it does not register and as kumahq/kuma#17040 describes 3.0;
+//     kuma-cp master 348b6528 still registers SotW and never answers it
+//     (no callbacks are wired for it), which Options.SotWNeverAnswered
+//     models. Both shapes are real; an agent must handle either.
+//   - Upgrade(kuma, down) replaces the control plane by the other release
+//     mid-run, as an operator does across kuma-cp's upgrade or rollback:
+//     connections drop, and it comes back on the same address, CA and
+//     token key with the new release's bootstrap, protocols and GET
+//     /version. The Dataplane store is emptied (kuma-cp's memory store
+//     restarts empty); meshes are kept, where a real operator applies them
+//     again.
 //   - A type with no resources since the node connected has the empty
 //     version (reconcile.go autoVersion against a cleared snapshot), which
 //     a SotW request carries until answered: that type is never answered.

@@ -83,7 +83,11 @@ func (s *Server) currentFaults() Faults {
 // are registrations sleeping CacheExpiration. Faults stay set. It returns
 // once the listener is back (or stays down because RefuseConnections is
 // set).
-func (s *Server) Restart(down time.Duration) error {
+func (s *Server) Restart(down time.Duration) error { return s.restart(down, nil) }
+
+// restart is Restart; whileDown, if set, runs once every connection is
+// dropped and before the listener is back.
+func (s *Server) restart(down time.Duration, whileDown func()) error {
 	s.dp.restartMu.Lock()
 	defer s.dp.restartMu.Unlock()
 
@@ -97,6 +101,9 @@ func (s *Server) Restart(down time.Duration) error {
 	s.closeAllLocked()
 	s.dp.mu.Unlock()
 	s.log.printf("dp-server restarting: down for %s; %d pending deregistrations dropped", down, dropped)
+	if whileDown != nil {
+		whileDown()
+	}
 
 	t := time.NewTimer(down)
 	defer t.Stop()

@@ -7,8 +7,9 @@ import (
 
 // The kuma-cp releases the test control plane models (Options.Kuma).
 const (
-	// Kuma30 is kuma-cp 3.0 (master): delta ADS only; SotW streams are
-	// accepted and never answered.
+	// Kuma30 is kuma-cp 3.0: delta ADS only; a SotW stream is refused as
+	// gRPC refuses an unregistered method (Unimplemented), or accepted and
+	// never answered with Options.SotWNeverAnswered (master 348b6528).
 	Kuma30 = "3.0"
 	// Kuma214 is kuma-cp 2.14.3: the bootstrap's ADS is SotW unless the
 	// request advertises feature-delta-grpc, and both protocols are served.
@@ -30,14 +31,15 @@ func resolveKuma(k string) (string, error) {
 	return k, nil
 }
 
-// Kuma is the release this control plane models (Kuma30 or Kuma214).
-func (s *Server) Kuma() string { return s.opts.Kuma }
+// Kuma is the release this control plane models now (Kuma30 or Kuma214);
+// Upgrade changes it.
+func (s *Server) Kuma() string { return *s.kuma.Load() }
 
 // KumaVersion is the kuma-cp version it stands for ("3.0.0", "2.14.3").
-func (s *Server) KumaVersion() string { return kumaReleases[s.opts.Kuma] }
+func (s *Server) KumaVersion() string { return kumaReleases[s.Kuma()] }
 
 // servesSotW: kuma-cp 2.14 wires its callbacks for SotW ADS too.
-func (s *Server) servesSotW() bool { return s.opts.Kuma == Kuma214 }
+func (s *Server) servesSotW() bool { return s.Kuma() == Kuma214 }
 
 // KumaInfo is GET /version.
 type KumaInfo struct {

@@ -27,7 +27,7 @@ func (s *Server) setSnapshotFor(nodeID string, dp *dataplane, node *corev3.Node,
 	pol := st.policies[nodeID].clone()
 	st.mu.Unlock()
 
-	snap, err := buildSnapshot(dp, node, pol, s.opts.Services, s.opts.Kuma, s.backendPortSection(dp.Mesh))
+	snap, err := buildSnapshot(dp, node, pol, s.opts.Services, s.Kuma(), s.backendPortSection(dp.Mesh))
 	if err != nil {
 		if atConnect {
 			s.xdsCache.ClearSnapshot(nodeID)
@@ -38,7 +38,7 @@ func (s *Server) setSnapshotFor(nodeID string, dp *dataplane, node *corev3.Node,
 	if s.opts.PadClusterBytes > 0 {
 		padClusters(snap, s.opts.PadClusterBytes)
 	}
-	if s.opts.Kuma == Kuma214 {
+	if s.Kuma() == Kuma214 {
 		s.unversionEmptyTypes(nodeID, snap, atConnect)
 	}
 	if err := s.xdsCache.SetSnapshot(s.ctx, nodeID, snap); err != nil {

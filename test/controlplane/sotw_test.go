@@ -89,7 +89,7 @@ func TestSotWIsServedOnlyIn214Mode(t *testing.T) {
 			node, tok := egressNode(t, s, "zp-egress-1")
 			c := dialSotW(t, s, tok, node)
 			if kuma == Kuma30 {
-				c.expectNoResponse(time.Second)
+				c.expectUnimplemented()
 				if ps := s.Proxies(); len(ps) != 0 {
 					t.Errorf("3.0 registered a SotW stream: %+v", ps)
 				}

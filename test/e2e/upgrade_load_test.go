@@ -45,11 +45,24 @@ func (f loadFailure) String() string {
 const loadAnswerWindow = 30 * time.Millisecond
 
 func startLoad(p harness.Proxy, perSecond int) *loadClient {
-	l := &loadClient{stop: make(chan struct{})}
-	targets := []struct{ addr, sni string }{
-		{net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Egress)), controlplane.DestinationSNI(p.Mesh, "egress")},
-		{net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Ingress)), controlplane.DestinationSNI(p.Mesh, "ingress")},
+	return startLoadOn(perSecond, zoneTarget(p, "egress"), zoneTarget(p, "ingress"))
+}
+
+// loadTarget is a zone listener and the SNI a sidecar sends it.
+type loadTarget struct{ addr, sni string }
+
+// zoneTarget is p's zone listener of role ("egress" or "ingress").
+func zoneTarget(p harness.Proxy, role string) loadTarget {
+	port := p.Egress
+	if role == "ingress" {
+		port = p.Ingress
 	}
+	return loadTarget{net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), controlplane.DestinationSNI(p.Mesh, role)}
+}
+
+// startLoadOn opens perSecond connections a second to targets in turn.
+func startLoadOn(perSecond int, targets ...loadTarget) *loadClient {
+	l := &loadClient{stop: make(chan struct{})}
 	l.done.Add(1)
 	go func() {
 		defer l.done.Done()
@@ -176,25 +189,9 @@ func TestSteadyLoadThroughReloadsAndEnvoyHandovers(t *testing.T) {
 			reload(fmt.Sprintf("bootstrap change %d", int(runtime)-1000), true)
 		}
 	}
-	tries, failures := load.finish()
-	probes, notReady := ready.finish()
+	tries, probes := checkLoad(t, agent, load, ready)
 	t.Logf("%d connections and %d /ready probes through %d reloads, %d Envoy upgrades, %d bootstrap changes in %s",
 		tries, probes, reloads, upgrades, bootstrapChanges, time.Since(from).Round(time.Second))
-	if !migratesQueuedConnections() {
-		// The kernel resets what waits in a closing listener's queue: the
-		// agent warns of it, and the package's sysctl.d sets it.
-		var kernel []loadFailure
-		failures, kernel = splitKernelResets(failures, listenerCloses(t, agent.Output()))
-		for _, f := range kernel {
-			t.Logf("reset by the kernel as the old Envoy closed its listener (net.ipv4.tcp_migrate_req is not 1 here): %s", f)
-		}
-	}
-	if len(failures) > 0 {
-		t.Errorf("%d of %d connections were refused or reset:\n%s", len(failures), tries, joinFailures(failures))
-	}
-	if len(notReady) > 0 {
-		t.Errorf("/ready was not 200 %d times of %d:\n%s", len(notReady), probes, strings.Join(notReady, "\n"))
-	}
 	if m := agentMetrics(t, p.Readiness); !strings.Contains(m, fmt.Sprintf(`zoneproxy_envoy_handovers_total{result="success"} %d`, upgrades+bootstrapChanges)) ||
 		!strings.Contains(m, fmt.Sprintf(`zoneproxy_reloads_total{result="ok"} %d`, reloads+upgrades+bootstrapChanges)) {
 		t.Errorf("metrics do not count %d reloads and %d handovers:\n%s", reloads+upgrades+bootstrapChanges, upgrades+bootstrapChanges, m)
@@ -319,4 +316,28 @@ func agentSeenBy(zone *harness.Zone, node string) string {
 		}
 	}
 	return ""
+}
+
+// checkLoad stops the load and the /ready watch and fails on any
+// connection refused or reset (but the kernel's, where it resets what
+// waits in a closing listener's queue: the agent warns of it, and the
+// package's sysctl.d sets it) and any /ready that was not 200.
+func checkLoad(t *testing.T, agent *harness.Agent, load *loadClient, ready *watcher) (tries, probes int) {
+	t.Helper()
+	tries, failures := load.finish()
+	probes, notReady := ready.finish()
+	if !migratesQueuedConnections() {
+		var kernel []loadFailure
+		failures, kernel = splitKernelResets(failures, listenerCloses(t, agent.Output()))
+		for _, f := range kernel {
+			t.Logf("reset by the kernel as the old Envoy closed its listener (net.ipv4.tcp_migrate_req is not 1 here): %s", f)
+		}
+	}
+	if len(failures) > 0 {
+		t.Errorf("%d of %d connections were refused or reset:\n%s", len(failures), tries, joinFailures(failures))
+	}
+	if len(notReady) > 0 {
+		t.Errorf("/ready was not 200 %d times of %d:\n%s", len(notReady), probes, strings.Join(notReady, "\n"))
+	}
+	return tries, probes
 }

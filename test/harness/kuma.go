@@ -23,7 +23,7 @@ func KumaOfRun() string {
 }
 
 // SkipOnKuma214 skips a test that pins kuma-cp 3.0's behaviour (delta on
-// the wire, SotW never answered) when the run models 2.14.
+// the wire, SotW refused) when the run models 2.14.
 func SkipOnKuma214(t testing.TB, why string) {
 	t.Helper()
 	if KumaOfRun() == controlplane.Kuma214 {

@@ -137,6 +137,9 @@ func (u *Upgrades) Handover(ctx context.Context, e *supervise.Serving, req upgra
 func (u *Upgrades) handover(ctx context.Context, e *supervise.Serving, req upgrade.Request) error {
 	kit := u.kit.Load()
 	mover := moverOf(kit)
+	if kit != nil {
+		mover = moverFor(mover, kit.Launch.Bootstrap, req.Bootstrap)
+	}
 	if mover != nil && req.Bootstrap != nil {
 		next := *kit
 		next.Launch = kit.Launch.WithBootstrap(req.Bootstrap)

@@ -99,6 +99,8 @@ type Upgrades struct {
 	place    atomic.Pointer[upgrade.Place]
 	retiring upgrade.Retirements
 	results  upgrade.Counts // zoneproxy_envoy_handovers_total
+
+	follow follow // follow.go: the control plane's ADS protocol
 }
 
 // held is what a reload hands over, kept as it is made.
@@ -131,6 +133,7 @@ func New(h Host) *Upgrades {
 	}
 	u := &Upgrades{h: h}
 	u.registerHandovers()
+	u.registerProtocolChanges()
 	return u
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/zoneproxy/zoneproxy/pkg/kuma/bootstrap"
 	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
 	"github.com/zoneproxy/zoneproxy/pkg/xds"
+	"github.com/zoneproxy/zoneproxy/pkg/xds/cpdial"
 )
 
 // After a reload, the adopted Envoy is replaced when it is not as this
@@ -52,24 +53,16 @@ func (u *Upgrades) adoptedEnvoyChanges(ctx context.Context) (reasons []string, d
 // of version ev would get and compares it with the running Envoy's.
 // Failing to ask is no reason to replace Envoy: it is logged.
 func (u *Upgrades) changedBootstrap(ctx context.Context, ev envoy.Version) ([]byte, string) {
-	kit := u.kit.Load()
-	u.hmu.Lock()
-	refetch := u.held.refetch
-	u.hmu.Unlock()
-	feature := u.h.Feature()
-	if refetch == nil || kit == nil || feature == nil || feature.Resumption() == nil {
-		return nil, ""
-	}
+	kit, feature := u.kit.Load(), u.h.Feature()
 	cannot := func(err error) ([]byte, string) {
 		u.h.Log.Warn("after the reload, cannot compare the control plane's bootstrap with the running Envoy's; Envoy keeps its bootstrap", zap.Error(err))
 		return nil, ""
 	}
-	fetched, err := refetch(ctx, ev)
-	if err != nil {
-		return cannot(err)
-	}
-	doc, up, err := xds.Rewrite(fetched, kit.Socket)
-	if err != nil {
+	doc, up, asked, err := u.offeredBootstrap(ctx, kit, feature, ev)
+	switch {
+	case !asked:
+		return nil, ""
+	case err != nil:
 		return cannot(err)
 	}
 	changed, err := xds.BootstrapChanges(kit.Launch.Bootstrap, doc, bootstrap.AgentBuildFields...)
@@ -109,4 +102,23 @@ func (u *Upgrades) restoreBootstrap(log *zap.Logger) {
 	if _, err := kit.Launch.Write(kit.Launch.A.Bootstrap, kit.Launch.Bootstrap); err != nil {
 		log.Warn("cannot put the running Envoy's bootstrap back; a reload may hand over again", zap.Error(err))
 	}
+}
+
+// offeredBootstrap asks the control plane for the bootstrap a start of an
+// Envoy of version ev would get, rewritten for the relay, and where it
+// points the relay. asked is false when there is nothing to ask with: no
+// bootstrap request kept, no Envoy launched yet, or direct mode.
+func (u *Upgrades) offeredBootstrap(ctx context.Context, kit *Kit, feature Feature, ev envoy.Version) (doc []byte, up cpdial.Target, asked bool, err error) {
+	u.hmu.Lock()
+	refetch := u.held.refetch
+	u.hmu.Unlock()
+	if refetch == nil || kit == nil || feature == nil || feature.Resumption() == nil {
+		return nil, up, false, nil
+	}
+	fetched, err := refetch(ctx, ev)
+	if err != nil {
+		return nil, up, true, err
+	}
+	doc, up, err = xds.Rewrite(fetched, kit.Socket)
+	return doc, up, true, err
 }

@@ -137,6 +137,8 @@ type handoverState struct {
 	on      bool
 	serving int      // the serving Envoy's process (group)
 	standby *session // the new Envoy's newest ADS session
+	// change is a new Envoy of another ADS protocol (protocolchange.go).
+	change protocolChange
 }
 
 // BeginHandover makes the ADS streams of any process but serving (and its
@@ -147,6 +149,7 @@ func (r *Relay) BeginHandover(serving int) {
 	r.hand.mu.Lock()
 	defer r.hand.mu.Unlock()
 	r.hand.on, r.hand.serving, r.hand.standby = true, serving, nil
+	r.hand.change.begin()
 }
 
 // EndHandover ends the handover, done or not. A standby that did not adopt
@@ -155,6 +158,7 @@ func (r *Relay) EndHandover() {
 	r.hand.mu.Lock()
 	defer r.hand.mu.Unlock()
 	r.hand.on, r.hand.standby = false, nil
+	r.hand.change.end()
 }
 
 // ErrHandoverNotReady: the switch found no quiet moment in time.
@@ -167,6 +171,9 @@ func (r *Relay) CompleteHandover(ctx context.Context) error {
 	defer tick.Stop()
 	var last error
 	for {
+		if s := r.freshSession(); s != nil {
+			return r.completeProtocolChange(ctx, s)
+		}
 		r.hand.mu.Lock()
 		s := r.hand.standby
 		r.hand.mu.Unlock()

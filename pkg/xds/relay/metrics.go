@@ -94,7 +94,7 @@ func (c relayCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(cachedConfigDesc, prometheus.GaugeValue, inUse)
 	ch <- prometheus.MustNewConstMetric(cachedConfigAgeDesc, prometheus.GaugeValue, age)
-	for _, s := range []UpstreamState{Connected, Held, AnotherProxy, Unreachable, Refused, Withdrawn} {
+	for _, s := range []UpstreamState{Connected, Held, AnotherProxy, Unreachable, Refused, Withdrawn, Unserved, Unanswered} {
 		v := 0.0
 		if s == st.Upstream.State {
 			v = 1

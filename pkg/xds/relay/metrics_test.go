@@ -61,7 +61,9 @@ zoneproxy_xds_upstream{state="another-proxy"} 0
 zoneproxy_xds_upstream{state="connected"} 0
 zoneproxy_xds_upstream{state="held"} 0
 zoneproxy_xds_upstream{state="refused"} 0
+zoneproxy_xds_upstream{state="unanswered"} 0
 zoneproxy_xds_upstream{state="unreachable"} 0
+zoneproxy_xds_upstream{state="unserved"} 0
 zoneproxy_xds_upstream{state="withdrawn"} 0
 `
 	if err := testutil.CollectAndCompare(r.Metrics(), strings.NewReader(want)); err != nil {
@@ -106,7 +108,9 @@ zoneproxy_xds_upstream{state="another-proxy"} 0
 zoneproxy_xds_upstream{state="connected"} 0
 zoneproxy_xds_upstream{state="held"} 0
 zoneproxy_xds_upstream{state="refused"} 0
+zoneproxy_xds_upstream{state="unanswered"} 0
 zoneproxy_xds_upstream{state="unreachable"} 1
+zoneproxy_xds_upstream{state="unserved"} 0
 zoneproxy_xds_upstream{state="withdrawn"} 0
 `
 	want = strings.ReplaceAll(want, `\ufffd`, "\ufffd")

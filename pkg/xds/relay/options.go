@@ -57,9 +57,13 @@ type Options struct {
 	// Envoy's ADS cluster allows 1 s to connect, TLS adds round trips). A
 	// control plane that does not answer within it counts as unreachable.
 	ConnectTimeout time.Duration
-	Log            *zap.Logger
-	Events         Events
-	Now            func() time.Time
+	// UnansweredAfter is how long an accepted ADS stream goes without a
+	// response before the relay says so (Events.Unanswered); default
+	// DefaultUnansweredAfter.
+	UnansweredAfter time.Duration
+	Log             *zap.Logger
+	Events          Events
+	Now             func() time.Time
 }
 
 // Events are called from the relay's goroutines, so they must not block.
@@ -77,6 +81,9 @@ type Events struct {
 	CachedConfig func(CacheState)
 	// Upstream: what the control plane makes of this proxy changed.
 	Upstream func(Upstream)
+	// Unanswered: the control plane accepted an ADS stream of protocol
+	// ("delta" or "state-of-the-world") and has not answered it in time.
+	Unanswered func(UnansweredStream)
 }
 
 // Upstream is what the control plane is expected to make of this proxy,
@@ -111,6 +118,14 @@ const (
 	// listeners close (a stop or a drain): its Dataplane is registered
 	// with its egress listeners NotReady.
 	Withdrawn UpstreamState = "withdrawn"
+	// Unserved: the control plane refused the ADS protocol Envoy speaks as
+	// gRPC refuses a method it does not serve (Unimplemented): kuma-cp 3.0
+	// and state of the world. It answers, so it is not Unreachable.
+	Unserved UpstreamState = "unserved"
+	// Unanswered: the control plane accepted the stream and has not
+	// answered it for Options.UnansweredAfter (kuma-cp master on a state
+	// of the world stream, or a control plane that is slow to build it).
+	Unanswered UpstreamState = "unanswered"
 	// NoStream: the proxy's stream was closed and none is open, e.g. after
 	// a withdrawal that failed before it reached the control plane.
 	NoStream UpstreamState = ""
@@ -137,6 +152,10 @@ type StreamError struct {
 	// neither relayed nor cached. Retrying is set too: the cache serves
 	// meanwhile, if it may.
 	TooLarge bool
+	// Unserved: the control plane does not serve this ADS protocol
+	// (Unimplemented). Retrying is set too: the cache serves meanwhile, if
+	// it may, and the agent decides whether Envoy must change protocol.
+	Unserved bool
 	// Attempt and Next: the relay's own retry (Retrying, or reconnection
 	// attempts while Envoy runs from the cache); zero when Envoy's
 	// reconnect is the retry.

@@ -95,6 +95,9 @@ func New(opts Options) (*Relay, error) {
 	if opts.Backoff.Max < opts.Backoff.Initial {
 		opts.Backoff.Max = 5 * opts.Backoff.Initial
 	}
+	if opts.UnansweredAfter <= 0 {
+		opts.UnansweredAfter = DefaultUnansweredAfter
+	}
 	if opts.MaxResponseBytes <= 0 {
 		opts.MaxResponseBytes = DefaultMaxResponseBytes
 	}
@@ -239,13 +242,18 @@ func (r *Relay) serve(kind streamKind, stream grpc.ServerStream) error {
 	observed := make(chan struct{})
 	s.observedDone, s.detach, s.pid, s.ctx = observed, make(chan struct{}), peerPID(stream.Context()), ctx
 	// A handover's new Envoy (handover.go) stands by beside the serving one.
-	standby := kind.exclusive() && r.isStandby(s.pid)
+	fresh := kind.exclusive() && r.changesProtocol(kind, s)
+	if !fresh && kind.exclusive() && r.isRetired(kind) {
+		return parkRetired(stream)
+	}
+	standby := !fresh && kind.exclusive() && r.isStandby(s.pid)
 	var prev <-chan struct{}
 	if kind.exclusive() && !standby { // ADS: one stream at a time; HDS runs beside it
 		prev = r.observeAfter(observed)
 		r.mu.Lock()
 		r.subs = s.subs // the newest Envoy stream's node, for a withdrawal
 		r.mu.Unlock()
+		r.hand.sawKind(kind)
 	}
 	go s.observeAll(prev, observed)
 	defer func() { close(s.toObserver); <-observed }() // Envoy's state is complete when it returns

@@ -30,6 +30,10 @@ func (r *Relay) report(kind streamKind, err error, attempt int, next time.Durati
 		r.reportTooLarge(kind, se)
 		return se
 	}
+	if se.Unserved {
+		r.reportUnserved(kind, se)
+		return se
+	}
 	if !se.Local {
 		r.met.streamError(se.Code.String())
 		state := Refused
@@ -177,6 +181,9 @@ func (r *Relay) useCache(s *lkgcache.Snapshot, why StreamError) {
 		}
 		if why.TooLarge {
 			msg = "the control plane's response is over the relay's size bound; serving Envoy its last-known-good configuration"
+		}
+		if why.Unserved {
+			msg = "the control plane does not serve the ADS protocol Envoy speaks; serving Envoy its last-known-good configuration"
 		}
 		r.log.Info(msg, zap.Time("confirmed", s.WrittenAt), zap.Duration("age", s.Age(st.Since).Round(1e9)))
 		if f := r.opts.Events.CachedConfig; f != nil {

@@ -122,6 +122,9 @@ func (s *session) run(ctx context.Context) error {
 		if errors.Is(err, errSuperseded) {
 			return status.Error(codes.Aborted, errSuperseded.Error())
 		}
+		if errors.Is(err, errRetiredKind) {
+			return s.park(ctx)
+		}
 		if errors.Is(err, io.EOF) {
 			// Ended without an error: so ends Envoy's, which reconnects.
 			s.r.log.Info("the control plane closed the stream", zap.String("stream", s.kind.name()))
@@ -136,7 +139,7 @@ func (s *session) run(ctx context.Context) error {
 			next = s.r.opts.Backoff.Delay(attempt)
 		}
 		se = s.r.report(s.kind, err, attempt, next)
-		if (se.Unreachable || se.Held || se.TooLarge) && s.kind.cacheable() {
+		if (se.Unreachable || se.Held || se.TooLarge || se.Unserved) && s.kind.cacheable() {
 			// kuma-cp holds the stream of this node's previous run (a
 			// restart), or cannot be reached: Envoy serves its last-known-good
 			// configuration meanwhile, if it may.
@@ -380,7 +383,7 @@ func (s *session) serveCache(ctx context.Context, snap *lkgcache.Snapshot, why S
 				return nil, nil, nil
 			case errors.Is(res.err, errSuperseded):
 				return nil, nil, status.Error(codes.Aborted, errSuperseded.Error())
-			case errors.Is(res.err, errWithdrawn):
+			case errors.Is(res.err, errWithdrawn), errors.Is(res.err, errRetiredKind):
 				return nil, nil, s.park(ctx)
 			}
 			return nil, nil, envoyStatus(res.err)
@@ -459,6 +462,9 @@ func (r *Relay) open(ctx context.Context, kind streamKind, replay [][]byte) (*up
 	if r.isWithdrawn() {
 		return nil, errWithdrawn // the withdrawn Dataplane's stream holds the node
 	}
+	if r.isRetired(kind) {
+		return nil, errRetiredKind // a new Envoy speaks the control plane's protocol now
+	}
 	if r.active != nil {
 		r.active.superseded.Store(true)
 		r.active.close()
@@ -467,6 +473,7 @@ func (r *Relay) open(ctx context.Context, kind streamKind, replay [][]byte) (*up
 	u, err := r.dialUpstream(ctx, kind.method(), replay)
 	if err == nil {
 		r.active = u
+		r.watchUnanswered(kind, u)
 	}
 	return u, err
 }
@@ -529,7 +536,7 @@ func (r *Relay) probe(ctx, streamCtx context.Context, kind streamKind, why Strea
 		if ctx.Err() != nil {
 			return probeResult{err: ctx.Err()}
 		}
-		if errors.Is(err, errWithdrawn) {
+		if errors.Is(err, errWithdrawn) || errors.Is(err, errRetiredKind) {
 			return probeResult{err: err}
 		}
 		next = r.opts.Backoff.Delay(attempt + 1)
@@ -573,6 +580,8 @@ func classify(err error) StreamError {
 		se.Retrying, se.Held = true, true
 	case isTooLarge(st):
 		se.Retrying, se.TooLarge = true, true
+	case se.Code == codes.Unimplemented:
+		se.Retrying, se.Unserved = true, true
 	case se.Code == codes.Unavailable || se.Code == codes.DeadlineExceeded:
 		se.Unreachable = true
 	}

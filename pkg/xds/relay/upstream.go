@@ -37,6 +37,8 @@ type upstream struct {
 	// previous one; the connection is kept for the next attempt.
 	held      atomic.Bool
 	closeOnce sync.Once
+	// answered: the control plane sent a response; closed: close ran.
+	answered, closed atomic.Bool
 
 	// A handover (handover.go) moves the stream from one Envoy session to
 	// another: target is the session the control plane's responses go to,
@@ -61,6 +63,7 @@ func (u *upstream) recv() ([]byte, error) {
 	if err := u.stream.RecvMsg(f); err != nil {
 		return nil, u.ended(err)
 	}
+	u.answered.Store(true)
 	return f.b, nil
 }
 
@@ -70,6 +73,7 @@ func (u *upstream) recvFrame() (*receivedFrame, error) {
 	if err := u.stream.RecvMsg(f); err != nil {
 		return nil, u.ended(err)
 	}
+	u.answered.Store(true)
 	return f, nil
 }
 
@@ -93,6 +97,7 @@ func (u *upstream) finalStatus() error {
 
 func (u *upstream) close() {
 	u.closeOnce.Do(func() {
+		u.closed.Store(true)
 		u.unlink()
 		u.cancel()
 		switch {

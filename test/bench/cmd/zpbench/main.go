@@ -128,7 +128,7 @@ func loadSettings() (settings, error) {
 }
 
 // figureNames are the figures ZPBENCH_FIGURES may pick, in report order.
-var figureNames = []string{"startup", "cached", "mesh", "waiters", "idle", "scrape", "relay", "restart", "hung", "egress-stop", "egress-restart", "egress-holdback", "upgrade", "large"}
+var figureNames = []string{"startup", "cached", "mesh", "waiters", "idle", "scrape", "relay", "restart", "hung", "egress-stop", "egress-restart", "egress-holdback", "upgrade", "kuma-upgrade", "large"}
 
 func allFigures() map[string]bool {
 	m := map[string]bool{}

@@ -35,6 +35,11 @@ func (b *bed) measureRestarts(m *measured) {
 		res, err := b.upgradeFigure()
 		m.upgrade, m.errs["upgrade"] = &res, err
 	}
+	if b.s.figures["kuma-upgrade"] {
+		progress("a zone egress under %d sidecar connections per second while kuma-cp goes 2.14 → 3.0 → 2.14 → 3.0", b.s.egressRate)
+		res, err := b.kumaUpgradeFigure()
+		m.kumaUpgrade, m.errs["kuma-upgrade"] = &res, err
+	}
 }
 
 func (m *measured) restartFigureRows(s settings) []row {
@@ -56,6 +61,9 @@ func (m *measured) restartFigureRows(s settings) []row {
 	}
 	if s.figures["upgrade"] {
 		rows = append(rows, m.upgradeRows(s)...)
+	}
+	if s.figures["kuma-upgrade"] {
+		rows = append(rows, m.kumaUpgradeRows()...)
 	}
 	return rows
 }
@@ -79,5 +87,8 @@ func writeRestartFigureDetails(w io.Writer, m *measured, s settings) {
 	}
 	if r := m.upgrade; r != nil && m.errs["upgrade"] == nil {
 		writeUpgradeDetails(w, r, s)
+	}
+	if r := m.kumaUpgrade; r != nil && m.errs["kuma-upgrade"] == nil {
+		writeKumaUpgradeDetails(w, r)
 	}
 }

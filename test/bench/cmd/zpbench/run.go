@@ -26,6 +26,7 @@ type measured struct {
 	egressStop   *egressStopResult
 	holdback     *holdbackResult
 	upgrade      *upgradeResult
+	kumaUpgrade  *kumaUpgradeResult
 	large        *largeResult
 	an           *analysis
 	errs         map[string]error
