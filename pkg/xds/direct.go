@@ -29,24 +29,10 @@ func withAgentBuild(doc []byte, set func(md *structpb.Struct, deltaADS bool)) []
 	if node.Metadata == nil {
 		node.Metadata = &structpb.Struct{}
 	}
-	set(node.Metadata, adsIsDelta(o))
+	delta, _ := adsIsDelta(o) // none, or unreadable: state of the world
+	set(node.Metadata, delta)
 	if o.SetProto("node", node) != nil {
 		return doc
 	}
 	return o.JSON()
-}
-
-// adsIsDelta: the bootstrap asks for delta ADS (kuma-cp 3.0); a missing
-// or unreadable ADS section reads as state of the world.
-func adsIsDelta(o *bootstrapdoc.Object) bool {
-	dyn := o.Object("dynamic_resources")
-	if dyn == nil {
-		return false
-	}
-	ads := &corev3.ApiConfigSource{}
-	if ok, err := dyn.DecodeKnown("ads_config", ads); !ok || err != nil {
-		return false
-	}
-	t := ads.GetApiType()
-	return t == corev3.ApiConfigSource_DELTA_GRPC || t == corev3.ApiConfigSource_AGGREGATED_DELTA_GRPC
 }

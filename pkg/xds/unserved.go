@@ -32,6 +32,11 @@ func ADSIsDelta(doc []byte) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	return adsIsDelta(top)
+}
+
+// adsIsDelta is ADSIsDelta of a parsed bootstrap.
+func adsIsDelta(top *bootstrapdoc.Object) (bool, error) {
 	ads := top.Object("dynamic_resources").Object("ads_config")
 	if ads == nil {
 		return false, errors.New("the bootstrap has no dynamic_resources.ads_config")
