@@ -2,7 +2,9 @@ package agent
 
 import (
 	"context"
+	"math/rand/v2"
 	"sync/atomic"
+	"time"
 
 	"github.com/zoneproxy/zoneproxy/pkg/upgrade/inplace"
 )
@@ -23,7 +25,44 @@ func (a *Agent) checkProtocol(why string, unserved bool) {
 	if ctx == nil || (*ctx).Err() != nil {
 		return
 	}
-	go a.up.FollowControlPlane(*ctx, why, unserved)
+	go func() {
+		if !sleepCtx(*ctx, followDelay(unserved, randDuration)) {
+			return
+		}
+		a.up.FollowControlPlane(*ctx, why, unserved)
+	}()
+}
+
+// afterOutageSpread spreads the bootstrap request that checks a control
+// plane back from an outage: every proxy of the zone makes it then, on top
+// of its new stream, and a rollback waits a little longer for nothing.
+// A refusal of Envoy's protocol is checked at once: Envoy gets no live
+// configuration until it is.
+const afterOutageSpread = 3 * time.Second
+
+// followDelay is how long the check waits; draw picks in [0, n).
+func followDelay(unserved bool, draw func(n time.Duration) time.Duration) time.Duration {
+	if unserved {
+		return 0
+	}
+	return draw(afterOutageSpread)
+}
+
+func randDuration(n time.Duration) time.Duration { return rand.N(n) }
+
+// sleepCtx waits d, and reports false if ctx ends first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // protocolChangeStatus adds the last change of ADS protocol to st: while
