@@ -224,6 +224,9 @@ func writeInstance(w io.Writer, in instanceStatus) {
 	if s.Drain != "" {
 		row("drain", s.Drain)
 	}
+	if s.Stop != "" {
+		row("stopping", stopWords[s.Stop])
+	}
 	cp := "Envoy talks to the control plane directly"
 	if s.ControlPlane.State != "" {
 		cp = string(s.ControlPlane.State) + ": " + s.ControlPlane.Says
@@ -231,9 +234,18 @@ func writeInstance(w io.Writer, in instanceStatus) {
 		cp = s.ControlPlane.Says
 	}
 	row("control plane", cp)
+	if pc := s.ProtocolChange; pc != nil {
+		row("ADS protocol", pc.State+" since "+pc.Since.UTC().Format(time.RFC3339)+": "+pc.Says)
+	}
 	if in.Note != "" {
 		row("note", in.Note)
 	}
+}
+
+// stopWords say what a stop under way does with kuma-cp's egress set.
+var stopWords = map[string]string{
+	"restart": "for a restart: the proxy comes straight back (a zone egress stays in kuma-cp's egress set)",
+	"stop":    "for a stop (a zone egress leaves kuma-cp's egress set first)",
 }
 
 func envoyLine(e *agent.EnvoyStatus) string {
