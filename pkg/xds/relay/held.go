@@ -31,9 +31,17 @@ func isHeld(err error) bool {
 // stream costs kuma-cp its authentication and one map look-up, no TLS
 // handshake. The new stream is then accepted within about 200 ms of the
 // release, which bounds the time kuma-cp has no Dataplane for the proxy.
+// From heldReleaseDue on, when kuma-cp's default delay (10 s) is about to
+// end, the relay asks every heldSoonMin to heldSoonMax: kuma-cp's store
+// cache (1 s) may hand the zone's sidecars a list without the proxy if it
+// fills during that gap, so a shorter gap is a smaller chance of a second
+// without this zone egress.
 const (
-	heldRetryMin = 100 * time.Millisecond
-	heldRetryMax = 300 * time.Millisecond
+	heldRetryMin   = 100 * time.Millisecond
+	heldRetryMax   = 300 * time.Millisecond
+	heldReleaseDue = 8 * time.Second
+	heldSoonMin    = 25 * time.Millisecond
+	heldSoonMax    = 75 * time.Millisecond
 )
 
 // heldPatience is far past any deregistration delay an operator sets:
@@ -53,8 +61,11 @@ func (h *heldRetries) next(b backoff.Backoff, now time.Time) time.Duration {
 	if h.since.IsZero() {
 		h.since = now
 	}
-	if now.Sub(h.since) < heldPatience {
+	switch held := now.Sub(h.since); {
+	case held < heldReleaseDue:
 		return heldRetryMin + rand.N(heldRetryMax-heldRetryMin)
+	case held < heldPatience:
+		return heldSoonMin + rand.N(heldSoonMax-heldSoonMin)
 	}
 	h.n++
 	return b.Delay(h.n)
