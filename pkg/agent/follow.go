@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zoneproxy/zoneproxy/pkg/backoff"
 	"github.com/zoneproxy/zoneproxy/pkg/upgrade/inplace"
 )
 
@@ -26,7 +27,7 @@ func (a *Agent) checkProtocol(why string, unserved bool) {
 		return
 	}
 	go func() {
-		if !sleepCtx(*ctx, followDelay(unserved, randDuration)) {
+		if !backoff.Sleep(*ctx, followDelay(unserved, randDuration)) {
 			return
 		}
 		a.up.FollowControlPlane(*ctx, why, unserved)
@@ -49,21 +50,6 @@ func followDelay(unserved bool, draw func(n time.Duration) time.Duration) time.D
 }
 
 func randDuration(n time.Duration) time.Duration { return rand.N(n) }
-
-// sleepCtx waits d, and reports false if ctx ends first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
 
 // protocolChangeStatus adds the last change of ADS protocol to st: while
 // it is under way, it is what the control plane makes of the proxy.

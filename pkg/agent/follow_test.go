@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"testing"
 	"time"
 )
@@ -30,16 +29,5 @@ func TestTheProtocolCheckAfterAnOutageIsSpread(t *testing.T) {
 		if d := followDelay(false, randDuration); d < 0 || d >= afterOutageSpread {
 			t.Fatalf("a drawn delay of %v is outside [0, %v)", d, afterOutageSpread)
 		}
-	}
-}
-
-func TestSleepCtxEndsWithItsContext(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if sleepCtx(ctx, time.Hour) {
-		t.Error("sleepCtx slept on past its context's end")
-	}
-	if !sleepCtx(context.Background(), 0) {
-		t.Error("no wait reported as cut short")
 	}
 }

@@ -1,8 +1,10 @@
 // Package backoff holds the jittered exponential backoff and the clock that
-// the bootstrap loop and the xDS relay's reconnects share.
+// the bootstrap loop and the xDS relay's reconnects share, and a sleep
+// that ends with its context.
 package backoff
 
 import (
+	"context"
 	"math/rand/v2"
 	"time"
 )
@@ -50,4 +52,19 @@ func (b Backoff) Delay(n int) time.Duration {
 		return b.Max - time.Duration(r()*float64(b.Max)/4)
 	}
 	return d - time.Duration(r()*float64(d)*3/4)
+}
+
+// Sleep waits d, and reports false if ctx ends first.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }

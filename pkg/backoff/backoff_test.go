@@ -1,6 +1,7 @@
 package backoff
 
 import (
+	"context"
 	"math"
 	"testing"
 	"time"
@@ -40,5 +41,19 @@ func TestDelayNeverOverflows(t *testing.T) {
 		if d := b.Delay(n); d < 250*time.Millisecond {
 			t.Fatalf("Delay(%d) = %v with Max %v", n, d, b.Max)
 		}
+	}
+}
+
+func TestSleepEndsWithItsContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if Sleep(ctx, time.Hour) {
+		t.Error("Sleep slept on past its context's end")
+	}
+	if Sleep(ctx, 0) {
+		t.Error("no wait on an ended context reported as done")
+	}
+	if !Sleep(context.Background(), 0) || !Sleep(context.Background(), time.Millisecond) {
+		t.Error("a wait that ran its course reported as cut short")
 	}
 }

@@ -7,7 +7,12 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/zoneproxy/zoneproxy/pkg/backoff"
 )
+
+// sleep waits, or ends early with its context (false).
+var sleep = backoff.Sleep
 
 // readLoop reads the FIFO until Close, then takes what is left in it.
 func (s *Streamer) readLoop() {
