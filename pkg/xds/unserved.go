@@ -49,12 +49,7 @@ func adsIsDelta(top *bootstrapdoc.Object) (bool, error) {
 }
 
 // ProtocolName names an ADS protocol as messages say it.
-func ProtocolName(delta bool) string {
-	if delta {
-		return "delta"
-	}
-	return "state-of-the-world"
-}
+func ProtocolName(delta bool) string { return relay.ProtocolName(delta) }
 
 // unserved tells the agent the control plane refused Envoy's protocol.
 func (w *watch) unserved() {

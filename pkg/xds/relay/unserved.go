@@ -23,18 +23,22 @@ const DefaultUnansweredAfter = 10 * time.Second
 
 // UnansweredStream is an accepted ADS stream the control plane has not answered.
 type UnansweredStream struct {
-	Protocol string // "delta" or "state-of-the-world"
-	Delta    bool
-	After    time.Duration
+	Delta bool
+	After time.Duration
 }
 
-// Protocol names an ADS kind as the agent says it.
-func protocolOf(kind streamKind) string {
-	if kind.incremental() {
+// Protocol names the stream's ADS protocol.
+func (u UnansweredStream) Protocol() string { return ProtocolName(u.Delta) }
+
+// ProtocolName names an ADS protocol as messages say it.
+func ProtocolName(delta bool) string {
+	if delta {
 		return "delta"
 	}
 	return "state-of-the-world"
 }
+
+func protocolOf(kind streamKind) string { return ProtocolName(kind.incremental()) }
 
 // watchUnanswered says so when u, an ADS stream, is still unanswered
 // after Options.UnansweredAfter.
@@ -51,7 +55,7 @@ func (r *Relay) watchUnanswered(kind streamKind, u *upstream) {
 		r.log.Warn("the control plane accepted this proxy's configuration stream and has not answered it; it may no longer serve the ADS protocol Envoy speaks (kuma-cp 3.0 serves delta only)",
 			zap.String("stream", kind.name()), zap.Duration("after", after))
 		if f := r.opts.Events.Unanswered; f != nil {
-			f(UnansweredStream{Protocol: protocolOf(kind), Delta: kind.incremental(), After: after})
+			f(UnansweredStream{Delta: kind.incremental(), After: after})
 		}
 	})
 }

@@ -54,7 +54,7 @@ func TestAControlPlaneThatNoLongerServesTheProtocolIsNotUnreachable(t *testing.T
 				if tc.unanswered {
 					mu.Lock()
 					defer mu.Unlock()
-					return len(unanswered) > 0 && unanswered[0].Protocol == "state-of-the-world" && !unanswered[0].Delta
+					return len(unanswered) > 0 && unanswered[0].Protocol() == "state-of-the-world" && !unanswered[0].Delta
 				}
 				for _, se := range e.errs {
 					if se.Unserved && !se.Unreachable && se.Code == codes.Unimplemented {
