@@ -141,6 +141,7 @@ func New(o Options) *Agent {
 			a.opts.Metrics.EnvoyStarted(admin.PrometheusStats)
 		}})
 	a.listeners = newListenWatch(a)
+	a.follow.up = a.up
 	if c := o.Config; c != nil {
 		o.Metrics.SetIdentity(c.Mesh, string(c.Role), c.Name)
 	}

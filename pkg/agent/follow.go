@@ -15,14 +15,16 @@ import (
 // feature says when to check, and the upgrades check and hand over
 // (inplace.Upgrades.FollowControlPlane).
 
-// protocolFollow holds the context the checks run in: runEnvoy's.
+// protocolFollow holds the context the checks run in (runEnvoy's) and
+// the upgrades that check and hand over.
 type protocolFollow struct {
 	ctx atomic.Pointer[context.Context]
+	up  *inplace.Upgrades
 }
 
-// checkProtocol is xds.Hooks.CheckProtocol: it must not block.
-func (a *Agent) checkProtocol(why string, unserved bool) {
-	ctx := a.follow.ctx.Load()
+// check is xds.Hooks.CheckProtocol: it must not block.
+func (f *protocolFollow) check(why string, unserved bool) {
+	ctx := f.ctx.Load()
 	if ctx == nil || (*ctx).Err() != nil {
 		return
 	}
@@ -30,7 +32,7 @@ func (a *Agent) checkProtocol(why string, unserved bool) {
 		if !backoff.Sleep(*ctx, followDelay(unserved, randDuration)) {
 			return
 		}
-		a.up.FollowControlPlane(*ctx, why, unserved)
+		f.up.FollowControlPlane(*ctx, why, unserved)
 	}()
 }
 
@@ -51,10 +53,10 @@ func followDelay(unserved bool, draw func(n time.Duration) time.Duration) time.D
 
 func randDuration(n time.Duration) time.Duration { return rand.N(n) }
 
-// protocolChangeStatus adds the last change of ADS protocol to st: while
-// it is under way, it is what the control plane makes of the proxy.
-func (a *Agent) protocolChangeStatus(st *Status) {
-	pc := a.up.ProtocolChange()
+// status adds the last change of ADS protocol to st: while it is under
+// way, it is what the control plane makes of the proxy.
+func (f *protocolFollow) status(st *Status) {
+	pc := f.up.ProtocolChange()
 	if pc == nil {
 		return
 	}

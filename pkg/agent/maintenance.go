@@ -100,7 +100,7 @@ func (a *Agent) serve(ctx context.Context, e *supervised) error {
 		}
 		// Always: a withdrawal that failed half way must not keep the
 		// next Envoy from its stream (Rejoin is a no-op otherwise).
-		a.rejoin()
+		a.xds.rejoin()
 		a.egressWithdrawn = false
 		// An undrain: a drained Envoy never accepts connections again.
 		a.log.Info("undrain: restarting Envoy, since a drained Envoy never accepts connections again", zap.Int("pid", e.Proc.PID()))
@@ -146,7 +146,7 @@ func (a *Agent) watchListeners(ctx context.Context, e *supervised) (serveEnd, up
 func (a *Agent) maintenanceDrain(ctx context.Context, e *supervised) serveEnd {
 	if a.cfg.Role.HasEgress() && a.xds.get() != nil {
 		a.tracker.Set(state.Draining, withdrawingWords("draining for maintenance"))
-		a.egressWithdrawn = a.withdrawEgress(ctx.Done())
+		a.egressWithdrawn = a.xds.withdrawEgress(true, ctx.Done(), a.tracker)
 	}
 	a.failingSince = time.Now()
 	w := supervise.NewWindow(a.failingSince, a.cfg.DrainMin, a.cfg.DrainTime)

@@ -104,7 +104,7 @@ func (a *Agent) startXDS(wd *workDir, doc []byte, cached *xds.Cached, cache *xds
 			// The relay logs and counts rejections; a zone listener Envoy
 			// could not bind is the listener check's to explain and retry.
 			Rejected:      func(r xds.Rejection) { a.listeners.Rejected(r.TypeURL, r.Message, r.FromCache) },
-			CheckProtocol: a.checkProtocol,
+			CheckProtocol: a.follow.check,
 		},
 	})
 	if err != nil {

@@ -89,28 +89,28 @@ func (s *stopIntent) settled() (stopKind, bool) {
 	}
 }
 
-// readStop settles what the stop signal sig is for, off the signal loop:
-// systemd may take up to sdjob.AskTimeout to answer.
-func (a *Agent) readStop(sig os.Signal) {
-	a.stopAs.asked.Store(true)
+// read settles what the stop signal sig is for, off the signal loop:
+// systemd (ask) may take up to sdjob.AskTimeout to answer.
+func (s *stopIntent) read(sig os.Signal, ask StopJob, log *zap.Logger) {
+	s.asked.Store(true)
 	if sig == RestartSignal {
-		a.stopAs.settle(stopKind{restart: true, why: "SIGUSR1 asked for a restart"})
+		s.settle(stopKind{restart: true, why: "SIGUSR1 asked for a restart"})
 		return
 	}
 	if os.Getenv("INVOCATION_ID") == "" {
-		a.stopAs.settle(stopKind{why: sig.String() + " outside systemd (SIGUSR1 asks for a restart)"})
+		s.settle(stopKind{why: sig.String() + " outside systemd (SIGUSR1 asks for a restart)"})
 		return
 	}
 	go func() {
-		restart, err := a.opts.StopJob(context.Background())
+		restart, err := ask(context.Background())
 		switch {
 		case err != nil:
-			a.log.Warn("cannot ask systemd whether this stop is a restart; taking it for a stop", zap.Error(err))
-			a.stopAs.settle(stopKind{why: "systemd's job unknown"})
+			log.Warn("cannot ask systemd whether this stop is a restart; taking it for a stop", zap.Error(err))
+			s.settle(stopKind{why: "systemd's job unknown"})
 		case restart:
-			a.stopAs.settle(stopKind{restart: true, why: "systemd's job for the unit is a restart"})
+			s.settle(stopKind{restart: true, why: "systemd's job for the unit is a restart"})
 		default:
-			a.stopAs.settle(stopKind{why: "systemd's job for the unit is a stop"})
+			s.settle(stopKind{why: "systemd's job for the unit is a stop"})
 		}
 	}()
 }
@@ -132,7 +132,7 @@ func (a *Agent) stopServing(e *supervised) {
 	}
 	if !kind.restart && !a.egressWithdrawn {
 		a.tracker.SetDraining(withdrawingWords("draining"), time.Now().Add(WithdrawTime+a.cfg.DrainTime))
-		a.egressWithdrawn = a.withdrawEgress(a.skipDrain)
+		a.egressWithdrawn = a.xds.withdrawEgress(a.cfg.Role.HasEgress(), a.skipDrain, a.tracker)
 	}
 	a.drain(e.Admin, e.Proc, drainMin)
 	a.stop(e.Proc, "stopped")
@@ -151,9 +151,9 @@ func restartWords(egress, loadBalanced bool) string {
 	return "restart: " + drain
 }
 
-// stopStatus is /status's stop word while one is under way.
-func (a *Agent) stopStatus() string {
-	if k, ok := a.stopAs.settled(); ok && a.tracker.Current().Phase == state.Terminating {
+// status is /status's stop word while one is under way (phase).
+func (s *stopIntent) status(phase state.Phase) string {
+	if k, ok := s.settled(); ok && phase == state.Terminating {
 		return k.Word()
 	}
 	return ""

@@ -40,7 +40,7 @@ func TestAStopIsARestartOnlyWhenAskedFor(t *testing.T) {
 			a, logs := testAgent(t, &config.Config{Role: config.RoleEgress})
 			asked := false
 			a.opts.StopJob = func(context.Context) (bool, error) { asked = true; return tt.job, tt.jobErr }
-			a.readStop(tt.sig)
+			a.stopAs.read(tt.sig, a.opts.StopJob, a.log)
 			k := a.stopAs.wait()
 			if k.restart != tt.want || asked != tt.wantAsked {
 				t.Fatalf("restart %t (asked systemd: %t, %s), want %t (%t)", k.restart, asked, k.why, tt.want, tt.wantAsked)

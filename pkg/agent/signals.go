@@ -86,7 +86,7 @@ func (a *Agent) followSignals(s *Signals, stop context.CancelFunc, done <-chan s
 				switch stops {
 				case 1:
 					a.log.Info("stop signal received; stopping", zap.String("signal", sig.String()))
-					a.readStop(sig)
+					a.stopAs.read(sig, a.opts.StopJob, a.log)
 					a.up.StopAsked() // a reload under way gives way
 					stop()
 				case 2:

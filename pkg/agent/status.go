@@ -77,9 +77,9 @@ func (a *Agent) Status() Status {
 	if a.maint.want.Load() {
 		st.Drain = "maintenance"
 	}
-	st.Stop = a.stopStatus()
+	st.Stop = a.stopAs.status(a.tracker.Current().Phase)
 	st.Generation, st.EnvoyGeneration, st.Reload = a.up.Record().Generations()
-	a.protocolChangeStatus(&st)
+	a.follow.status(&st)
 	if x != nil {
 		if _, c := x.Live(); c.InUse {
 			st.Cache = &c
