@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -82,10 +81,10 @@ func reload(cmd *cobra.Command) error {
 	// A package upgrade restarts an instance only when it cannot reload
 	// at all; one refused on purpose (drained, starting, …) is left.
 	cannot := func(format string, args ...any) error {
-		return withExitCode(fail(format, args...), exitcode.CannotReload)
+		return exitcode.WithCode(fail(format, args...), exitcode.CannotReload)
 	}
 	refused := func(format string, args ...any) error {
-		return withExitCode(fail(format, args...), exitcode.ReloadRefused)
+		return exitcode.WithCode(fail(format, args...), exitcode.ReloadRefused)
 	}
 	out := cmd.OutOrStdout()
 	defer loopback.CloseIdleConnections()
@@ -156,15 +155,6 @@ func envoyWords(st agent.Status) string {
 		return "no Envoy yet"
 	}
 	return fmt.Sprintf("Envoy pid %d, generation %d", st.Envoy.PID, st.EnvoyGeneration)
-}
-
-// withExitCode gives a reported error its own exit code.
-func withExitCode(err error, code int) error {
-	var r reportedError
-	if !errors.As(err, &r) {
-		return err
-	}
-	return reportedError{exitcode.WithCode(r.err, code)}
 }
 
 func agentStatus(ctx context.Context, base string) (agent.Status, error) {

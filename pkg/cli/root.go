@@ -75,9 +75,8 @@ func Main(args []string, stderr io.Writer) int {
 	if err == nil {
 		return exitcode.OK
 	}
-	var reported reportedError
-	if errors.As(err, &reported) {
-		return exitcode.Of(reported.err)
+	if errors.As(err, new(reportedError)) {
+		return exitcode.Of(err) // a code given around the report counts
 	}
 	// The rest is cobra's complaint, or ours, about the command line.
 	fmt.Fprint(stderr, describeUsage(cmd, args, err))

@@ -24,7 +24,7 @@ const reregisterWords = "registering the Dataplane anew: kuma-cp accepts the new
 func (r *Relay) Reregister() bool {
 	r.upMu.Lock()
 	defer r.upMu.Unlock()
-	if r.active == nil || r.isWithdrawn() {
+	if r.active == nil || r.Withdrawn() {
 		return false
 	}
 	r.reregistered.Store(r.active)

@@ -103,7 +103,7 @@ func (s *session) run(ctx context.Context) error {
 	}
 	var held heldRetries
 	for attempt := 1; ; attempt++ {
-		if s.r.isWithdrawn() && s.kind.exclusive() {
+		if s.r.Withdrawn() && s.kind.exclusive() {
 			return s.park(ctx)
 		}
 		up, err := s.r.open(ctx, s.kind, s.rawEarly())
@@ -116,7 +116,7 @@ func (s *session) run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if s.r.isWithdrawn() && s.kind.exclusive() {
+		if s.r.Withdrawn() && s.kind.exclusive() {
 			return s.park(ctx)
 		}
 		if errors.Is(err, errSuperseded) {
@@ -167,7 +167,7 @@ func (s *session) relayOn(ctx context.Context, up *upstream) (retry bool, err er
 		return false, s.parkDetached(ctx)
 	case res.envoyGone || ctx.Err() != nil:
 		return false, nil
-	case res.responded && s.r.isWithdrawn() && s.kind.exclusive():
+	case res.responded && s.r.Withdrawn() && s.kind.exclusive():
 		return false, s.park(ctx)
 	case res.responded && s.r.reregistered.CompareAndSwap(up, nil):
 		return false, s.afterReregister(ctx)
@@ -459,7 +459,7 @@ func (r *Relay) open(ctx context.Context, kind streamKind, replay [][]byte) (*up
 		// Envoy left while this waited: r.active is a newer session's.
 		return nil, err
 	}
-	if r.isWithdrawn() {
+	if r.Withdrawn() {
 		return nil, errWithdrawn // the withdrawn Dataplane's stream holds the node
 	}
 	if r.isRetired(kind) {
@@ -506,7 +506,7 @@ func (r *Relay) probe(ctx, streamCtx context.Context, kind streamKind, why Strea
 			return probeResult{err: ctx.Err()}
 		case <-t.C:
 		}
-		if r.isWithdrawn() && kind.exclusive() {
+		if r.Withdrawn() && kind.exclusive() {
 			return probeResult{err: errWithdrawn}
 		}
 		reqs := requests()

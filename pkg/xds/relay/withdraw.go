@@ -40,8 +40,6 @@ func (w *withdrawal) close() {
 	}
 }
 
-func (r *Relay) isWithdrawn() bool { return r.withdrawn.on.Load() }
-
 // Withdraw ends the proxy's stream and registers it anew with the node
 // mark returns (a Dataplane whose listeners are NotReady). Envoy keeps its
 // configuration and its stream to the relay, which answers nothing more.
@@ -149,7 +147,7 @@ func stateAfterFailedWithdrawal(attempted bool, streamErr error) UpstreamState {
 
 // Withdrawn says whether the relay keeps Envoy's streams parked for a
 // withdrawal: no stream of Envoy's reaches kuma-cp until Rejoin.
-func (r *Relay) Withdrawn() bool { return r.isWithdrawn() }
+func (r *Relay) Withdrawn() bool { return r.withdrawn.on.Load() }
 
 // Rejoin ends a withdrawal: the next stream of Envoy's registers the
 // proxy as it is (Ready) again, once kuma-cp lets go of the NotReady one.
