@@ -63,28 +63,6 @@ func TestBindErrorsAreReadFromEnvoysNACK(t *testing.T) {
 	}
 }
 
-func TestListeningSocketsThatKeepABindFromSucceeding(t *testing.T) {
-	tests := []struct {
-		holder, target string
-		want           bool
-	}{
-		{"127.0.0.1", "127.0.0.1", true},
-		{"0.0.0.0", "127.0.0.1", true},
-		{"127.0.0.1", "0.0.0.0", true},
-		{"127.0.0.2", "127.0.0.1", false},
-		{"::", "127.0.0.1", true}, // dual-stack wildcard
-		{"::1", "0.0.0.0", false},
-		{"0.0.0.0", "::1", false},
-		{"0.0.0.0", "::", true},
-		{"::ffff:127.0.0.1", "127.0.0.1", true},
-	}
-	for _, tt := range tests {
-		if got := addrsConflict(netip.MustParseAddr(tt.holder), netip.MustParseAddr(tt.target)); got != tt.want {
-			t.Errorf("a listener on %s blocks %s: %v, want %v", tt.holder, tt.target, got, tt.want)
-		}
-	}
-}
-
 // procAddrHex writes ap as /proc/net/tcp(6) does.
 func procAddrHex(ap netip.AddrPort) string {
 	ip := ap.Addr()

@@ -79,13 +79,10 @@ func portHolders(ap netip.AddrPort) ([]portHolder, error) {
 	if err != nil {
 		return nil, err
 	}
-	var held []procnet.Socket
-	var inodes []uint64
-	for _, s := range socks {
-		if s.State == procnet.Listen && s.Local.Port() == ap.Port() && addrsConflict(s.Local.Addr(), ap.Addr()) {
-			held = append(held, s)
-			inodes = append(inodes, s.Inode)
-		}
+	held := procnet.Conflicting(socks, ap.Addr(), ap.Port())
+	inodes := make([]uint64, 0, len(held))
+	for _, s := range held {
+		inodes = append(inodes, s.Inode)
 	}
 	procs := procnet.Holders(inodes)
 	var out []portHolder
@@ -108,20 +105,6 @@ func portHolders(ap netip.AddrPort) ([]portHolder, error) {
 		return a.uid - b.uid
 	})
 	return slices.Compact(out), nil
-}
-
-// addrsConflict: a socket on a (of the same port) keeps one on b from
-// binding. An IPv6 wildcard takes IPv4 addresses too (unless IPV6_V6ONLY,
-// which /proc does not show).
-func addrsConflict(a, b netip.Addr) bool {
-	a, b = a.Unmap(), b.Unmap()
-	if a.Is4() == b.Is4() {
-		return a == b || a.IsUnspecified() || b.IsUnspecified()
-	}
-	if a.Is6() {
-		return a.IsUnspecified()
-	}
-	return b.IsUnspecified()
 }
 
 func holdersText(hs []portHolder) string {

@@ -52,9 +52,9 @@ var holderOf = func(addr string) string {
 	return "it is held by " + strings.Join(names, "; and by ")
 }
 
-// conflicting are the sockets that keep addr from being bound: listening
-// on its port at the same address, or either at the wildcard address. A
-// host that is not an IP matches on the port alone.
+// conflicting are the sockets that keep addr (host:port) from being
+// bound (procnet.Conflicting); a host that is not an IP matches on the
+// port alone.
 func conflicting(socks []procnet.Socket, addr string) []procnet.Socket {
 	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -64,19 +64,8 @@ func conflicting(socks []procnet.Socket, addr string) []procnet.Socket {
 	if err != nil {
 		return nil
 	}
-	ip, ipErr := netip.ParseAddr(host)
-	var out []procnet.Socket
-	for _, s := range socks {
-		if s.State != procnet.Listen || s.Local.Port() != uint16(port) {
-			continue
-		}
-		sa := s.Local.Addr().Unmap()
-		if ipErr == nil && !ip.IsUnspecified() && !sa.IsUnspecified() && sa != ip.Unmap() {
-			continue
-		}
-		out = append(out, s)
-	}
-	return out
+	ip, _ := netip.ParseAddr(host) // invalid for a host name
+	return procnet.Conflicting(socks, ip, uint16(port))
 }
 
 // uidName is "1001 (alice)", or "1001" when the name is unknown.

@@ -119,6 +119,34 @@ func Same(a, b netip.AddrPort) bool {
 	return a.Port() == b.Port() && a.Addr().Unmap() == b.Addr().Unmap()
 }
 
+// Conflicting are the listening sockets of socks that keep a socket on
+// ip:port from being bound: the same port at the same address, or where
+// either is a wildcard. An IPv6 wildcard takes IPv4 addresses too (unless
+// IPV6_V6ONLY, which the tables do not show). An invalid ip (the address
+// is a host name) matches on the port alone.
+func Conflicting(socks []Socket, ip netip.Addr, port uint16) []Socket {
+	var out []Socket
+	for _, s := range socks {
+		if s.State == Listen && s.Local.Port() == port && (!ip.IsValid() || addrsConflict(s.Local.Addr(), ip)) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// addrsConflict: a listener on a (of the same port) keeps one on b from
+// binding.
+func addrsConflict(a, b netip.Addr) bool {
+	a, b = a.Unmap(), b.Unmap()
+	if a.Is4() == b.Is4() {
+		return a == b || a.IsUnspecified() || b.IsUnspecified()
+	}
+	if a.Is6() {
+		return a.IsUnspecified()
+	}
+	return b.IsUnspecified()
+}
+
 // Process is one process holding a socket.
 type Process struct {
 	PID  int

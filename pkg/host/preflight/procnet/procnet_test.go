@@ -51,3 +51,35 @@ func TestSocketsAndHolders(t *testing.T) {
 		t.Fatalf("holders %+v, want this process (%d)", holders, os.Getpid())
 	}
 }
+
+// A listener keeps a bind from succeeding on the same port at the same
+// address, or where either is a wildcard; IPv4 and IPv6 apart, but for the
+// IPv6 wildcard.
+func TestListeningSocketsThatKeepABindFromSucceeding(t *testing.T) {
+	tests := []struct {
+		holder, target string
+		want           bool
+	}{
+		{"127.0.0.1", "127.0.0.1", true},
+		{"0.0.0.0", "127.0.0.1", true},
+		{"127.0.0.1", "0.0.0.0", true},
+		{"127.0.0.2", "127.0.0.1", false},
+		{"::", "127.0.0.1", true}, // dual-stack wildcard
+		{"::1", "0.0.0.0", false},
+		{"0.0.0.0", "::1", false},
+		{"0.0.0.0", "::", true},
+		{"::ffff:127.0.0.1", "127.0.0.1", true},
+	}
+	if n := len(Conflicting([]Socket{{Local: netip.MustParseAddrPort("127.0.0.1:9903"), State: Listen}}, netip.MustParseAddr("127.0.0.1"), 9902)); n != 0 {
+		t.Errorf("a listener on another port blocks: %d", n)
+	}
+	if n := len(Conflicting([]Socket{{Local: netip.MustParseAddrPort("127.0.0.2:9902"), State: Listen}}, netip.Addr{}, 9902)); n != 1 {
+		t.Errorf("a host name's port is not matched on the port alone: %d", n)
+	}
+	for _, tt := range tests {
+		socks := []Socket{{Local: netip.AddrPortFrom(netip.MustParseAddr(tt.holder), 9902), State: Listen}}
+		if got := len(Conflicting(socks, netip.MustParseAddr(tt.target), 9902)) == 1; got != tt.want {
+			t.Errorf("a listener on %s blocks %s: %v, want %v", tt.holder, tt.target, got, tt.want)
+		}
+	}
+}
