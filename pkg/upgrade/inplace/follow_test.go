@@ -2,14 +2,7 @@ package inplace
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,14 +10,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	zptest "github.com/zoneproxy/zoneproxy/internal/testutil"
 	"github.com/zoneproxy/zoneproxy/pkg/envoy"
 	"github.com/zoneproxy/zoneproxy/pkg/upgrade"
 	"github.com/zoneproxy/zoneproxy/pkg/xds"
 )
 
 // kumaCPBootstrap is kuma-cp's bootstrap with ADS of apiType (GRPC: 2.14,
-// DELTA_GRPC: 3.0) to host.
-func kumaCPBootstrap(apiType, host string) []byte {
+// DELTA_GRPC: 3.0) to host, trusting ca.
+func kumaCPBootstrap(ca []byte, apiType, host string) []byte {
 	return []byte(`
 admin:
   address: {pipe: {path: /run/zp/kuma-envoy-admin.sock}}
@@ -50,25 +44,44 @@ staticResources:
         sni: ` + host + `
         commonTlsContext:
           validationContext:
-            trustedCa: {inlineString: "` + strings.ReplaceAll(string(testCA), "\n", `\n`) + `"}
+            trustedCa: {inlineString: "` + strings.ReplaceAll(string(ca), "\n", `\n`) + `"}
 `)
 }
 
-// testCA is a self-signed CA certificate, PEM.
-var testCA = func() []byte {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+// newFollowRig is a handover rig whose Envoy runs on kuma-cp's bootstrap
+// of ADS type running, to cp.example, and whose control plane answers a
+// bootstrap request with offer's (nil: the request fails); asked counts
+// the requests.
+func newFollowRig(t *testing.T, direct bool, running string, offer func(ca []byte) []byte) (*handoverRig, *atomic.Int32) {
+	ca := zptest.CertPEM(t, time.Now().Add(time.Hour))
+	r := newHandoverRig(t, direct)
+	doc, up, err := xds.Rewrite(kumaCPBootstrap(ca, running, "cp.example"), r.kit.Load().Socket)
 	if err != nil {
-		panic(err)
+		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kuma-cp test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		panic(err)
+	r.kit.Load().Launch.Bootstrap = doc
+	r.relay.resume = &xds.Resumption{Upstream: up}
+	asked := new(atomic.Int32)
+	r.KeepRefetch(func(context.Context, envoy.Version) ([]byte, error) {
+		asked.Add(1)
+		if doc := offer(ca); doc != nil {
+			return doc, nil
+		}
+		return nil, errors.New("connection refused")
+	})
+	return r, asked
+}
+
+// offers is kuma-cp's bootstrap of ADS type apiType to host; "" for a
+// request that fails.
+func offers(apiType, host string) func(ca []byte) []byte {
+	return func(ca []byte) []byte {
+		if apiType == "" {
+			return nil
+		}
+		return kumaCPBootstrap(ca, apiType, host)
 	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-}()
+}
 
 // Across kuma-cp's upgrade the agent hands over to an Envoy of the
 // control plane's ADS protocol only when its bootstrap asks for another
@@ -79,8 +92,8 @@ func TestTheControlPlanesProtocolIsFollowedOnlyWhenItChanged(t *testing.T) {
 	handoverLiveTimeout = 5 * time.Second
 	for _, tc := range []struct {
 		name       string
-		running    string // apiType of the running Envoy
-		offered    []byte // kuma-cp's bootstrap now; nil: the request fails
+		running    string                 // apiType of the running Envoy
+		offered    func(ca []byte) []byte // kuma-cp's bootstrap now
 		notServing bool
 		drained    bool
 		direct     bool
@@ -89,38 +102,24 @@ func TestTheControlPlanesProtocolIsFollowedOnlyWhenItChanged(t *testing.T) {
 		wantState  string // ProtocolChange's; "" for none
 		wantCount  string // "to/result" counted
 	}{
-		{name: "2.14 to 3.0: delta", running: "GRPC", offered: kumaCPBootstrap("DELTA_GRPC", "cp.example"),
+		{name: "2.14 to 3.0: delta", running: "GRPC", offered: offers("DELTA_GRPC", "cp.example"),
 			wantAsked: true, wantState: Done, wantCount: "delta/success"},
-		{name: "3.0 back to 2.14: state of the world", running: "DELTA_GRPC", offered: kumaCPBootstrap("GRPC", "cp.example"),
+		{name: "3.0 back to 2.14: state of the world", running: "DELTA_GRPC", offered: offers("GRPC", "cp.example"),
 			wantAsked: true, wantState: Done, wantCount: "state-of-the-world/success"},
-		{name: "the same protocol", running: "GRPC", offered: kumaCPBootstrap("GRPC", "cp.example"), wantAsked: true},
-		{name: "the bootstrap request fails", running: "GRPC", wantAsked: true},
-		{name: "the bootstrap points elsewhere", running: "GRPC", offered: kumaCPBootstrap("DELTA_GRPC", "other.example"), wantAsked: true},
-		{name: "the new Envoy exits", running: "GRPC", offered: kumaCPBootstrap("DELTA_GRPC", "cp.example"), newExits: true,
+		{name: "the same protocol", running: "GRPC", offered: offers("GRPC", "cp.example"), wantAsked: true},
+		{name: "the bootstrap request fails", running: "GRPC", offered: offers("", ""), wantAsked: true},
+		{name: "the bootstrap points elsewhere", running: "GRPC", offered: offers("DELTA_GRPC", "other.example"), wantAsked: true},
+		{name: "the new Envoy exits", running: "GRPC", offered: offers("DELTA_GRPC", "cp.example"), newExits: true,
 			wantAsked: true, wantState: Failed, wantCount: "delta/failed"},
-		{name: "not serving yet", running: "GRPC", offered: kumaCPBootstrap("DELTA_GRPC", "cp.example"), notServing: true},
-		{name: "drained for maintenance", running: "GRPC", offered: kumaCPBootstrap("DELTA_GRPC", "cp.example"), drained: true},
-		{name: "direct mode", running: "GRPC", offered: kumaCPBootstrap("DELTA_GRPC", "cp.example"), direct: true},
+		{name: "not serving yet", running: "GRPC", offered: offers("DELTA_GRPC", "cp.example"), notServing: true},
+		{name: "drained for maintenance", running: "GRPC", offered: offers("DELTA_GRPC", "cp.example"), drained: true},
+		{name: "direct mode", running: "GRPC", offered: offers("DELTA_GRPC", "cp.example"), direct: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newHandoverRig(t, tc.direct)
+			r, asked := newFollowRig(t, tc.direct, tc.running, tc.offered)
 			r.serving.Store(!tc.notServing)
 			r.drained.Store(tc.drained)
 			r.envoy.exits = tc.newExits
-			running, up, err := xds.Rewrite(kumaCPBootstrap(tc.running, "cp.example"), r.kit.Load().Socket)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r.kit.Load().Launch.Bootstrap = running
-			r.relay.resume = &xds.Resumption{Upstream: up}
-			var asked atomic.Int32
-			r.KeepRefetch(func(context.Context, envoy.Version) ([]byte, error) {
-				asked.Add(1)
-				if tc.offered == nil {
-					return nil, errors.New("connection refused")
-				}
-				return tc.offered, nil
-			})
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 
@@ -167,19 +166,8 @@ func TestTheControlPlanesProtocolIsFollowedOnlyWhenItChanged(t *testing.T) {
 // refuses it; each check is a bootstrap request, so one per followEvery.
 // A control plane back from an outage says so once: checked each time.
 func TestProtocolChecksPromptedByRefusalsArePaced(t *testing.T) {
-	r := newHandoverRig(t, false)
+	r, asked := newFollowRig(t, false, "GRPC", offers("GRPC", "cp.example"))
 	r.serving.Store(true)
-	running, up, err := xds.Rewrite(kumaCPBootstrap("GRPC", "cp.example"), r.kit.Load().Socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.kit.Load().Launch.Bootstrap = running
-	r.relay.resume = &xds.Resumption{Upstream: up}
-	var asked atomic.Int32
-	r.KeepRefetch(func(context.Context, envoy.Version) ([]byte, error) {
-		asked.Add(1)
-		return kumaCPBootstrap("GRPC", "cp.example"), nil
-	})
 	ctx := context.Background()
 	for _, step := range []struct {
 		unserved bool
