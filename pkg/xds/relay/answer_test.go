@@ -79,7 +79,7 @@ func TestDeltaCacheAnswers(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				b, err := cs.answer(read)
+				b, _, err := cs.answer(read)
 				if err != nil {
 					t.Fatal(err)
 				}

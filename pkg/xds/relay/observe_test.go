@@ -114,3 +114,61 @@ func TestAResumedStreamWaitsForEnvoysLastACKToBeObserved(t *testing.T) {
 	close(s.toObserver)
 	<-done
 }
+
+// A control plane back from an outage is offered what Envoy holds, also
+// when Envoy's ACK of a cached response is still on its way to the relay:
+// offered less, kuma-cp would never remove what Envoy holds and it no
+// longer has. A response Envoy leaves unanswered is waited for only a
+// while; the wait ends with the stream.
+func TestAResumedStreamWaitsForEnvoysAnswerToTheCache(t *testing.T) {
+	pki := newPKI(t)
+	newSession := func() (*session, func()) {
+		r, err := New(Options{SocketPath: "/x", Upstream: cpdial.Target{Address: "cp:5678", CAPEM: pki.caPEM}, Token: staticToken("t")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &session{r: r, kind: delta{}, obs: newObserver(r), toObserver: make(chan observedMessage, 16), subs: newSubscriptions()}
+		done := make(chan struct{})
+		prev := make(chan struct{})
+		close(prev)
+		go s.observeAll(prev, done)
+		s.observe(envoyRequest{raw: mustMarshal(t, &discoveryv3.DeltaDiscoveryRequest{Node: node, TypeUrl: listenerType})})
+		cached := mustMarshal(t, &discoveryv3.DeltaDiscoveryResponse{TypeUrl: listenerType, SystemVersionInfo: "1", Nonce: "zoneproxy-lkg-1",
+			Resources: []*discoveryv3.Resource{{Name: "l", Version: "7", Resource: listener(t, "l", 10)}}})
+		s.toObserver <- observedMessage{cached: cached}
+		s.unanswered.sent(listenerType, "zoneproxy-lkg-1")
+		return s, func() { close(s.toObserver); <-done }
+	}
+	ack := envoyRequest{raw: mustMarshal(t, &discoveryv3.DeltaDiscoveryRequest{TypeUrl: listenerType, ResponseNonce: "zoneproxy-lkg-1"})}
+
+	s, end := newSession()
+	resumed := make(chan [][]byte, 1)
+	go func() { resumed <- s.resumeRequests(context.Background()) }()
+	select {
+	case <-resumed:
+		t.Fatal("the resumed stream was opened before Envoy answered the cached response")
+	case <-time.After(100 * time.Millisecond): // an absence has no event to await
+	}
+	s.observe(ack)
+	reqs := <-resumed
+	if len(reqs) != 1 {
+		t.Fatalf("resumed requests: %d, want 1", len(reqs))
+	}
+	if got := decodeDeltaRequest(t, reqs[0]).GetInitialResourceVersions(); !maps.Equal(got, map[string]string{"l": "7"}) {
+		t.Fatalf("resumed with versions %v, want what Envoy ACKed", got)
+	}
+	end()
+
+	defer func(d time.Duration) { cacheAnswerWait = d }(cacheAnswerWait)
+	cacheAnswerWait = 50 * time.Millisecond
+	s, end = newSession()
+	if reqs := s.resumeRequests(context.Background()); len(reqs) != 1 || len(decodeDeltaRequest(t, reqs[0]).GetInitialResourceVersions()) != 0 {
+		t.Fatalf("with no answer from Envoy: %d requests (%v), want one offering nothing", len(reqs), decodeDeltaRequest(t, reqs[0]))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if reqs := s.resumeRequests(ctx); reqs != nil {
+		t.Fatalf("a stream that ended was resumed with %d requests", len(reqs))
+	}
+	end()
+}

@@ -36,6 +36,9 @@ type session struct {
 	// to replay them on a new upstream stream if this one is refused.
 	early     []envoyRequest
 	responded atomic.Bool
+	// unanswered are the cached responses Envoy has not ACKed or NACKed
+	// yet: a resumed stream waits for them (resumeRequests).
+	unanswered unansweredNonces
 
 	handover // handover.go: standby, detached, adopted
 }
@@ -73,6 +76,7 @@ func (s *session) observe(req envoyRequest) envoyRequest {
 		s.subs.track(s.kind, req.raw, req.msg)
 	}
 	if req.msg != nil {
+		s.unanswered.answered(req.msg.typeURL, req.msg.nonce)
 		s.toObserver <- observedMessage{req: req.msg}
 	}
 	return req
@@ -394,11 +398,16 @@ func (s *session) serveCache(ctx context.Context, snap *lkgcache.Snapshot, why S
 	}
 }
 
-// resumeRequests opens a resumed stream with what Envoy holds: once the
-// observer has applied every ACK Envoy sent so far, or the resumed stream
-// would offer the control plane older versions than Envoy has (nil when
-// ctx ends first).
+// resumeRequests opens a resumed stream with what Envoy holds: once Envoy
+// has answered the cached responses sent to it (for at most
+// cacheAnswerWait) and the observer has applied every answer, or the
+// resumed stream would offer the control plane older versions than Envoy
+// has, and kuma-cp would not remove what Envoy holds and it no longer
+// has (nil when ctx ends first).
 func (s *session) resumeRequests(ctx context.Context) [][]byte {
+	if !s.unanswered.await(ctx, cacheAnswerWait) {
+		return nil
+	}
 	observed := make(chan struct{})
 	select {
 	case s.toObserver <- observedMessage{barrier: observed}:
@@ -417,7 +426,7 @@ func (s *session) answer(cs cacheServer, req envoyRequest) error {
 	if req.msg == nil {
 		return nil
 	}
-	b, err := cs.answer(req.msg)
+	b, nonce, err := cs.answer(req.msg)
 	if err != nil {
 		s.r.log.Warn("the cached configuration could not be encoded for Envoy", zap.String("type", shortType(req.msg.typeURL)), zap.Error(err))
 		return nil
@@ -426,6 +435,7 @@ func (s *session) answer(cs cacheServer, req envoyRequest) error {
 		return nil
 	}
 	s.toObserver <- observedMessage{cached: b}
+	s.unanswered.sent(req.msg.typeURL, nonce)
 	return s.send(&frame{b: b})
 }
 

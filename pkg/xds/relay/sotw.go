@@ -119,12 +119,12 @@ type sotwCache struct {
 	n    int
 }
 
-func (c *sotwCache) answer(req *request) ([]byte, error) {
+func (c *sotwCache) answer(req *request) ([]byte, string, error) {
 	t := req.typeURL
 	names := slices.Sorted(slices.Values(req.subscribe))
 	key := strings.Join(names, "\x00")
 	if prev, ok := c.sent[t]; ok && prev == key {
-		return nil, nil // an ACK or a NACK of the last answer
+		return nil, "", nil // an ACK or a NACK of the last answer
 	}
 	c.sent[t] = key
 	c.n++
@@ -141,5 +141,6 @@ func (c *sotwCache) answer(req *request) ([]byte, error) {
 			}
 		}
 	}
-	return proto.Marshal(resp)
+	b, err := proto.Marshal(resp)
+	return b, resp.Nonce, err
 }
