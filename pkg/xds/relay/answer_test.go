@@ -79,7 +79,7 @@ func TestDeltaCacheAnswers(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				b, _, err := cs.answer(read)
+				b, err := cs.answer(read)
 				if err != nil {
 					t.Fatal(err)
 				}

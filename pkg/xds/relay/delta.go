@@ -89,11 +89,11 @@ type deltaCache struct {
 	n     int
 }
 
-func (c *deltaCache) answer(req *request) ([]byte, string, error) {
+func (c *deltaCache) answer(req *request) ([]byte, error) {
 	t := req.typeURL
 	first := !c.asked[t]
 	if !first && len(req.subscribe) == 0 {
-		return nil, "", nil // an ACK, a NACK or an unsubscription
+		return nil, nil // an ACK, a NACK or an unsubscription
 	}
 	c.asked[t] = true
 	wildcard := (first && len(req.subscribe) == 0) || slices.Contains(req.subscribe, "*")
@@ -126,10 +126,9 @@ func (c *deltaCache) answer(req *request) ([]byte, string, error) {
 		slices.Sort(resp.RemovedResources)
 	}
 	if len(resp.Resources) == 0 && len(resp.RemovedResources) == 0 && !(first && wildcard) {
-		return nil, "", nil
+		return nil, nil
 	}
 	c.n++
 	resp.Nonce = fmt.Sprintf("zoneproxy-lkg-%d", c.n)
-	b, err := proto.Marshal(resp)
-	return b, resp.Nonce, err
+	return proto.Marshal(resp)
 }

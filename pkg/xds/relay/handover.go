@@ -236,7 +236,7 @@ func (s *session) serveStandby(ctx context.Context) error {
 				s.r.log.Warn("the new Envoy rejected the configuration it was handed", zap.String("type", shortType(msg.typeURL)), zap.String("error", msg.errMsg))
 			}
 			snap.Types = s.r.envoyState.export() // the newest the serving Envoy holds
-			b, _, err := cs.answer(msg)
+			b, err := cs.answer(msg)
 			if err != nil || b == nil {
 				continue
 			}

@@ -131,6 +131,7 @@ type observer struct {
 	// this stream; resynced: its first ACK on this stream was applied.
 	initial  map[string]map[string]string
 	resynced map[string]bool
+	answer   chan struct{} // closed and replaced at each of Envoy's answers
 }
 
 func newObserver(r *Relay) *observer {
@@ -175,6 +176,10 @@ func (o *observer) answered(nonce string, nack bool, errMsg string) {
 		if q.typeURL == p.typeURL && q.seq <= p.seq {
 			delete(o.pending, n)
 		}
+	}
+	if o.answer != nil {
+		close(o.answer)
+		o.answer = nil
 	}
 	var keep func(lkgcache.Resource) bool
 	if !nack {
@@ -226,4 +231,20 @@ func (r *Relay) accepted(p *pendingResponse) {
 // shortType is the message name of a type URL, e.g. "Listener".
 func shortType(url string) string {
 	return url[strings.LastIndex(url, ".")+1:]
+}
+
+// cachedUnanswered reports whether Envoy has yet to answer a cached
+// response, and a channel closed at its next answer.
+func (o *observer) cachedUnanswered() (bool, <-chan struct{}) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.answer == nil {
+		o.answer = make(chan struct{})
+	}
+	for _, p := range o.pending {
+		if p.fromCache {
+			return true, o.answer
+		}
+	}
+	return false, o.answer
 }

@@ -36,9 +36,6 @@ type session struct {
 	// to replay them on a new upstream stream if this one is refused.
 	early     []envoyRequest
 	responded atomic.Bool
-	// unanswered are the cached responses Envoy has not ACKed or NACKed
-	// yet: a resumed stream waits for them (resumeRequests).
-	unanswered unansweredNonces
 
 	handover // handover.go: standby, detached, adopted
 }
@@ -76,7 +73,6 @@ func (s *session) observe(req envoyRequest) envoyRequest {
 		s.subs.track(s.kind, req.raw, req.msg)
 	}
 	if req.msg != nil {
-		s.unanswered.answered(req.msg.typeURL, req.msg.nonce)
 		s.toObserver <- observedMessage{req: req.msg}
 	}
 	return req
@@ -405,28 +401,53 @@ func (s *session) serveCache(ctx context.Context, snap *lkgcache.Snapshot, why S
 // has, and kuma-cp would not remove what Envoy holds and it no longer
 // has (nil when ctx ends first).
 func (s *session) resumeRequests(ctx context.Context) [][]byte {
-	if !s.unanswered.await(ctx, cacheAnswerWait) {
-		return nil
+	timeout := time.NewTimer(cacheAnswerWait)
+	defer timeout.Stop()
+	for {
+		if !s.observedSoFar(ctx) {
+			return nil
+		}
+		unanswered, answered := s.obs.cachedUnanswered()
+		if !unanswered {
+			return s.subs.snapshot(s.kind, &s.r.envoyState)
+		}
+		select {
+		case <-answered:
+		case <-timeout.C:
+			return s.subs.snapshot(s.kind, &s.r.envoyState)
+		case <-ctx.Done():
+			return nil
+		}
 	}
+}
+
+// cacheAnswerWait bounds how long a resumed stream waits for Envoy to
+// answer the cached responses sent to it: Envoy answers at once, and one
+// it has not answered by then is taken as not held.
+var cacheAnswerWait = time.Second
+
+// observedSoFar waits until the observer has applied every message sent
+// to it so far; false if ctx ends first.
+func (s *session) observedSoFar(ctx context.Context) bool {
 	observed := make(chan struct{})
 	select {
 	case s.toObserver <- observedMessage{barrier: observed}:
 	case <-ctx.Done():
-		return nil
+		return false
 	}
 	select {
 	case <-observed:
+		return true
 	case <-ctx.Done():
-		return nil
+		return false
 	}
-	return s.subs.snapshot(s.kind, &s.r.envoyState)
 }
 
 func (s *session) answer(cs cacheServer, req envoyRequest) error {
 	if req.msg == nil {
 		return nil
 	}
-	b, nonce, err := cs.answer(req.msg)
+	b, err := cs.answer(req.msg)
 	if err != nil {
 		s.r.log.Warn("the cached configuration could not be encoded for Envoy", zap.String("type", shortType(req.msg.typeURL)), zap.Error(err))
 		return nil
@@ -435,7 +456,6 @@ func (s *session) answer(cs cacheServer, req envoyRequest) error {
 		return nil
 	}
 	s.toObserver <- observedMessage{cached: b}
-	s.unanswered.sent(req.msg.typeURL, nonce)
 	return s.send(&frame{b: b})
 }
 

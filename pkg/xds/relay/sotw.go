@@ -119,12 +119,12 @@ type sotwCache struct {
 	n    int
 }
 
-func (c *sotwCache) answer(req *request) ([]byte, string, error) {
+func (c *sotwCache) answer(req *request) ([]byte, error) {
 	t := req.typeURL
 	names := slices.Sorted(slices.Values(req.subscribe))
 	key := strings.Join(names, "\x00")
 	if prev, ok := c.sent[t]; ok && prev == key {
-		return nil, "", nil // an ACK or a NACK of the last answer
+		return nil, nil // an ACK or a NACK of the last answer
 	}
 	c.sent[t] = key
 	c.n++
@@ -141,6 +141,5 @@ func (c *sotwCache) answer(req *request) ([]byte, string, error) {
 			}
 		}
 	}
-	b, err := proto.Marshal(resp)
-	return b, resp.Nonce, err
+	return proto.Marshal(resp)
 }

@@ -59,10 +59,10 @@ type request struct {
 	initial     map[string]string // delta: versions Envoy holds
 }
 
-// cacheServer answers Envoy's requests from a snapshot, encoded, with
-// the answer's nonce; nil means no answer is due.
+// cacheServer answers Envoy's requests from a snapshot, encoded; nil
+// means no answer is due.
 type cacheServer interface {
-	answer(req *request) (resp []byte, nonce string, err error)
+	answer(req *request) ([]byte, error)
 }
 
 const (
